@@ -1,0 +1,258 @@
+//! Response envelopes of interface.md § Errors, the JSON body extractor that
+//! answers 422, and the no-store helper.
+//!
+//! Each family keeps one error enum and maps it to its envelope with the
+//! builders here; nobody writes JSON by hand.
+
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// `{success:false, error, error_code?, ...extra}` — config, preferences, memory, MMD,
+/// PNGTuber, characters and the system helpers.
+#[derive(Debug, Serialize)]
+pub struct SuccessError {
+    pub success: bool,
+    pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl SuccessError {
+    pub fn new(error: impl Into<String>) -> Self {
+        SuccessError {
+            success: false,
+            error: error.into(),
+            error_code: None,
+            extra: Map::new(),
+        }
+    }
+    pub fn code(mut self, code: impl Into<String>) -> Self {
+        self.error_code = Some(code.into());
+        self
+    }
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        self.extra.insert(
+            key.to_string(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
+        self
+    }
+    pub fn status(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// `{ok:false, reason, ...extra}` — games, onboarding and the proactive-mode helpers.
+#[derive(Debug, Serialize)]
+pub struct OkReason {
+    pub ok: bool,
+    pub reason: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl OkReason {
+    pub fn new(reason: impl Into<String>) -> Self {
+        OkReason {
+            ok: false,
+            reason: reason.into(),
+            extra: Map::new(),
+        }
+    }
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        self.extra.insert(
+            key.to_string(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
+        self
+    }
+    pub fn status(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// `{detail}` — the jukebox's explicit route errors and request validation.
+#[derive(Debug, Serialize)]
+pub struct Detail {
+    pub detail: Value,
+}
+
+impl Detail {
+    pub fn new(detail: impl Into<String>) -> Self {
+        Detail {
+            detail: Value::String(detail.into()),
+        }
+    }
+    pub fn status(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// The cloud-save envelope: `{success:false, error, code, message, message_key,
+/// message_params, character_name, ...extra}`.
+#[derive(Debug, Serialize)]
+pub struct CloudError {
+    pub success: bool,
+    pub error: String,
+    pub code: String,
+    pub message: String,
+    pub message_key: String,
+    pub message_params: Map<String, Value>,
+    pub character_name: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl CloudError {
+    /// `code` is the machine code (e.g. `CLOUDSAVE_CHARACTER_NOT_FOUND`); the
+    /// message key is derived from it (`cloudsave.error.character_not_found`).
+    pub fn new(code: &str, message: impl Into<String>, character: Option<&str>) -> Self {
+        let message = message.into();
+        let key = code.trim_start_matches("CLOUDSAVE_").to_ascii_lowercase();
+        CloudError {
+            success: false,
+            error: message.clone(),
+            code: code.to_string(),
+            message,
+            message_key: format!("cloudsave.error.{key}"),
+            message_params: Map::new(),
+            character_name: character.map(str::to_string),
+            extra: Map::new(),
+        }
+    }
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        self.extra.insert(
+            key.to_string(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
+        self
+    }
+    pub fn param(mut self, key: &str, value: impl Serialize) -> Self {
+        self.message_params.insert(
+            key.to_string(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
+        self
+    }
+    pub fn status(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// How a family answers guard and body failures. `code` is a stable machine
+/// reason (`invalid_body`, `csrf_validation_failed`, `forbidden`), `message` text for people.
+pub trait Envelope: Send + Sync + 'static {
+    fn reject(status: StatusCode, code: &str, message: &str) -> Response;
+}
+
+/// Families answering `{success:false, error, error_code}`.
+pub struct SuccessEnvelope;
+impl Envelope for SuccessEnvelope {
+    fn reject(status: StatusCode, code: &str, message: &str) -> Response {
+        SuccessError::new(message).code(code).status(status)
+    }
+}
+
+/// Families answering `{ok:false, reason}`.
+pub struct OkEnvelope;
+impl Envelope for OkEnvelope {
+    fn reject(status: StatusCode, code: &str, message: &str) -> Response {
+        OkReason::new(code).with("error", message).status(status)
+    }
+}
+
+/// Families answering `{detail}`.
+pub struct DetailEnvelope;
+impl Envelope for DetailEnvelope {
+    fn reject(status: StatusCode, _code: &str, message: &str) -> Response {
+        Detail::new(message).status(status)
+    }
+}
+
+/// The cloud-save envelope.
+pub struct CloudEnvelope;
+impl Envelope for CloudEnvelope {
+    fn reject(status: StatusCode, code: &str, message: &str) -> Response {
+        CloudError::new(&code.to_ascii_uppercase(), message, None).status(status)
+    }
+}
+
+/// A JSON body. Malformed JSON, a non-matching shape or a wrong field type is
+/// answered with HTTP 422 in the family's envelope `E`. The body is parsed
+/// whatever its Content-Type; an empty body counts as `{}`.
+pub struct JsonBody<T, E: Envelope = SuccessEnvelope>(pub T, pub PhantomData<E>);
+
+impl<T, E: Envelope> JsonBody<T, E> {
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+/// Largest JSON body accepted by [`JsonBody`] (uploads use multipart and stream).
+pub const MAX_JSON_BODY: usize = 4 * 1024 * 1024;
+
+/// Read a request body (at most [`MAX_JSON_BODY`]) and parse it as JSON.
+/// An empty body counts as `{}`.
+pub async fn read_json_body<T: DeserializeOwned>(req: Request) -> Result<T, (StatusCode, String)> {
+    let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON_BODY)
+        .await
+        .map_err(|_| {
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large or unreadable".to_string(),
+            )
+        })?;
+    let slice: &[u8] = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        b"{}"
+    } else {
+        &bytes
+    };
+    serde_json::from_slice(slice).map_err(|e| {
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("invalid request body: {e}"),
+        )
+    })
+}
+
+impl<S, T, E> FromRequest<S> for JsonBody<T, E>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+    E: Envelope,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        match read_json_body(req).await {
+            Ok(v) => Ok(JsonBody(v, PhantomData)),
+            Err((status, msg)) => Err(E::reject(status, "invalid_body", &msg)),
+        }
+    }
+}
+
+/// Add `Cache-Control: no-store` to any response.
+pub fn no_store(r: impl IntoResponse) -> Response {
+    let mut resp = r.into_response();
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store, no-cache, must-revalidate"),
+    );
+    resp.headers_mut()
+        .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// `200` with a JSON body.
+pub fn ok_json(v: impl Serialize) -> Response {
+    Json(v).into_response()
+}

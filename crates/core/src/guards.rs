@@ -1,0 +1,184 @@
+//! The loopback guard and the CSRF guard of runtime.md.
+
+use std::marker::PhantomData;
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use subtle::ConstantTimeEq;
+
+use crate::envelope::{Envelope, OkEnvelope, SuccessEnvelope, MAX_JSON_BODY};
+use crate::state::AppState;
+
+/// Is this address loopback (IPv4-mapped loopback included)?
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// The TCP peer address of a request (never taken from a header).
+pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+}
+
+/// Extractor that admits loopback TCP peers only; others get 403 in envelope `E`.
+pub struct LoopbackPeer<E: Envelope = SuccessEnvelope>(pub SocketAddr, pub PhantomData<E>);
+
+impl<S: Send + Sync, E: Envelope> FromRequestParts<S> for LoopbackPeer<E> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match peer_addr(parts) {
+            Some(addr) if is_loopback(addr.ip()) => Ok(LoopbackPeer(addr, PhantomData)),
+            _ => Err(E::reject(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "only loopback clients may use this route",
+            )),
+        }
+    }
+}
+
+/// Is `origin` (an Origin value or a Referer URL) a loopback HTTP(S) origin?
+pub fn is_loopback_origin(origin: &str) -> bool {
+    let Ok(u) = url::Url::parse(origin.trim()) else {
+        return false;
+    };
+    if !matches!(u.scheme(), "http" | "https") {
+        return false;
+    }
+    match u.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => is_loopback(IpAddr::V6(ip)),
+        None => false,
+    }
+}
+
+/// Does the request carry a foreign (non-loopback) Origin, or without Origin a foreign Referer?
+pub fn has_foreign_origin(headers: &HeaderMap) -> bool {
+    if let Some(o) = headers.get(header::ORIGIN) {
+        return !o.to_str().is_ok_and(is_loopback_origin);
+    }
+    if let Some(r) = headers.get(header::REFERER) {
+        return !r.to_str().is_ok_and(is_loopback_origin);
+    }
+    false
+}
+
+/// Constant-time token comparison.
+pub fn token_matches(expected: &str, given: &str) -> bool {
+    expected.len() == given.len() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+}
+
+/// The CSRF check: token in `X-CSRF-Token` (or the JSON body's `_csrf_token`
+/// when the header is absent), plus a loopback Origin/Referer when one is present.
+async fn csrf_check<E: Envelope>(state: &AppState, req: Request) -> Result<Request, Response> {
+    let fail = || {
+        E::reject(
+            StatusCode::FORBIDDEN,
+            "csrf_validation_failed",
+            "CSRF validation failed",
+        )
+    };
+    if has_foreign_origin(req.headers()) {
+        return Err(fail());
+    }
+    let expected = state.csrf_token();
+    if let Some(h) = req.headers().get("x-csrf-token") {
+        return match h.to_str() {
+            Ok(t) if token_matches(expected, t) => Ok(req),
+            _ => Err(fail()),
+        };
+    }
+    // No header: look for `_csrf_token` in a JSON body, then rebuild the request.
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json"));
+    if !is_json {
+        return Err(fail());
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_JSON_BODY)
+        .await
+        .map_err(|_| fail())?;
+    let token = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| {
+            v.get("_csrf_token")
+                .and_then(|t| t.as_str())
+                .map(str::to_string)
+        });
+    match token {
+        Some(t) if token_matches(expected, &t) => {
+            Ok(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        }
+        _ => Err(fail()),
+    }
+}
+
+/// Middleware: CSRF guard answering `{success:false, error_code:"csrf_validation_failed", error}`.
+pub async fn csrf_success(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match csrf_check::<SuccessEnvelope>(&state, req).await {
+        Ok(req) => next.run(req).await,
+        Err(r) => r,
+    }
+}
+
+/// Middleware: CSRF guard answering `{ok:false, reason:"csrf_validation_failed"}` (games, onboarding).
+pub async fn csrf_ok(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match csrf_check::<OkEnvelope>(&state, req).await {
+        Ok(req) => next.run(req).await,
+        Err(r) => r,
+    }
+}
+
+/// Which envelope a CSRF failure uses.
+#[derive(Clone, Copy, Debug)]
+pub enum Csrf {
+    /// `{success:false, error_code, error}`.
+    Success,
+    /// `{ok:false, reason}`.
+    Ok,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_addresses() {
+        assert!(is_loopback("127.0.0.1".parse().unwrap()));
+        assert!(is_loopback("127.9.9.9".parse().unwrap()));
+        assert!(is_loopback("::1".parse().unwrap()));
+        assert!(is_loopback("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("::ffff:10.0.0.1".parse().unwrap()));
+        assert!(!is_loopback("192.168.1.2".parse().unwrap()));
+        assert!(!is_loopback("0.0.0.0".parse().unwrap()));
+    }
+
+    #[test]
+    fn origins() {
+        assert!(is_loopback_origin("http://127.0.0.1:48911"));
+        assert!(is_loopback_origin("http://localhost:1"));
+        assert!(is_loopback_origin("http://[::1]:5"));
+        assert!(is_loopback_origin("http://127.0.0.1:48911/page?x=1"));
+        assert!(!is_loopback_origin("null"));
+        assert!(!is_loopback_origin("https://evil.example"));
+        assert!(!is_loopback_origin("http://localhost.evil.example"));
+        assert!(!is_loopback_origin("http://127.0.0.1.evil.example"));
+        assert!(!is_loopback_origin("file:///etc/passwd"));
+    }
+}

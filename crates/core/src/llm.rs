@@ -1,0 +1,532 @@
+//! The OpenAI-compatible client: `/chat/completions` with streamed SSE deltas and
+//! function-tool calls, configured from the core configuration.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::providers::{self, Endpoint, Slot};
+use crate::state::docs;
+use crate::store::Store;
+use crate::usage::{TokenUsage, UsageRow};
+
+/// One chat message in the OpenAI wire format.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ChatMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: Some(content.into()),
+            ..Default::default()
+        }
+    }
+    pub fn system(c: impl Into<String>) -> Self {
+        Self::new("system", c)
+    }
+    pub fn user(c: impl Into<String>) -> Self {
+        Self::new("user", c)
+    }
+    pub fn assistant(c: impl Into<String>) -> Self {
+        Self::new("assistant", c)
+    }
+    pub fn tool(call_id: &str, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: "tool".into(),
+            content: Some(content.into()),
+            tool_call_id: Some(call_id.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// A function call requested by the model.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".into()
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FunctionCall {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+/// A function tool offered to the model.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// What a completion produced.
+#[derive(Clone, Debug, Default)]
+pub struct Completion {
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<(i64, i64, i64)>,
+}
+
+/// Model-call failures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LlmError {
+    /// No provider is configured for the slot.
+    NotConfigured,
+    Timeout,
+    Connect(String),
+    Status(u16, String),
+    Protocol(String),
+}
+
+impl LlmError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            LlmError::NotConfigured => "no_provider",
+            LlmError::Timeout => "timeout",
+            LlmError::Connect(_) => "connection_failed",
+            LlmError::Status(401 | 403, _) => "auth_failed",
+            LlmError::Status(429, _) => "rate_limited",
+            LlmError::Status(..) => "upstream_error",
+            LlmError::Protocol(_) => "protocol_error",
+        }
+    }
+}
+
+impl std::fmt::Display for LlmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LlmError::NotConfigured => {
+                f.write_str("no language model provider is configured (POST /api/config/core_api)")
+            }
+            LlmError::Timeout => f.write_str("the language model did not answer in time"),
+            LlmError::Connect(e) => write!(f, "cannot reach the language model: {e}"),
+            LlmError::Status(s, b) => write!(f, "the language model answered HTTP {s}: {b}"),
+            LlmError::Protocol(e) => write!(f, "unexpected answer from the language model: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LlmError {}
+
+/// Options of one call.
+#[derive(Clone, Debug)]
+pub struct CallOptions {
+    /// Whole-call timeout (non-streaming) or the longest silence between chunks (streaming).
+    pub timeout: Duration,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    /// Who the call is for (token-usage bookkeeping).
+    pub character: String,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            timeout: Duration::from_secs(60),
+            temperature: None,
+            max_tokens: None,
+            character: String::new(),
+        }
+    }
+}
+
+/// The client; reads the provider settings on every call so a saved change
+/// applies to the next request of every open session.
+#[derive(Clone)]
+pub struct LlmClient {
+    http: reqwest::Client,
+    store: Store,
+    bundle: PathBuf,
+    usage: TokenUsage,
+}
+
+impl LlmClient {
+    pub fn new(http: reqwest::Client, store: Store, bundle: PathBuf, usage: TokenUsage) -> Self {
+        LlmClient {
+            http,
+            store,
+            bundle,
+            usage,
+        }
+    }
+
+    /// The stored core configuration (`{}` when missing or unreadable).
+    pub async fn core_config(&self) -> Map<String, Value> {
+        match self.store.read::<Value>(docs::CORE_CONFIG).await {
+            Ok(Some(Value::Object(m))) => m,
+            _ => Map::new(),
+        }
+    }
+
+    /// Where `slot` goes, or `None` when nothing is configured.
+    pub async fn endpoint(&self, slot: Slot) -> Option<Endpoint> {
+        let cfg = self.core_config().await;
+        let catalog = providers::load_catalog(&self.bundle);
+        providers::resolve(&cfg, &catalog, slot)
+    }
+
+    fn body(
+        &self,
+        ep: &Endpoint,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        stream: bool,
+        o: &CallOptions,
+    ) -> Value {
+        let mut body = json!({"model": ep.model, "messages": messages, "stream": stream});
+        if stream {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(
+                tools
+                    .iter()
+                    .map(|t| json!({"type": "function", "function": t}))
+                    .collect(),
+            );
+        }
+        if let Some(t) = o.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(m) = o.max_tokens {
+            body["max_tokens"] = json!(m);
+        }
+        body
+    }
+
+    async fn send(
+        &self,
+        ep: &Endpoint,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, LlmError> {
+        let url = format!("{}/chat/completions", ep.base_url);
+        let mut req = self.http.post(url).json(body);
+        if !ep.api_key.is_empty() {
+            req = req.bearer_auth(&ep.api_key);
+        }
+        let resp = tokio::time::timeout(timeout, req.send())
+            .await
+            .map_err(|_| LlmError::Timeout)?
+            .map_err(|e| {
+                if e.is_timeout() {
+                    LlmError::Timeout
+                } else {
+                    LlmError::Connect(e.to_string())
+                }
+            })?;
+        if !resp.status().is_success() {
+            let status = resp.status().as_u16();
+            let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            return Err(LlmError::Status(status, text.chars().take(300).collect()));
+        }
+        Ok(resp)
+    }
+
+    /// A non-streaming completion for `slot`.
+    pub async fn complete(
+        &self,
+        slot: Slot,
+        messages: &[ChatMessage],
+        o: &CallOptions,
+    ) -> Result<Completion, LlmError> {
+        let ep = self.endpoint(slot).await.ok_or(LlmError::NotConfigured)?;
+        self.complete_at(&ep, slot, messages, &[], o).await
+    }
+
+    /// A non-streaming completion against a known endpoint.
+    pub async fn complete_at(
+        &self,
+        ep: &Endpoint,
+        slot: Slot,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        o: &CallOptions,
+    ) -> Result<Completion, LlmError> {
+        let body = self.body(ep, messages, tools, false, o);
+        let work = async {
+            let resp = self.send(ep, &body, o.timeout).await?;
+            let v: Value = resp
+                .json()
+                .await
+                .map_err(|e| LlmError::Protocol(e.to_string()))?;
+            parse_completion(&v)
+        };
+        let c = tokio::time::timeout(o.timeout, work)
+            .await
+            .map_err(|_| LlmError::Timeout)??;
+        self.record(slot, ep, messages, &c, o).await;
+        Ok(c)
+    }
+
+    /// A streamed completion: `on_delta` gets each text delta as it arrives; the
+    /// result carries the whole text and any tool calls.
+    pub async fn stream_at(
+        &self,
+        ep: &Endpoint,
+        slot: Slot,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        o: &CallOptions,
+        on_delta: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Completion, LlmError> {
+        let body = self.body(ep, messages, tools, true, o);
+        let resp = self.send(ep, &body, o.timeout).await?;
+        let is_sse = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("event-stream"));
+        if !is_sse {
+            // Some servers ignore `stream`; accept a whole JSON completion too.
+            let v: Value = tokio::time::timeout(o.timeout, resp.json())
+                .await
+                .map_err(|_| LlmError::Timeout)?
+                .map_err(|e| LlmError::Protocol(e.to_string()))?;
+            let c = parse_completion(&v)?;
+            if !c.content.is_empty() {
+                on_delta(&c.content);
+            }
+            self.record(slot, ep, messages, &c, o).await;
+            return Ok(c);
+        }
+        let mut acc = StreamAccumulator::default();
+        let mut stream = resp.bytes_stream();
+        let mut buf: Vec<u8> = Vec::new();
+        'outer: loop {
+            let chunk = match tokio::time::timeout(o.timeout, stream.next()).await {
+                Err(_) => return Err(LlmError::Timeout),
+                Ok(None) => break,
+                Ok(Some(Err(e))) => return Err(LlmError::Connect(e.to_string())),
+                Ok(Some(Ok(b))) => b,
+            };
+            buf.extend_from_slice(&chunk);
+            while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=pos).collect();
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim();
+                let Some(data) = line.strip_prefix("data:") else {
+                    continue;
+                };
+                let data = data.trim();
+                if data == "[DONE]" {
+                    break 'outer;
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                let v: Value =
+                    serde_json::from_str(data).map_err(|e| LlmError::Protocol(e.to_string()))?;
+                if let Some(err) = v.get("error") {
+                    return Err(LlmError::Protocol(err.to_string()));
+                }
+                if let Some(text) = acc.push(&v) {
+                    on_delta(&text);
+                }
+            }
+        }
+        let c = acc.finish();
+        self.record(slot, ep, messages, &c, o).await;
+        Ok(c)
+    }
+
+    async fn record(
+        &self,
+        slot: Slot,
+        ep: &Endpoint,
+        messages: &[ChatMessage],
+        c: &Completion,
+        o: &CallOptions,
+    ) {
+        let (prompt, completion, total, estimated) = match c.usage {
+            Some((p, cpl, t)) => (p, cpl, t, false),
+            None => {
+                let p: usize = messages
+                    .iter()
+                    .map(|m| m.content.as_deref().map_or(0, str::len))
+                    .sum();
+                let p = (p / 4) as i64;
+                let cpl = (c.content.len() / 4) as i64;
+                (p, cpl, p + cpl, true)
+            }
+        };
+        self.usage
+            .record_async(UsageRow {
+                ts: crate::now_millis() / 1000,
+                slot: slot.as_str().into(),
+                model: ep.model.clone(),
+                character: o.character.clone(),
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                total_tokens: total,
+                estimated,
+            })
+            .await;
+    }
+}
+
+fn usage_of(v: &Value) -> Option<(i64, i64, i64)> {
+    let u = v.get("usage")?.as_object()?;
+    let g = |k: &str| u.get(k).and_then(Value::as_i64).unwrap_or(0);
+    Some((
+        g("prompt_tokens"),
+        g("completion_tokens"),
+        g("total_tokens"),
+    ))
+}
+
+/// Parse a non-streamed `chat.completion` body.
+pub fn parse_completion(v: &Value) -> Result<Completion, LlmError> {
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .ok_or_else(|| LlmError::Protocol("no choices in the completion".into()))?;
+    let msg = choice.get("message").cloned().unwrap_or(Value::Null);
+    let content = match msg.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    };
+    let tool_calls: Vec<ToolCall> = msg
+        .get("tool_calls")
+        .cloned()
+        .and_then(|t| serde_json::from_value(t).ok())
+        .unwrap_or_default();
+    Ok(Completion {
+        content,
+        tool_calls,
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        usage: usage_of(v),
+    })
+}
+
+/// Accumulates streamed chunks (text deltas and tool-call fragments by index).
+#[derive(Default)]
+pub struct StreamAccumulator {
+    content: String,
+    calls: Vec<ToolCall>,
+    finish: Option<String>,
+    usage: Option<(i64, i64, i64)>,
+}
+
+impl StreamAccumulator {
+    /// Take one chunk; returns its text delta, if any.
+    pub fn push(&mut self, v: &Value) -> Option<String> {
+        if let Some(u) = usage_of(v) {
+            self.usage = Some(u);
+        }
+        let choice = v.get("choices")?.get(0)?;
+        if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish = Some(f.to_string());
+        }
+        let delta = choice.get("delta")?;
+        if let Some(tcs) = delta.get("tool_calls").and_then(Value::as_array) {
+            for (pos, tc) in tcs.iter().enumerate() {
+                let idx = tc
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .map(|i| i as usize)
+                    .unwrap_or(pos);
+                while self.calls.len() <= idx {
+                    self.calls.push(ToolCall {
+                        kind: "function".into(),
+                        ..Default::default()
+                    });
+                }
+                let call = &mut self.calls[idx];
+                if let Some(id) = tc.get("id").and_then(Value::as_str) {
+                    call.id = id.to_string();
+                }
+                if let Some(f) = tc.get("function") {
+                    if let Some(n) = f.get("name").and_then(Value::as_str) {
+                        call.function.name.push_str(n);
+                    }
+                    if let Some(a) = f.get("arguments").and_then(Value::as_str) {
+                        call.function.arguments.push_str(a);
+                    }
+                }
+            }
+        }
+        let text = delta.get("content").and_then(Value::as_str)?;
+        if text.is_empty() {
+            return None;
+        }
+        self.content.push_str(text);
+        Some(text.to_string())
+    }
+
+    pub fn finish(self) -> Completion {
+        let calls = self
+            .calls
+            .into_iter()
+            .enumerate()
+            .filter(|(_, c)| !c.function.name.is_empty())
+            .map(|(i, mut c)| {
+                if c.id.is_empty() {
+                    c.id = format!("call_{i}");
+                }
+                c
+            })
+            .collect();
+        Completion {
+            content: self.content,
+            tool_calls: calls,
+            finish_reason: self.finish,
+            usage: self.usage,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accumulates_text_and_tool_fragments() {
+        let mut a = StreamAccumulator::default();
+        a.push(&json!({"choices":[{"delta":{"role":"assistant","content":"Hel"}}]}));
+        a.push(&json!({"choices":[{"delta":{"content":"lo"}}]}));
+        a.push(&json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"get_","arguments":"{\"a\""}}]}}]}));
+        a.push(&json!({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"time","arguments":":1}"}}]}}]}));
+        a.push(&json!({"choices":[{"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}));
+        let c = a.finish();
+        assert_eq!(c.content, "Hello");
+        assert_eq!(c.tool_calls.len(), 1);
+        assert_eq!(c.tool_calls[0].function.name, "get_time");
+        assert_eq!(c.tool_calls[0].function.arguments, "{\"a\":1}");
+        assert_eq!(c.usage, Some((3, 4, 7)));
+        assert_eq!(c.finish_reason.as_deref(), Some("tool_calls"));
+    }
+}

@@ -1,0 +1,171 @@
+//! Command line and environment (runtime.md § The program).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+/// `companiond [serve] [options]`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "companiond",
+    version,
+    about = "Local backend of the desktop companion application"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server (the default).
+    Serve(ServeArgs),
+}
+
+impl Cli {
+    /// The serve options, whether or not `serve` was spelled out.
+    pub fn into_serve(self) -> ServeArgs {
+        match self.command {
+            Some(Command::Serve(args)) => args,
+            None => self.serve,
+        }
+    }
+}
+
+/// Options of `companiond serve`. A flag beats its variable; the variable beats the default.
+#[derive(Debug, Clone, Args, Default)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "COMPANIOND_LISTEN", default_value = "127.0.0.1:48911")]
+    pub listen: String,
+    /// All user data; created when missing.
+    #[arg(long, env = "COMPANIOND_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Read-only resources shipped with the application.
+    #[arg(long, env = "COMPANIOND_BUNDLE_DIR")]
+    pub bundle_dir: Option<PathBuf>,
+    /// Subscribed workshop items: each child directory is one item.
+    #[arg(long, env = "COMPANIOND_WORKSHOP_DIR")]
+    pub workshop_dir: Option<PathBuf>,
+    /// Cloud-save storage: a directory or s3://bucket/prefix.
+    #[arg(long, env = "COMPANIOND_CLOUD")]
+    pub cloud: Option<String>,
+    /// Roots scanned by /api/memory/legacy/scan (repeatable).
+    #[arg(long = "legacy-memory-root")]
+    pub legacy_memory_roots: Vec<PathBuf>,
+    /// The CSRF token; random per process when absent.
+    #[arg(long, env = "COMPANIOND_CSRF_TOKEN")]
+    pub csrf_token: Option<String>,
+    /// Permit a non-loopback --listen address.
+    #[arg(long, env = "COMPANIOND_ALLOW_REMOTE")]
+    pub allow_remote: bool,
+}
+
+/// Resolved options: every default applied.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub listen: String,
+    pub data_dir: PathBuf,
+    pub bundle_dir: PathBuf,
+    pub workshop_dir: Option<PathBuf>,
+    pub cloud: String,
+    pub legacy_memory_roots: Vec<PathBuf>,
+    pub csrf_token: String,
+    pub allow_remote: bool,
+}
+
+impl ServeArgs {
+    /// Apply the defaults of runtime.md.
+    pub fn resolve(self) -> Result<Options, String> {
+        let data_dir = match self.data_dir {
+            Some(d) => d,
+            None => dirs::data_dir()
+                .or_else(|| dirs::home_dir().map(|h| h.join(".local/share")))
+                .ok_or("cannot determine the per-user data directory; pass --data-dir")?
+                .join("companiond"),
+        };
+        let data_dir = absolute(&data_dir);
+        let bundle_dir = absolute(&self.bundle_dir.unwrap_or_else(default_bundle_dir));
+        let cloud = self
+            .cloud
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| data_dir.join("cloud").to_string_lossy().into_owned());
+        let legacy_memory_roots = if self.legacy_memory_roots.is_empty() {
+            std::env::var_os("COMPANIOND_LEGACY_MEMORY_ROOTS")
+                .map(|v| {
+                    std::env::split_paths(&v)
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .collect()
+                })
+                .unwrap_or_default()
+        } else {
+            self.legacy_memory_roots
+        };
+        let csrf_token = match self.csrf_token.filter(|t| !t.is_empty()) {
+            Some(t) => t,
+            None => random_token(),
+        };
+        Ok(Options {
+            listen: self.listen,
+            data_dir,
+            bundle_dir,
+            workshop_dir: self.workshop_dir.map(|p| absolute(&p)),
+            cloud,
+            legacy_memory_roots,
+            csrf_token,
+            allow_remote: self.allow_remote,
+        })
+    }
+}
+
+/// A random 32-hex-digit token.
+pub fn random_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// `assets/` beside the executable, else the repository's `assets/`, else `./assets`.
+fn default_bundle_dir() -> PathBuf {
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            let beside = dir.join("assets");
+            if beside.is_dir() {
+                return beside;
+            }
+        }
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets");
+    if repo.is_dir() {
+        return repo;
+    }
+    PathBuf::from("assets")
+}
+
+/// Resolve the listen address and refuse a non-loopback one without `allow_remote`.
+pub async fn resolve_listen(listen: &str, allow_remote: bool) -> Result<SocketAddr, String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|e| format!("invalid --listen address {listen:?}: {e}"))?
+        .collect();
+    let addr = *addrs
+        .first()
+        .ok_or_else(|| format!("invalid --listen address {listen:?}: it resolves to nothing"))?;
+    if !allow_remote && !addrs.iter().all(|a| a.ip().is_loopback()) {
+        return Err(format!(
+            "refusing to listen on non-loopback address {addr}; pass --allow-remote to permit it"
+        ));
+    }
+    Ok(addr)
+}

@@ -1,0 +1,306 @@
+//! The one safe join for request-supplied paths.
+//!
+//! [`safe_join`] takes a root and a relative path that came from a request and
+//! returns an absolute path that is guaranteed to stay under the root, or an
+//! error. It refuses `..` (also percent-encoded), absolute paths, drive and UNC
+//! prefixes, NUL and other control characters, and symlinks that leave the root:
+//! the deepest existing ancestor of the result is canonicalised and compared with
+//! the canonical root component by component. Every family uses it.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Why a path was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathError {
+    Empty,
+    Absolute,
+    Traversal,
+    InvalidChar,
+    /// The path resolves (through a symlink) outside the root.
+    Escapes,
+    Io(String),
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PathError::Empty => "empty path",
+            PathError::Absolute => "absolute paths are not allowed",
+            PathError::Traversal => "path traversal is not allowed",
+            PathError::InvalidChar => "path contains an invalid character",
+            PathError::Escapes => "path leaves its root",
+            PathError::Io(e) => e,
+        })
+    }
+}
+
+impl std::error::Error for PathError {}
+
+/// Split a request path into its plain segments (`/` and `\` both separate),
+/// refusing anything that is not a plain name. Empty segments and `.` are dropped.
+pub fn clean_segments(rel: &str) -> Result<Vec<String>, PathError> {
+    if rel.chars().any(|c| c == '\0' || c.is_control()) {
+        return Err(PathError::InvalidChar);
+    }
+    if rel.starts_with('/') || rel.starts_with('\\') {
+        return Err(PathError::Absolute);
+    }
+    // Drive prefixes (C:, C:\) and any colon-qualified name (alternate streams).
+    let b = rel.as_bytes();
+    if b.len() >= 2 && b[1] == b':' && b[0].is_ascii_alphabetic() {
+        return Err(PathError::Absolute);
+    }
+    let mut out = Vec::new();
+    for seg in rel.split(['/', '\\']) {
+        if seg.is_empty() || seg == "." {
+            continue;
+        }
+        let decoded = percent_decode(seg);
+        let trimmed = decoded.trim_end_matches(['.', ' ']);
+        if decoded == ".." || (trimmed.is_empty() && decoded.contains("..")) {
+            return Err(PathError::Traversal);
+        }
+        if decoded.contains('/') || decoded.contains('\\') || decoded.contains('\0') {
+            return Err(PathError::Traversal);
+        }
+        if seg.contains(':') {
+            return Err(PathError::InvalidChar);
+        }
+        out.push(seg.to_string());
+    }
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> String {
+    // Decode repeatedly so that double encodings (%252e) are seen too.
+    let mut cur = s.to_string();
+    for _ in 0..3 {
+        let next = decode_once(&cur);
+        if next == cur {
+            break;
+        }
+        cur = next;
+    }
+    cur
+}
+
+fn decode_once(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Join `rel` (from a request) under `root`. The result may not exist yet; when
+/// it (or an ancestor) exists, its canonical form must still be inside the
+/// canonical root. An empty `rel` is refused.
+pub fn safe_join(root: &Path, rel: &str) -> Result<PathBuf, PathError> {
+    let segs = clean_segments(rel)?;
+    if segs.is_empty() {
+        return Err(PathError::Empty);
+    }
+    let mut p = root.to_path_buf();
+    for s in &segs {
+        p.push(s);
+    }
+    ensure_within(root, &p)?;
+    Ok(p)
+}
+
+/// Check that `path` (which should be under `root` lexically) does not leave
+/// `root` through symlinks: the deepest existing ancestor is canonicalised and
+/// compared with the canonical root by components.
+pub fn ensure_within(root: &Path, path: &Path) -> Result<(), PathError> {
+    if path.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(PathError::Traversal);
+    }
+    if !path.starts_with(root) {
+        return Err(PathError::Escapes);
+    }
+    let canon_root = match root.canonicalize() {
+        Ok(r) => r,
+        // A root that does not exist yet cannot hold a symlink.
+        Err(_) => return Ok(()),
+    };
+    let mut probe = path.to_path_buf();
+    loop {
+        match probe.canonicalize() {
+            Ok(c) => {
+                return if c.starts_with(&canon_root) {
+                    Ok(())
+                } else {
+                    Err(PathError::Escapes)
+                };
+            }
+            Err(_) => {
+                // A dangling symlink is refused outright.
+                if probe.symlink_metadata().is_ok() {
+                    return Err(PathError::Escapes);
+                }
+                if !probe.pop() || !probe.starts_with(root) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Like [`safe_join`], but the target must exist; returns its canonical path.
+pub fn safe_existing(root: &Path, rel: &str) -> Result<PathBuf, PathError> {
+    let p = safe_join(root, rel)?;
+    let c = p.canonicalize().map_err(|e| PathError::Io(e.to_string()))?;
+    let r = root
+        .canonicalize()
+        .map_err(|e| PathError::Io(e.to_string()))?;
+    if c.starts_with(&r) {
+        Ok(c)
+    } else {
+        Err(PathError::Escapes)
+    }
+}
+
+/// A single file or folder name from a request (no separators at all).
+pub fn safe_name(name: &str) -> Result<&str, PathError> {
+    let segs = clean_segments(name)?;
+    if segs.len() != 1 || segs[0] != name {
+        return Err(PathError::Traversal);
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &[&str] = &[
+        "..",
+        "../",
+        "../x",
+        "a/../../x",
+        "a/..",
+        "..\\",
+        "..\\x",
+        "a\\..\\..\\x",
+        "%2e%2e",
+        "%2e%2e/x",
+        "%2E%2E/x",
+        "%2e%2e%2fx",
+        "..%2fx",
+        "..%5cx",
+        "%252e%252e/x",
+        "a/%2e%2e/%2e%2e/x",
+        "/etc/passwd",
+        "/",
+        "\\windows",
+        "\\\\server\\share",
+        "C:\\Windows",
+        "C:/Windows",
+        "c:",
+        "z:x",
+        "a\0b",
+        "\0",
+        "a/\0/b",
+        "a\nb",
+        "a\rb",
+        "\t",
+        "...",
+        "a/.../b",
+        ". .",
+        ".. ",
+        "a/.. /b",
+        "file:stream",
+        "a/b:c",
+        "",
+        "/.",
+        "./",
+        "%00",
+        "a%2f..%2f..%2fx",
+        "\u{1}",
+    ];
+
+    #[test]
+    fn hostile_inputs_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(HOSTILE.len() >= 40);
+        for h in HOSTILE {
+            let r = safe_join(dir.path(), h);
+            match r {
+                Err(_) => {}
+                Ok(p) => {
+                    // "%00"-like names are only acceptable when they stay plain names under the root.
+                    assert!(
+                        p.starts_with(dir.path()) && !h.contains(".."),
+                        "accepted {h:?} as {p:?}"
+                    );
+                    assert!(*h == "%00", "accepted {h:?} as {p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn plain_paths_are_joined() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            safe_join(dir.path(), "a/b.txt").unwrap(),
+            dir.path().join("a").join("b.txt")
+        );
+        assert_eq!(
+            safe_join(dir.path(), "a\\b.txt").unwrap(),
+            dir.path().join("a").join("b.txt")
+        );
+        assert_eq!(
+            safe_join(dir.path(), "./a//b..c").unwrap(),
+            dir.path().join("a").join("b..c")
+        );
+        assert_eq!(
+            safe_join(dir.path(), "名前/モデル.pmx").unwrap(),
+            dir.path().join("名前").join("モデル.pmx")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_out_of_root_are_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), b"x").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("file")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent/zzz", dir.path().join("dangling")).unwrap();
+        std::fs::create_dir(dir.path().join("inside")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("inside"), dir.path().join("ok")).unwrap();
+        assert_eq!(
+            safe_join(dir.path(), "link/secret"),
+            Err(PathError::Escapes)
+        );
+        assert_eq!(
+            safe_join(dir.path(), "link/new/file"),
+            Err(PathError::Escapes)
+        );
+        assert_eq!(safe_join(dir.path(), "file"), Err(PathError::Escapes));
+        assert_eq!(safe_join(dir.path(), "dangling"), Err(PathError::Escapes));
+        assert!(safe_existing(dir.path(), "link/secret").is_err());
+        assert!(safe_join(dir.path(), "ok/new.txt").is_ok());
+    }
+
+    #[test]
+    fn names() {
+        assert!(safe_name("model.pmx").is_ok());
+        assert!(safe_name("a/b").is_err());
+        assert!(safe_name("..").is_err());
+        assert!(safe_name("").is_err());
+    }
+}

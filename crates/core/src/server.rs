@@ -1,0 +1,177 @@
+//! Assembling and serving the application.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{openapi_document, Api, OpDoc};
+use crate::options::{resolve_listen, Options, ServeArgs};
+use crate::state::AppState;
+
+/// A family contributes its routes given the state (and may install hooks).
+pub type Family = fn(&AppState) -> Api;
+
+#[derive(Clone)]
+struct OpenApiDoc {
+    ops: Arc<Vec<OpDoc>>,
+    json: Arc<OnceLock<Vec<u8>>>,
+}
+
+/// The whole application: core routes, every family, `/openapi.json`, static files.
+pub fn build_app(state: &AppState, families: &[Family]) -> Router {
+    let mut api = crate::characters::api(state).merge(crate::sessions::api(state));
+    for f in families {
+        api = api.merge(f(state));
+    }
+    let (router, ops) = api.into_parts();
+    let doc = OpenApiDoc {
+        ops: Arc::new(ops),
+        json: Arc::default(),
+    };
+    router
+        .merge(crate::static_files::router())
+        .with_state(state.clone())
+        .route("/openapi.json", get(openapi_json).with_state(doc))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+}
+
+async fn openapi_json(State(doc): State<OpenApiDoc>) -> Response {
+    let bytes = doc
+        .json
+        .get_or_init(|| serde_json::to_vec(&openapi_document(&doc.ops)).unwrap_or_default());
+    ([(header::CONTENT_TYPE, "application/json")], bytes.clone()).into_response()
+}
+
+/// Create the data dir and prove it writable.
+pub fn prepare_data_dir(opts: &Options) -> Result<(), String> {
+    let d = &opts.data_dir;
+    std::fs::create_dir_all(d.join("config"))
+        .map_err(|e| format!("data directory {} is not writable: {e}", d.display()))?;
+    let probe = d
+        .join("config")
+        .join(format!(".write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"ok")
+        .map_err(|e| format!("data directory {} is not writable: {e}", d.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+/// Serve `app` on `listener` until `shutdown` fires; in-flight requests get 5 s.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    state: AppState,
+    shutdown: CancellationToken,
+) {
+    let graceful = shutdown.clone();
+    let server = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { graceful.cancelled().await });
+    let closer = async {
+        shutdown.cancelled().await;
+        // Close chat connections so graceful shutdown can finish.
+        for m in state.sessions.all() {
+            let _ = m.terminate(Duration::from_secs(2)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    tokio::select! {
+        r = server => if let Err(e) = r { tracing::error!("server error: {e}"); },
+        _ = closer => tracing::warn!("in-flight requests did not finish within 5 s; aborting them"),
+    }
+}
+
+/// Run `companiond serve`; returns the process exit code.
+pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
+    let opts = match args.resolve() {
+        Ok(o) => o,
+        Err(e) => return fail(&e),
+    };
+    let addr = match resolve_listen(&opts.listen, opts.allow_remote).await {
+        Ok(a) => a,
+        Err(e) => return fail(&e),
+    };
+    if let Err(e) = prepare_data_dir(&opts) {
+        return fail(&e);
+    }
+    let state = match AppState::new(opts) {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let app = build_app(&state, families);
+    let listener = match TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => return fail(&format!("cannot listen on {addr}: {e}")),
+    };
+    let local = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => return fail(&format!("cannot read the listening address: {e}")),
+    };
+    state.set_ready(true);
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on http://{local}");
+        let _ = out.flush();
+    }
+    tracing::info!(
+        "companiond listening on http://{local} (data dir {})",
+        state.data_dir().display()
+    );
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        trigger.cancel();
+    });
+    serve(listener, app, state, shutdown).await;
+    0
+}
+
+fn fail(reason: &str) -> i32 {
+    eprintln!("companiond: {reason}");
+    1
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Log to standard error; `RUST_LOG` filters (default `info`).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,170 @@
+//! The application state shared by every handler.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::characters::Characters;
+use crate::llm::LlmClient;
+use crate::notices::Notices;
+use crate::options::Options;
+use crate::sessions::Sessions;
+use crate::store::Store;
+use crate::tools::ToolHub;
+use crate::usage::TokenUsage;
+
+/// Relative paths of the fixed documents of the data dir (runtime.md § Data directory layout).
+pub mod docs {
+    /// Provider settings, `recent_memory_auto_review`, `powerful_memory_enabled`.
+    pub const CORE_CONFIG: &str = "config/core_config.json";
+    /// The characters file.
+    pub const CHARACTERS: &str = "config/characters.json";
+}
+
+/// Where a chat input came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputSource {
+    Text,
+    Voice,
+}
+
+/// A family that wants main-chat input while it owns a character (the game
+/// routes) installs one of these. `route` returns `Some(result)` when it took
+/// the input; the chat session then sends `{"type":"game_input", ...result}`
+/// and ends the turn without calling the model.
+pub trait InputRouter: Send + Sync {
+    fn route(
+        &self,
+        character: String,
+        text: String,
+        source: InputSource,
+    ) -> BoxFuture<'static, Option<Value>>;
+}
+
+/// Hooks that families install at start-up.
+#[derive(Default)]
+pub struct Hooks {
+    pub input_router: RwLock<Option<Arc<dyn InputRouter>>>,
+}
+
+impl Hooks {
+    pub fn set_input_router(&self, r: Arc<dyn InputRouter>) {
+        *self.input_router.write().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    }
+    pub fn input_router(&self) -> Option<Arc<dyn InputRouter>> {
+        self.input_router
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// Start-up status of `/api/system/status`.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StorageStatus {
+    pub selection_required: bool,
+    pub migration_pending: bool,
+    pub recovery_required: bool,
+    pub legacy_cleanup_pending: bool,
+    pub blocking_reason: String,
+    pub last_error_summary: String,
+    pub stage: String,
+}
+
+pub struct Inner {
+    pub opts: Options,
+    pub store: Store,
+    pub http: reqwest::Client,
+    pub characters: Characters,
+    pub sessions: Sessions,
+    pub llm: LlmClient,
+    pub usage: TokenUsage,
+    pub notices: Notices,
+    pub tools: ToolHub,
+    pub hooks: Hooks,
+    pub ready: std::sync::atomic::AtomicBool,
+    pub storage: RwLock<StorageStatus>,
+}
+
+/// Cheap to clone; every handler gets one.
+#[derive(Clone)]
+pub struct AppState(pub Arc<Inner>);
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Build the state: loads the characters file (creating `Companion` in a
+    /// fresh data dir) and one session manager per character.
+    pub fn new(opts: Options) -> Result<AppState, String> {
+        let store = Store::new(&opts.data_dir);
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .http1_title_case_headers()
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let notices = Notices::default();
+        let characters = Characters::load(store.clone(), &notices)?;
+        let sessions = Sessions::default();
+        for name in characters.names() {
+            sessions.ensure(&name);
+        }
+        let usage = TokenUsage::new(opts.data_dir.join("state").join("token_usage.db"));
+        let llm = LlmClient::new(
+            http.clone(),
+            store.clone(),
+            opts.bundle_dir.clone(),
+            usage.clone(),
+        );
+        Ok(AppState(Arc::new(Inner {
+            tools: ToolHub::new(http.clone()),
+            opts,
+            store,
+            http,
+            characters,
+            sessions,
+            llm,
+            usage,
+            notices,
+            hooks: Hooks::default(),
+            ready: std::sync::atomic::AtomicBool::new(false),
+            storage: RwLock::new(StorageStatus::default()),
+        })))
+    }
+
+    pub fn csrf_token(&self) -> &str {
+        &self.opts.csrf_token
+    }
+    pub fn data_dir(&self) -> &Path {
+        &self.opts.data_dir
+    }
+    pub fn bundle_dir(&self) -> &Path {
+        &self.opts.bundle_dir
+    }
+    /// `<data>/memory/<character>` (the name must be a validated character name).
+    pub fn memory_dir(&self, character: &str) -> PathBuf {
+        self.opts.data_dir.join("memory").join(character)
+    }
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::Acquire)
+    }
+    pub fn set_ready(&self, ready: bool) {
+        self.ready
+            .store(ready, std::sync::atomic::Ordering::Release)
+    }
+    pub fn storage_status(&self) -> StorageStatus {
+        self.storage
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    pub fn set_storage_status(&self, s: StorageStatus) {
+        *self.storage.write().unwrap_or_else(|e| e.into_inner()) = s;
+    }
+}

@@ -1,0 +1,70 @@
+//! Static files: `/static/` from the bundle, `/user_mmd/` and `/user_pngtuber/`
+//! from the data dir. Every path goes through [`crate::paths::safe_existing`].
+
+use std::path::PathBuf;
+
+use axum::extract::{Path as UrlPath, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tower::ServiceExt;
+use tower_http::services::ServeFile;
+
+use crate::paths::safe_existing;
+use crate::state::AppState;
+
+/// Data-dir folder of user MMD files (`/user_mmd/...`).
+pub const USER_MMD: &str = "user_mmd";
+/// Data-dir folder of PNGTuber packages (`/user_pngtuber/<folder>/...`).
+pub const USER_PNGTUBER: &str = "user_pngtuber";
+
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, "not found").into_response()
+}
+
+/// Serve `rel` under `root` with the media type from its extension.
+pub async fn serve_contained(root: PathBuf, rel: &str, req: Request) -> Response {
+    let Ok(path) = safe_existing(&root, rel) else {
+        return not_found();
+    };
+    if !path.is_file() {
+        return not_found();
+    }
+    match ServeFile::new(path).oneshot(req).await {
+        Ok(r) => r.into_response(),
+        Err(_) => not_found(),
+    }
+}
+
+async fn bundle_static(
+    State(st): State<AppState>,
+    UrlPath(rel): UrlPath<String>,
+    req: Request,
+) -> Response {
+    serve_contained(st.bundle_dir().join("static"), &rel, req).await
+}
+
+async fn user_mmd(
+    State(st): State<AppState>,
+    UrlPath(rel): UrlPath<String>,
+    req: Request,
+) -> Response {
+    serve_contained(st.data_dir().join(USER_MMD), &rel, req).await
+}
+
+async fn user_pngtuber(
+    State(st): State<AppState>,
+    UrlPath(rel): UrlPath<String>,
+    req: Request,
+) -> Response {
+    serve_contained(st.data_dir().join(USER_PNGTUBER), &rel, req).await
+}
+
+/// The static routes (not part of the OpenAPI listing).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/static/{*path}", get(bundle_static))
+        .route("/user_mmd/{*path}", get(user_mmd))
+        .route("/user_pngtuber/{*path}", get(user_pngtuber))
+}

@@ -1,0 +1,279 @@
+//! The data-dir document store.
+//!
+//! Every JSON document is written atomically (temporary file in the same folder,
+//! fsync, rename, fsync of the folder), and every document has one async lock so
+//! that concurrent read-modify-write cycles serialise. Readers never see a torn
+//! file because the rename is atomic.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Errors of the store.
+#[derive(Debug)]
+pub enum StoreError {
+    Io(std::io::Error),
+    /// The file exists but is not valid JSON of the expected shape.
+    Corrupt(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Io(e) => write!(f, "storage error: {e}"),
+            StoreError::Corrupt(e) => write!(f, "stored document is unreadable: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        StoreError::Io(e)
+    }
+}
+
+/// Write `bytes` to `path` atomically: temp file in the same folder, fsync, rename.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile_in(dir, path)?;
+    let result = (|| {
+        tmp.1.write_all(bytes)?;
+        tmp.1.sync_all()?;
+        std::fs::rename(&tmp.0, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp.0);
+    }
+    result
+}
+
+/// Serialise `value` as pretty JSON and write it atomically.
+pub fn atomic_write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    atomic_write(path, &bytes)
+}
+
+fn tempfile_in(dir: &Path, target: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let stem = target.file_name().and_then(|n| n.to_str()).unwrap_or("doc");
+    for _ in 0..16 {
+        let name = format!(".{stem}.{}.tmp", crate::options::random_token());
+        let p = dir.join(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+        {
+            Ok(f) => return Ok((p, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("cannot create a temporary file"))
+}
+
+/// Read and parse a JSON document; `Ok(None)` when the file does not exist.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::Io(e)),
+    }
+}
+
+/// Atomic JSON documents under one root, with one async lock per document.
+#[derive(Clone, Default)]
+pub struct Store {
+    root: PathBuf,
+    locks: Arc<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+impl Store {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Store {
+            root: root.into(),
+            locks: Arc::default(),
+        }
+    }
+
+    /// The root folder (the data dir).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Absolute path of a document given relative to the root. `rel` must come
+    /// from the program, never from a request (use [`crate::paths::safe_join`] for those).
+    pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The async lock of the document at `path` (absolute or relative to the root).
+    pub fn lock_for(&self, path: impl AsRef<Path>) -> Arc<tokio::sync::Mutex<()>> {
+        let p = self.root.join(path);
+        let mut map = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(p).or_default().clone()
+    }
+
+    /// Read a document (no lock needed: writes are atomic renames).
+    pub async fn read<T: DeserializeOwned + Send + 'static>(
+        &self,
+        rel: impl AsRef<Path>,
+    ) -> Result<Option<T>, StoreError> {
+        let p = self.path(rel);
+        blocking(move || read_json(&p)).await
+    }
+
+    /// Replace a document atomically under its lock.
+    pub async fn write<T: Serialize + Send + Sync + 'static>(
+        &self,
+        rel: impl AsRef<Path>,
+        value: T,
+    ) -> Result<(), StoreError> {
+        let p = self.path(rel);
+        let lock = self.lock_for(&p);
+        let _g = lock.lock().await;
+        blocking(move || atomic_write_json(&p, &value).map_err(StoreError::Io)).await
+    }
+
+    /// Read-modify-write under the document's lock. `f` gets the current value
+    /// (`None` when absent) and returns the new value plus a result; a corrupt
+    /// document is an error and is never overwritten.
+    pub async fn update<T, R, F>(&self, rel: impl AsRef<Path>, f: F) -> Result<R, StoreError>
+    where
+        T: Serialize + DeserializeOwned + Send + 'static,
+        R: Send + 'static,
+        F: FnOnce(Option<T>) -> (T, R) + Send + 'static,
+    {
+        let p = self.path(rel);
+        let lock = self.lock_for(&p);
+        let _g = lock.lock().await;
+        blocking(move || {
+            let cur = read_json::<T>(&p)?;
+            let (new, r) = f(cur);
+            atomic_write_json(&p, &new)?;
+            Ok(r)
+        })
+        .await
+    }
+
+    /// Like [`Store::update`] but `f` may refuse (return `Err`) and then nothing is written.
+    pub async fn try_update<T, R, E, F>(
+        &self,
+        rel: impl AsRef<Path>,
+        f: F,
+    ) -> Result<Result<R, E>, StoreError>
+    where
+        T: Serialize + DeserializeOwned + Send + 'static,
+        R: Send + 'static,
+        E: Send + 'static,
+        F: FnOnce(Option<T>) -> Result<(T, R), E> + Send + 'static,
+    {
+        let p = self.path(rel);
+        let lock = self.lock_for(&p);
+        let _g = lock.lock().await;
+        blocking(move || {
+            let cur = read_json::<T>(&p)?;
+            match f(cur) {
+                Ok((new, r)) => {
+                    atomic_write_json(&p, &new)?;
+                    Ok(Ok(r))
+                }
+                Err(e) => Ok(Err(e)),
+            }
+        })
+        .await
+    }
+}
+
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Io(std::io::Error::other(e.to_string())))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_leave_valid_json_and_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut tasks = Vec::new();
+        for i in 0..64u32 {
+            let s = store.clone();
+            tasks.push(tokio::spawn(async move {
+                s.write(
+                    "docs/one.json",
+                    serde_json::json!({"writer": i, "pad": "x".repeat(4096)}),
+                )
+                .await
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let v: serde_json::Value = store.read("docs/one.json").await.unwrap().unwrap();
+        assert!(v["writer"].as_u64().unwrap() < 64);
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("docs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("one.json")]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn updates_serialise_and_last_writer_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut tasks = Vec::new();
+        for _ in 0..50 {
+            let s = store.clone();
+            tasks.push(tokio::spawn(async move {
+                s.update("count.json", |cur: Option<u64>| (cur.unwrap_or(0) + 1, ()))
+                    .await
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        assert_eq!(store.read::<u64>("count.json").await.unwrap(), Some(50));
+        store.write("count.json", 7u64).await.unwrap();
+        assert_eq!(store.read::<u64>("count.json").await.unwrap(), Some(7));
+    }
+
+    #[tokio::test]
+    async fn corrupt_document_is_reported_and_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("bad.json"), b"{not json").unwrap();
+        let store = Store::new(dir.path());
+        assert!(matches!(
+            store.read::<serde_json::Value>("bad.json").await,
+            Err(StoreError::Corrupt(_))
+        ));
+        let r = store
+            .update("bad.json", |_: Option<serde_json::Value>| {
+                (serde_json::json!({}), ())
+            })
+            .await;
+        assert!(r.is_err());
+        assert_eq!(
+            std::fs::read(dir.path().join("bad.json")).unwrap(),
+            b"{not json"
+        );
+    }
+}

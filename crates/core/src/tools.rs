@@ -1,0 +1,239 @@
+//! Runtime tools: the per-character registrations the model sees, the callback
+//! dispatch, and the eviction of plugins whose callback origin keeps failing.
+//!
+//! The registry lives in each character's session manager; the HTTP routes of
+//! `/api/tools` (validation, roles, listing) are in the tools family.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::llm::ToolSpec;
+use crate::sessions::Sessions;
+
+/// A registered tool.
+#[derive(Clone, Debug, Serialize)]
+pub struct RegisteredTool {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    pub callback_url: String,
+    pub source: String,
+    #[serde(skip)]
+    pub timeout: Duration,
+}
+
+impl RegisteredTool {
+    pub fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters.clone(),
+        }
+    }
+
+    /// `scheme://host:port` of the callback (the eviction key).
+    pub fn origin(&self) -> String {
+        url::Url::parse(&self.callback_url)
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_else(|_| self.callback_url.clone())
+    }
+}
+
+/// Connection-level failures in a row before a plugin origin is evicted.
+pub const EVICT_AFTER: u32 = 3;
+
+/// What a dispatch produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolResult {
+    /// Text handed to the model as the tool message content.
+    pub content: String,
+    pub is_error: bool,
+}
+
+/// Why a callback failed, for eviction bookkeeping.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// Nothing answered (refused, reset, DNS): counts toward eviction.
+    Connection,
+    /// Connected but no reply in time: neither counts nor resets.
+    Timeout,
+    /// The origin answered (HTTP error, unreadable body): resets the count.
+    Responded,
+}
+
+/// Shared dispatcher state.
+pub struct ToolHub {
+    http: reqwest::Client,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl ToolHub {
+    pub fn new(http: reqwest::Client) -> Self {
+        ToolHub {
+            http,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Current consecutive connection-failure count of an origin.
+    pub fn failure_count(&self, origin: &str) -> u32 {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(origin)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Call `tool` with the model's raw arguments; evicts the tool's origin from
+    /// every role after [`EVICT_AFTER`] consecutive connection failures of a
+    /// `plugin:` source. Never fails: errors become model-visible tool errors.
+    pub async fn dispatch(
+        &self,
+        sessions: &Sessions,
+        tool: &RegisteredTool,
+        call_id: &str,
+        raw_arguments: &str,
+    ) -> ToolResult {
+        let arguments: Value = match serde_json::from_str::<Value>(raw_arguments) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) | Err(_) if raw_arguments.trim().is_empty() => json!({}),
+            Ok(other) => json!({ "value": other }),
+            Err(e) => {
+                return ToolResult {
+                    content: format!("tool error: the arguments are not valid JSON: {e}"),
+                    is_error: true,
+                }
+            }
+        };
+        let body = json!({
+            "name": tool.name,
+            "arguments": arguments,
+            "call_id": call_id,
+            "raw_arguments": raw_arguments,
+        });
+        let origin = tool.origin();
+        let sent = self
+            .http
+            .post(&tool.callback_url)
+            .timeout(tool.timeout)
+            .json(&body)
+            .send()
+            .await;
+        let outcome = match sent {
+            Err(e) => {
+                let kind = if e.is_timeout() {
+                    Failure::Timeout
+                } else {
+                    Failure::Connection
+                };
+                let what = if e.is_timeout() {
+                    "timed out"
+                } else {
+                    "could not be reached"
+                };
+                Err((
+                    kind,
+                    format!("tool error: the callback for {} {what}", tool.name),
+                ))
+            }
+            Ok(resp) => {
+                let status = resp.status();
+                match tokio::time::timeout(tool.timeout, resp.bytes()).await {
+                    Err(_) => Err((
+                        Failure::Timeout,
+                        format!("tool error: the callback for {} timed out", tool.name),
+                    )),
+                    Ok(Err(e)) => Err((
+                        Failure::Timeout,
+                        format!("tool error: reading the callback reply failed: {e}"),
+                    )),
+                    Ok(Ok(bytes)) if !status.is_success() => {
+                        let text: String =
+                            String::from_utf8_lossy(&bytes).chars().take(500).collect();
+                        Err((
+                            Failure::Responded,
+                            format!("tool error: HTTP {}: {text}", status.as_u16()),
+                        ))
+                    }
+                    Ok(Ok(bytes)) => Ok(interpret_reply(&bytes)),
+                }
+            }
+        };
+        match outcome {
+            Ok(r) => {
+                self.failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&origin);
+                r
+            }
+            Err((kind, msg)) => {
+                if kind == Failure::Connection && tool.source.starts_with("plugin:") {
+                    let n = {
+                        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+                        let n = f.entry(origin.clone()).or_insert(0);
+                        *n += 1;
+                        *n
+                    };
+                    if n >= EVICT_AFTER {
+                        let removed = sessions.evict_origin(&origin);
+                        self.failures
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&origin);
+                        tracing::warn!("evicted {removed} tool registrations of {origin} after {n} connection failures");
+                    }
+                } else if kind == Failure::Responded {
+                    self.failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&origin);
+                }
+                ToolResult {
+                    content: msg,
+                    is_error: true,
+                }
+            }
+        }
+    }
+}
+
+fn interpret_reply(bytes: &[u8]) -> ToolResult {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(m)) => {
+            let is_error = m.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            if is_error {
+                let err = m
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("tool reported an error");
+                return ToolResult {
+                    content: format!("tool error: {err}"),
+                    is_error: true,
+                };
+            }
+            let content = match m.get("output") {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+                None => Value::Object(m).to_string(),
+            };
+            ToolResult {
+                content,
+                is_error: false,
+            }
+        }
+        Ok(other) => ToolResult {
+            content: other.to_string(),
+            is_error: false,
+        },
+        Err(_) => ToolResult {
+            content: String::from_utf8_lossy(bytes).into_owned(),
+            is_error: false,
+        },
+    }
+}

@@ -1,0 +1,8 @@
+//! Memory (`/api/memory`) and the character rename transaction.
+
+use companiond_core::{Api, AppState};
+
+/// The routes of this family.
+pub fn api(state: &AppState) -> Api {
+    Api::new(state, "memory")
+}
