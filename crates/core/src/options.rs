@@ -60,7 +60,8 @@ pub struct ServeArgs {
     #[arg(long, env = "COMPANIOND_CSRF_TOKEN")]
     pub csrf_token: Option<String>,
     /// Permit a non-loopback --listen address.
-    #[arg(long, env = "COMPANIOND_ALLOW_REMOTE")]
+    #[arg(long, env = "COMPANIOND_ALLOW_REMOTE", action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::FalseyValueParser::new())]
     pub allow_remote: bool,
 }
 

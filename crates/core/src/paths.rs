@@ -57,7 +57,8 @@ pub fn clean_segments(rel: &str) -> Result<Vec<String>, PathError> {
         }
         let decoded = percent_decode(seg);
         let trimmed = decoded.trim_end_matches(['.', ' ']);
-        if decoded == ".." || (trimmed.is_empty() && decoded.contains("..")) {
+        // "..", "...", ". ." and the like (Windows strips trailing dots and spaces).
+        if trimmed.is_empty() {
             return Err(PathError::Traversal);
         }
         if decoded.contains('/') || decoded.contains('\\') || decoded.contains('\0') {
