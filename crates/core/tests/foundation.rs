@@ -436,9 +436,7 @@ async fn chat_without_provider_answers_an_error_frame_and_stays_open() {
     assert_eq!(next_frame(&mut ws).await["type"], "session_started");
     assert!(s.state.sessions.is_active("Companion"));
     ws.send(Message::Text(
-        json!({"type": "user_text", "text": "hi"})
-            .to_string()
-            .into(),
+        json!({"type": "user_text", "text": "hi"}).to_string(),
     ))
     .await
     .unwrap();
@@ -446,7 +444,7 @@ async fn chat_without_provider_answers_an_error_frame_and_stays_open() {
     assert_eq!(f["type"], "error");
     assert_eq!(f["code"], "no_provider");
     assert_eq!(next_frame(&mut ws).await["type"], "turn_end");
-    ws.send(Message::Text(json!({"type": "ping"}).to_string().into()))
+    ws.send(Message::Text(json!({"type": "ping"}).to_string()))
         .await
         .unwrap();
     assert_eq!(next_frame(&mut ws).await["type"], "pong");
@@ -496,9 +494,7 @@ async fn chat_turn_with_a_tool_call_round_trip() {
         .unwrap();
     next_frame(&mut ws).await;
     ws.send(Message::Text(
-        json!({"type": "user_text", "text": "double 21"})
-            .to_string()
-            .into(),
+        json!({"type": "user_text", "text": "double 21"}).to_string(),
     ))
     .await
     .unwrap();
@@ -567,9 +563,7 @@ async fn model_errors_reach_the_socket() {
         .unwrap();
     next_frame(&mut ws).await;
     ws.send(Message::Text(
-        json!({"type": "user_text", "text": "hi"})
-            .to_string()
-            .into(),
+        json!({"type": "user_text", "text": "hi"}).to_string(),
     ))
     .await
     .unwrap();
