@@ -157,18 +157,42 @@ impl Default for CallOptions {
 #[derive(Clone)]
 pub struct LlmClient {
     http: reqwest::Client,
+    local_http: reqwest::Client,
     store: Store,
     bundle: PathBuf,
     usage: TokenUsage,
 }
 
 impl LlmClient {
-    pub fn new(http: reqwest::Client, store: Store, bundle: PathBuf, usage: TokenUsage) -> Self {
+    /// `local_http` (no proxy) is used for loopback endpoints, `http` for the rest.
+    pub fn new(
+        http: reqwest::Client,
+        local_http: reqwest::Client,
+        store: Store,
+        bundle: PathBuf,
+        usage: TokenUsage,
+    ) -> Self {
         LlmClient {
             http,
+            local_http,
             store,
             bundle,
             usage,
+        }
+    }
+
+    /// The client for `url`: loopback hosts bypass any proxy.
+    pub fn client_for(&self, url: &str) -> &reqwest::Client {
+        let local = url::Url::parse(url).ok().is_some_and(|u| match u.host() {
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => crate::guards::is_loopback(std::net::IpAddr::V6(ip)),
+            None => false,
+        });
+        if local {
+            &self.local_http
+        } else {
+            &self.http
         }
     }
 
@@ -223,7 +247,7 @@ impl LlmClient {
         timeout: Duration,
     ) -> Result<reqwest::Response, LlmError> {
         let url = format!("{}/chat/completions", ep.base_url);
-        let mut req = self.http.post(url).json(body);
+        let mut req = self.client_for(&url).post(&url).json(body);
         if !ep.api_key.is_empty() {
             req = req.bearer_auth(&ep.api_key);
         }

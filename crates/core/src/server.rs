@@ -117,6 +117,9 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
         Ok(a) => a,
         Err(e) => return fail(&format!("cannot read the listening address: {e}")),
     };
+    // Install the signal handlers before announcing the port, so a SIGTERM that
+    // follows the listening line at once is handled (exit 0), not fatal.
+    let signals = Signals::install();
     state.set_ready(true);
     {
         use std::io::Write;
@@ -131,7 +134,7 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.wait().await;
         tracing::info!("shutting down");
         trigger.cancel();
     });
@@ -144,24 +147,41 @@ fn fail(reason: &str) -> i32 {
     1
 }
 
-async fn wait_for_signal() {
+/// SIGINT / SIGTERM listeners.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
+    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(t), Ok(i)) => Signals {
+                    streams: Some((t, i)),
+                },
+                _ => Signals { streams: None },
             }
         }
+        #[cfg(not(unix))]
+        {
+            Signals {}
+        }
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn wait(self) {
+        #[cfg(unix)]
+        {
+            if let Some((mut term, mut int)) = self.streams {
+                tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+                return;
+            }
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -76,7 +76,10 @@ pub struct StorageStatus {
 pub struct Inner {
     pub opts: Options,
     pub store: Store,
+    /// Client honouring the system proxy settings (remote services).
     pub http: reqwest::Client,
+    /// Client that never uses a proxy (loopback services).
+    pub local_http: reqwest::Client,
     pub characters: Characters,
     pub sessions: Sessions,
     pub llm: LlmClient,
@@ -109,6 +112,13 @@ impl AppState {
             .http1_title_case_headers()
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        // Loopback services (local models, plugin callbacks) never go through a proxy.
+        let local_http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .http1_title_case_headers()
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let notices = Notices::default();
         let characters = Characters::load(store.clone(), &notices)?;
         let sessions = Sessions::default();
@@ -118,12 +128,14 @@ impl AppState {
         let usage = TokenUsage::new(opts.data_dir.join("state").join("token_usage.db"));
         let llm = LlmClient::new(
             http.clone(),
+            local_http.clone(),
             store.clone(),
             opts.bundle_dir.clone(),
             usage.clone(),
         );
         Ok(AppState(Arc::new(Inner {
-            tools: ToolHub::new(http.clone()),
+            tools: ToolHub::new(local_http.clone()),
+            local_http,
             opts,
             store,
             http,

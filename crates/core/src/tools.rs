@@ -99,16 +99,13 @@ impl ToolHub {
         call_id: &str,
         raw_arguments: &str,
     ) -> ToolResult {
+        // Arguments that are not a JSON object are still delivered (reference behaviour):
+        // other JSON values as {"value": v}, invalid JSON as {"_raw": text}.
         let arguments: Value = match serde_json::from_str::<Value>(raw_arguments) {
             Ok(v @ Value::Object(_)) => v,
-            Ok(_) | Err(_) if raw_arguments.trim().is_empty() => json!({}),
+            _ if raw_arguments.trim().is_empty() => json!({}),
             Ok(other) => json!({ "value": other }),
-            Err(e) => {
-                return ToolResult {
-                    content: format!("tool error: the arguments are not valid JSON: {e}"),
-                    is_error: true,
-                }
-            }
+            Err(_) => json!({ "_raw": raw_arguments }),
         };
         let body = json!({
             "name": tool.name,

@@ -1,8 +1,33 @@
 //! Runtime tool registration (`/api/tools`).
+//!
+//! Local plugin processes register HTTP callbacks as tools; the registrations
+//! live in each character's session manager (core), which offers them to the
+//! model as function tools on every request and dispatches the model's calls
+//! through `companiond_core::tools::ToolHub` (callback, timeout, eviction).
+//! This crate owns the four routes: validation, role targeting and listing.
+
+pub mod http;
+pub mod registry;
 
 use companiond_core::{Api, AppState};
 
 /// The routes of this family.
 pub fn api(state: &AppState) -> Api {
     Api::new(state, "tools")
+        .post(
+            "/api/tools/register",
+            "register (or replace) a runtime tool served by a loopback callback",
+            http::register,
+        )
+        .post(
+            "/api/tools/unregister",
+            "unregister a runtime tool by name",
+            http::unregister,
+        )
+        .post(
+            "/api/tools/clear",
+            "remove every runtime tool of a source",
+            http::clear,
+        )
+        .get("/api/tools", "list runtime tools by role", http::list)
 }

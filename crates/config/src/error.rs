@@ -1,0 +1,130 @@
+//! The family's error enum and its mapping to the `{success:false, error, ...}` envelope.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use companiond_core::envelope::SuccessError;
+use companiond_core::store::StoreError;
+use serde_json::Value;
+
+/// Every failure of the configuration and proactive routes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigError {
+    /// Invalid input: HTTP 400 `{success:false, error, error_code}`.
+    BadRequest { error: String, code: &'static str },
+    /// A referenced record does not exist: HTTP 404.
+    NotFound(String),
+    /// An outside endpoint failed (probes): HTTP 200 `{success:false, error, error_code}`.
+    Probe { error: String, code: &'static str },
+    /// The voice server failed at a stage: HTTP 502 or 504 with `code` and `error_code`.
+    Upstream {
+        status: StatusCode,
+        error: String,
+        code: &'static str,
+        stage: &'static str,
+    },
+    /// A stored document exists but cannot be parsed: HTTP 503 (it is never overwritten).
+    Unreadable(String),
+    /// The disk refused a read or write: HTTP 500.
+    Storage(String),
+}
+
+impl ConfigError {
+    pub fn bad(error: impl Into<String>) -> Self {
+        ConfigError::BadRequest {
+            error: error.into(),
+            code: "invalid_input",
+        }
+    }
+    pub fn bad_code(error: impl Into<String>, code: &'static str) -> Self {
+        ConfigError::BadRequest {
+            error: error.into(),
+            code,
+        }
+    }
+    pub fn probe(code: &'static str, error: impl Into<String>) -> Self {
+        ConfigError::Probe {
+            error: error.into(),
+            code,
+        }
+    }
+    /// The machine code carried by the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ConfigError::BadRequest { code, .. } => code,
+            ConfigError::NotFound(_) => "not_found",
+            ConfigError::Probe { code, .. } => code,
+            ConfigError::Upstream { code, .. } => code,
+            ConfigError::Unreadable(_) => "storage_unreadable",
+            ConfigError::Storage(_) => "storage_error",
+        }
+    }
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        match self {
+            ConfigError::BadRequest { error, .. }
+            | ConfigError::Probe { error, .. }
+            | ConfigError::Upstream { error, .. } => error,
+            ConfigError::NotFound(e) | ConfigError::Unreadable(e) | ConfigError::Storage(e) => e,
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl From<StoreError> for ConfigError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Corrupt(m) => ConfigError::Unreadable(format!(
+                "a stored settings document is unreadable and was left untouched: {m}"
+            )),
+            StoreError::Io(e) => ConfigError::Storage(format!("storage error: {e}")),
+        }
+    }
+}
+
+impl IntoResponse for ConfigError {
+    fn into_response(self) -> Response {
+        match self {
+            ConfigError::BadRequest { error, code } => SuccessError::new(error)
+                .code(code)
+                .status(StatusCode::BAD_REQUEST),
+            ConfigError::NotFound(e) => SuccessError::new(e)
+                .code("not_found")
+                .status(StatusCode::NOT_FOUND),
+            ConfigError::Probe { error, code } => SuccessError::new(error)
+                .code(code)
+                .with("resolved_url", Value::Null)
+                .status(StatusCode::OK),
+            ConfigError::Upstream {
+                status,
+                error,
+                code,
+                stage,
+            } => SuccessError::new(error)
+                .code(code)
+                .with("code", voice_code(code))
+                .with("stage", stage)
+                .status(status),
+            ConfigError::Unreadable(e) => SuccessError::new(e)
+                .code("storage_unreadable")
+                .status(StatusCode::SERVICE_UNAVAILABLE),
+            ConfigError::Storage(e) => SuccessError::new(e)
+                .code("storage_error")
+                .status(StatusCode::INTERNAL_SERVER_ERROR),
+        }
+    }
+}
+
+/// The upper-case code the reference frontend branches on for voice-server failures.
+fn voice_code(code: &str) -> &'static str {
+    match code {
+        "timeout" => "TTS_TIMEOUT",
+        _ => "TTS_CONNECTION_FAILED",
+    }
+}

@@ -1,0 +1,436 @@
+//! `page_config`, `character_reserved_fields` and the language helpers.
+
+use std::path::Path;
+
+use companiond_core::paths;
+use serde_json::{json, Map, Value};
+
+/// Default Live2D model (bundled frontend).
+pub const DEFAULT_LIVE2D: &str = "yui-lolita/yui-lolita.model3.json";
+
+/// Character-profile fields reserved by the system.
+pub const SYSTEM_RESERVED: &[&str] = &[
+    "_reserved",
+    "character_id",
+    "live2d",
+    "voice_id",
+    "system_prompt",
+    "model_type",
+    "live3d_sub_type",
+    "vrm",
+    "vrm_animation",
+    "lighting",
+    "vrm_rotation",
+    "live2d_item_id",
+    "live2d_idle_animation",
+    "item_id",
+    "idleAnimation",
+    "idleAnimations",
+    "mmd",
+    "mmd_animation",
+    "mmd_idle_animation",
+    "mmd_idle_animations",
+    "touch_set",
+    "_field_order",
+];
+
+/// Character-profile fields reserved by workshop metadata.
+pub const WORKSHOP_RESERVED: &[&str] = &[
+    "原始数据",
+    "文件路径",
+    "创意工坊物品ID",
+    "description",
+    "tags",
+    "name",
+    "描述",
+    "标签",
+    "关键词",
+];
+
+/// `{success, system_reserved_fields, workshop_reserved_fields, all_reserved_fields}`.
+pub fn reserved_fields() -> Value {
+    let mut all: Vec<&str> = Vec::new();
+    for f in SYSTEM_RESERVED.iter().chain(WORKSHOP_RESERVED) {
+        if !all.contains(f) {
+            all.push(f);
+        }
+    }
+    json!({
+        "success": true,
+        "system_reserved_fields": SYSTEM_RESERVED,
+        "workshop_reserved_fields": WORKSHOP_RESERVED,
+        "all_reserved_fields": all,
+    })
+}
+
+/// Percent-encode a URL path (segments kept).
+pub fn quote_path(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    for b in p.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Does `rel` name an existing file under `root` (through the safe join)?
+fn exists_under(root: &Path, rel: &str) -> bool {
+    paths::safe_existing(root, &decode(rel)).is_ok_and(|p| p.is_file())
+}
+
+fn is_http(s: &str) -> bool {
+    let l = s.to_ascii_lowercase();
+    l.starts_with("http://") || l.starts_with("https://")
+}
+
+/// Where model files live.
+pub struct Roots<'a> {
+    pub bundle_static: &'a Path,
+    pub data: &'a Path,
+}
+
+impl Roots<'_> {
+    fn user(&self, dir: &str) -> std::path::PathBuf {
+        self.data.join(dir)
+    }
+    fn bundled(&self, dir: &str) -> std::path::PathBuf {
+        self.bundle_static.join(dir)
+    }
+}
+
+/// Resolve a 3D model path (`vrm` or `mmd`) to a served URL, or `""`.
+fn resolve_3d(raw: &str, kind: &str, roots: &Roots) -> String {
+    let raw = raw.trim();
+    if raw.is_empty() || raw == "undefined" || raw == "null" || raw.starts_with("//") {
+        return String::new();
+    }
+    if is_http(raw) {
+        return raw.to_string();
+    }
+    let static_prefix = format!("/static/{kind}/");
+    let user_prefix = format!("/user_{kind}/");
+    if let Some(rel) = raw.strip_prefix(&static_prefix) {
+        return if exists_under(&roots.bundled(kind), rel) {
+            quote_path(&decode(raw))
+        } else {
+            String::new()
+        };
+    }
+    if let Some(rel) = raw.strip_prefix(&user_prefix) {
+        return if exists_under(&roots.user(&format!("user_{kind}")), rel) {
+            quote_path(&decode(raw))
+        } else {
+            String::new()
+        };
+    }
+    if raw.starts_with('/') {
+        // Another served route (e.g. /workshop/...): passed through as given.
+        return if raw.contains("..") {
+            String::new()
+        } else {
+            quote_path(&decode(raw))
+        };
+    }
+    if exists_under(&roots.bundled(kind), raw) {
+        return quote_path(&format!("{static_prefix}{raw}"));
+    }
+    if exists_under(&roots.user(&format!("user_{kind}")), raw) {
+        return quote_path(&format!("{user_prefix}{raw}"));
+    }
+    String::new()
+}
+
+/// Resolve the Live2D model: a URL or served path as given, a relative
+/// `*.model3.json` path or a model name (`<name>/<name>.model3.json`) looked up in
+/// the bundle's `static/live2d/` then the data dir's `user_live2d/`.
+fn resolve_live2d(raw: &str, roots: &Roots) -> String {
+    let raw = raw.trim();
+    if is_http(raw) || (raw.starts_with('/') && !raw.starts_with("//") && !raw.contains("..")) {
+        return raw.to_string();
+    }
+    let rel = if raw.is_empty() {
+        DEFAULT_LIVE2D.to_string()
+    } else if raw.ends_with(".model3.json") || raw.ends_with(".model.json") {
+        raw.to_string()
+    } else {
+        format!("{raw}/{raw}.model3.json")
+    };
+    if exists_under(&roots.bundled("live2d"), &rel) {
+        return quote_path(&format!("/static/live2d/{rel}"));
+    }
+    if exists_under(&roots.user("user_live2d"), &rel) {
+        return quote_path(&format!("/user_live2d/{rel}"));
+    }
+    // The bundled frontend ships the default model.
+    quote_path(&format!("/static/live2d/{DEFAULT_LIVE2D}"))
+}
+
+const PNG_IMAGES: &[&str] = &[
+    "idle_image",
+    "talking_image",
+    "drag_image",
+    "click_image",
+    "happy_image",
+    "sad_image",
+    "angry_image",
+    "surprised_image",
+];
+const IMAGE_EXTS: &[&str] = &["png", "gif", "jpg", "jpeg", "webp"];
+
+fn resolve_png(raw: &str, roots: &Roots) -> String {
+    let raw = raw.trim();
+    if raw.is_empty() || raw == "undefined" || raw == "null" || raw.starts_with("//") {
+        return String::new();
+    }
+    if is_http(raw) {
+        return raw.to_string();
+    }
+    let root = roots.user(companiond_core::static_files::USER_PNGTUBER);
+    if let Some(rel) = raw.strip_prefix("/user_pngtuber/") {
+        return if exists_under(&root, rel) {
+            quote_path(&decode(raw))
+        } else {
+            String::new()
+        };
+    }
+    if raw.starts_with('/') {
+        return String::new();
+    }
+    let ext_ok = Path::new(raw)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| IMAGE_EXTS.contains(&e.to_ascii_lowercase().as_str()));
+    if ext_ok && exists_under(&root, raw) {
+        return quote_path(&format!("/user_pngtuber/{raw}"));
+    }
+    String::new()
+}
+
+fn field<'a>(profile: &'a Value, key: &str) -> Option<&'a Value> {
+    profile
+        .get("avatar")
+        .and_then(|a| a.get(key))
+        .or_else(|| profile.get(key))
+}
+
+fn model_string(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(o)) => o
+            .get("model_path")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The page configuration of one character.
+pub fn page_config(name: &str, profile: &Value, csrf: &str, roots: &Roots) -> Map<String, Value> {
+    let mut model_type = field(profile, "model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("live2d")
+        .trim()
+        .to_ascii_lowercase();
+    if model_type.is_empty() {
+        model_type = "live2d".into();
+    }
+    if model_type == "vrm" || model_type == "mmd" {
+        model_type = "live3d".into();
+    }
+    let live2d = resolve_live2d(&model_string(field(profile, "live2d")), roots);
+    let vrm_raw = field(profile, "vrm");
+    let vrm = resolve_3d(&model_string(vrm_raw), "vrm", roots);
+    let mmd = resolve_3d(&model_string(field(profile, "mmd")), "mmd", roots);
+    let png_obj = field(profile, "pngtuber")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut png = png_obj.clone();
+    for k in PNG_IMAGES {
+        let raw = png_obj.get(*k).and_then(Value::as_str).unwrap_or("");
+        png.insert((*k).to_string(), json!(resolve_png(raw, roots)));
+    }
+    let png_path = png
+        .get("idle_image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let lighting = field(profile, "lighting")
+        .filter(|l| l.is_object())
+        .or_else(|| {
+            vrm_raw
+                .and_then(|v| v.get("lighting"))
+                .filter(|l| l.is_object())
+        })
+        .cloned()
+        .unwrap_or(Value::Null);
+    let stored_sub = field(profile, "live3d_sub_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let declared = field(profile, "model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let sub = if stored_sub == "vrm" || stored_sub == "mmd" {
+        stored_sub
+    } else if declared == "mmd" || (declared != "vrm" && !mmd.is_empty()) {
+        "mmd".to_string()
+    } else if !vrm.is_empty() || declared == "vrm" {
+        "vrm".to_string()
+    } else {
+        String::new()
+    };
+    let model_path = match model_type.as_str() {
+        "live3d" => match sub.as_str() {
+            "mmd" => mmd.clone(),
+            "vrm" => vrm.clone(),
+            _ => String::new(),
+        },
+        "pngtuber" => png_path.clone(),
+        _ => live2d.clone(),
+    };
+    let mut out = Map::new();
+    out.insert("success".into(), json!(true));
+    out.insert("persona_name".into(), json!(name));
+    out.insert("lanlan_name".into(), json!(name));
+    let master = |k: &str| {
+        profile
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let master_name = master("master_name");
+    let nickname = master("master_nickname");
+    let profile_name = master("master_profile_name");
+    let display = nickname
+        .split([',', '，'])
+        .map(str::trim)
+        .find(|s| !s.is_empty())
+        .map(str::to_string)
+        .or_else(|| (!profile_name.is_empty()).then(|| profile_name.clone()))
+        .unwrap_or_else(|| master_name.clone());
+    out.insert("master_name".into(), json!(master_name));
+    out.insert("master_profile_name".into(), json!(profile_name));
+    out.insert("master_nickname".into(), json!(nickname));
+    out.insert("master_display_name".into(), json!(display));
+    out.insert("csrf_token".into(), json!(csrf));
+    out.insert("autostart_csrf_token".into(), json!(csrf));
+    out.insert("model_type".into(), json!(model_type));
+    out.insert("model_path".into(), json!(model_path));
+    out.insert("lighting".into(), lighting);
+    out.insert(
+        "model_paths".into(),
+        json!({"live2d": live2d, "vrm": vrm, "mmd": mmd, "pngtuber": png_path}),
+    );
+    if model_type == "live3d" {
+        out.insert("live3d_sub_type".into(), json!(sub));
+    }
+    if model_type == "pngtuber" {
+        out.insert("pngtuber".into(), Value::Object(png));
+    }
+    out
+}
+
+// ------------------------------------------------------------------ languages
+
+/// The OS locale from `LC_ALL`, `LC_MESSAGES`, `LANG` (first set, not `C`/`POSIX`),
+/// e.g. `zh_CN.UTF-8`.
+pub fn os_locale() -> Option<String> {
+    for var in ["LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"] {
+        if let Ok(v) = std::env::var(var) {
+            let v = v.split(':').next().unwrap_or("").trim().to_string();
+            let base = v.split(['.', '@']).next().unwrap_or("");
+            if !base.is_empty() && base != "C" && base != "POSIX" {
+                return Some(v);
+            }
+        }
+    }
+    None
+}
+
+/// Normalise a locale to the frontend's i18n codes (`zh-CN`, `zh-TW`, `en`, `ja`,
+/// `ko`, `ru`, ...); unknown or empty → `en`.
+pub fn i18n_language(locale: &str) -> String {
+    let base = locale
+        .split(['.', '@'])
+        .next()
+        .unwrap_or("")
+        .replace('_', "-");
+    let mut parts = base.split('-');
+    let lang = parts.next().unwrap_or("").to_ascii_lowercase();
+    let rest: Vec<String> = parts.map(str::to_ascii_uppercase).collect();
+    match lang.as_str() {
+        "zh" => {
+            if rest
+                .iter()
+                .any(|r| matches!(r.as_str(), "TW" | "HK" | "MO" | "HANT"))
+            {
+                "zh-TW".into()
+            } else {
+                "zh-CN".into()
+            }
+        }
+        "schinese" => "zh-CN".into(),
+        "tchinese" => "zh-TW".into(),
+        "" => "en".into(),
+        l if l.len() == 2 || l.len() == 3 => {
+            if l.chars().all(|c| c.is_ascii_lowercase()) {
+                l.to_string()
+            } else {
+                "en".into()
+            }
+        }
+        _ => "en".into(),
+    }
+}
+
+/// The short language code (`zh`, `en`, `ja` ...) of a locale or i18n code.
+pub fn short_language(code: &str) -> String {
+    i18n_language(code)
+        .split('-')
+        .next()
+        .unwrap_or("en")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locales() {
+        assert_eq!(i18n_language("zh_CN.UTF-8"), "zh-CN");
+        assert_eq!(i18n_language("zh_TW.UTF-8"), "zh-TW");
+        assert_eq!(i18n_language("en_US.UTF-8"), "en");
+        assert_eq!(i18n_language("ja_JP"), "ja");
+        assert_eq!(i18n_language(""), "en");
+        assert_eq!(short_language("zh-TW"), "zh");
+        assert_eq!(quote_path("/user_vrm/a b.vrm"), "/user_vrm/a%20b.vrm");
+        assert_eq!(decode("a%20b"), "a b");
+    }
+}
