@@ -1,8 +1,24 @@
-//! Cloud save (`/api/cloudsave`).
+//! Cloud save (`/api/cloudsave`): a character unit (profile + managed memory
+//! files + meta record) exported to and imported from a storage target — a
+//! local directory (default `<data>/cloud`) or `s3://bucket/prefix`.
+//!
+//! * [`http`]: the five routes (thin handlers);
+//! * [`service`]: summary, detail, upload, download;
+//! * [`unit`]: the unit's files, fingerprint, snapshots and verification;
+//! * [`target`]: the object store and its key layout;
+//! * [`local`]: local state (client id, sequence numbers) and the write fence;
+//! * [`error`]: the family's error enum and envelope.
+
+pub mod error;
+pub mod http;
+pub mod local;
+pub mod service;
+pub mod target;
+pub mod unit;
 
 use companiond_core::{Api, AppState};
 
 /// The routes of this family.
 pub fn api(state: &AppState) -> Api {
-    Api::new(state, "cloudsave")
+    http::api(state)
 }

@@ -1,0 +1,144 @@
+//! The one failure type of the games and onboarding families, mapped to their
+//! shared envelope `{ok:false, reason, ...}` (interface.md § Errors).
+//!
+//! Most failures are HTTP 200 (the families report application failures in the
+//! body); `not_a_game_route` is 400, storage faults are 500.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use companiond_core::envelope::OkReason;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Every machine-readable reason these families answer with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    InvalidBody,
+    InvalidQuery,
+    InvalidGameType,
+    MissingPersonaName,
+    MissingSessionId,
+    MissingTranscript,
+    MissingLine,
+    MissingText,
+    MissingUserText,
+    MissingOptions,
+    MissingDay,
+    InvalidChoice,
+    InvalidRole,
+    InvalidTextLength,
+    NotAGameRoute,
+    RouteNotActive,
+    SessionIdMismatch,
+    RouteOwnedByOtherGame,
+    NoSessionManager,
+    NoActiveRealtimeSession,
+    NoVoiceProvider,
+    InvalidSession,
+    UnsupportedGameType,
+    LogNotActive,
+    LlmApiNotConfigured,
+    Timeout,
+    FreeTextInterpreterFailed,
+    ParseFailed,
+    ChoiceWriteFailed,
+    StorageError,
+}
+
+impl Reason {
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::InvalidBody => "invalid_body",
+            Reason::InvalidQuery => "invalid_query",
+            Reason::InvalidGameType => "invalid_game_type",
+            Reason::MissingPersonaName => "missing_persona_name",
+            Reason::MissingSessionId => "missing_session_id",
+            Reason::MissingTranscript => "missing_transcript",
+            Reason::MissingLine => "missing_line",
+            Reason::MissingText => "missing_text",
+            Reason::MissingUserText => "missing_user_text",
+            Reason::MissingOptions => "missing_options",
+            Reason::MissingDay => "missing_day",
+            Reason::InvalidChoice => "invalid_choice",
+            Reason::InvalidRole => "invalid_role",
+            Reason::InvalidTextLength => "invalid_text_length",
+            Reason::NotAGameRoute => "not_a_game_route",
+            Reason::RouteNotActive => "route_not_active",
+            Reason::SessionIdMismatch => "session_id_mismatch",
+            Reason::RouteOwnedByOtherGame => "route_owned_by_other_game",
+            Reason::NoSessionManager => "no_session_manager",
+            Reason::NoActiveRealtimeSession => "no_active_realtime_session",
+            Reason::NoVoiceProvider => "no_voice_provider",
+            Reason::InvalidSession => "invalid_session",
+            Reason::UnsupportedGameType => "unsupported_game_type",
+            Reason::LogNotActive => "log_not_active",
+            Reason::LlmApiNotConfigured => "llm_api_not_configured",
+            Reason::Timeout => "timeout",
+            Reason::FreeTextInterpreterFailed => "free_text_interpreter_failed",
+            Reason::ParseFailed => "parse_failed",
+            Reason::ChoiceWriteFailed => "choice_write_failed",
+            Reason::StorageError => "storage_error",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Reason::NotAGameRoute | Reason::InvalidQuery => StatusCode::BAD_REQUEST,
+            Reason::StorageError => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::OK,
+        }
+    }
+}
+
+/// A failure: a reason plus the extra fields of its envelope.
+#[derive(Debug)]
+pub struct Failure {
+    pub reason: Reason,
+    pub extra: Map<String, Value>,
+}
+
+impl Failure {
+    pub fn new(reason: Reason) -> Self {
+        Failure {
+            reason,
+            extra: Map::new(),
+        }
+    }
+
+    /// Add a field to the envelope.
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        self.extra.insert(
+            key.to_string(),
+            serde_json::to_value(value).unwrap_or(Value::Null),
+        );
+        self
+    }
+
+    /// Add every field of `m` that is not already present.
+    pub fn with_all(mut self, m: &Map<String, Value>) -> Self {
+        for (k, v) in m {
+            self.extra.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        self
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let status = self.reason.status();
+        let mut r = OkReason::new(self.reason.code());
+        r.extra = self.extra;
+        r.status(status)
+    }
+}
+
+/// Handlers answer either a JSON success value or a failure envelope.
+pub type Outcome = Result<Value, Failure>;
+
+/// Turn an outcome into a response.
+pub fn respond(o: Outcome) -> Response {
+    match o {
+        Ok(v) => companiond_core::envelope::ok_json(v),
+        Err(f) => f.into_response(),
+    }
+}

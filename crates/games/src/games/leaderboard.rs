@@ -1,0 +1,453 @@
+//! The badminton leaderboard: SQLite at `<data>/state/game_scores/badminton_scores.db`,
+//! plus the in-memory *score sessions* the server records when a badminton round
+//! ends. A submission is accepted only when it matches a recorded, unexpired,
+//! unused score session of the same character, session and mode; the row stored
+//! holds the server's totals.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Map, Value};
+
+use crate::error::{Failure, Reason};
+use crate::util::truncate_chars;
+
+/// Pixels per metre of the badminton court (12 px per foot).
+const PX_PER_METRE: f64 = 12.0 * 3.28084;
+/// Largest integer total.
+const MAX_INT: i64 = 999_999;
+/// Largest distance in pixels.
+const MAX_DISTANCE_PX: f64 = 10_000.0;
+/// Remembered score sessions (oldest dropped first).
+const MAX_SCORE_SESSIONS: usize = 256;
+/// Largest page.
+pub const MAX_PAGE: i64 = 100;
+pub const MAX_OFFSET: i64 = 100_000;
+
+const SCORE_KEYS: &[&str] = &["score", "totalScore", "total_score", "player"];
+const STREAK_KEYS: &[&str] = &[
+    "streak",
+    "best_streak",
+    "bestStreak",
+    "final_streak",
+    "finalStreak",
+];
+const DISTANCE_KEYS: &[&str] = &[
+    "max_distance_px",
+    "maxDistancePx",
+    "max_distance",
+    "maxDistance",
+    "final_distance",
+    "finalDistance",
+];
+
+/// The totals of one round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Totals {
+    pub score: i64,
+    pub streak: i64,
+    pub max_distance_px: f64,
+}
+
+/// `spectator` or `duel`; anything else is `spectator`.
+pub fn normalize_mode(raw: Option<&str>) -> String {
+    match raw.map(|m| m.trim().to_ascii_lowercase()).as_deref() {
+        Some("duel") => "duel".into(),
+        _ => "spectator".into(),
+    }
+}
+
+/// A number (or numeric string) as a finite float.
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }
+    .filter(|f| f.is_finite())
+}
+
+fn first<'a>(m: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().find_map(|k| m.get(*k).filter(|v| !v.is_null()))
+}
+
+fn clamp_int(f: f64) -> i64 {
+    (f.trunc() as i64).clamp(0, MAX_INT)
+}
+
+/// Read totals from an object (top level, then its `finalScore` object).
+/// `Ok(None)` when no score is present; `Err` when a present total is not a number.
+pub fn totals_of(m: &Map<String, Value>) -> Result<Option<Totals>, String> {
+    let nested = m.get("finalScore").and_then(Value::as_object);
+    let pick = |keys: &[&str]| first(m, keys).or_else(|| nested.and_then(|n| first(n, keys)));
+    let Some(score) = pick(SCORE_KEYS) else {
+        return Ok(None);
+    };
+    let score = number(score).ok_or("score must be a number")?;
+    let streak = match pick(STREAK_KEYS) {
+        Some(v) => number(v).ok_or("streak must be a number")?,
+        None => 0.0,
+    };
+    let dist = match pick(DISTANCE_KEYS) {
+        Some(v) => number(v).ok_or("max_distance_px must be a number")?,
+        None => 0.0,
+    };
+    Ok(Some(Totals {
+        score: clamp_int(score),
+        streak: clamp_int(streak),
+        max_distance_px: dist.clamp(0.0, MAX_DISTANCE_PX),
+    }))
+}
+
+fn count_of(m: &Map<String, Value>, keys: &[&str]) -> i64 {
+    let nested = m.get("finalScore").and_then(Value::as_object);
+    first(m, keys)
+        .or_else(|| nested.and_then(|n| first(n, keys)))
+        .and_then(number)
+        .map(clamp_int)
+        .unwrap_or(0)
+}
+
+#[derive(Debug, Clone)]
+struct ScoreSession {
+    mode: String,
+    totals: Totals,
+    at: Instant,
+}
+
+/// A validated submission.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub persona_name: String,
+    pub session_id: String,
+    pub mode: String,
+    pub totals: Totals,
+    pub line_in_count: i64,
+    pub net_touch_count: i64,
+    pub zone_in_count: i64,
+}
+
+/// What a leaderboard page asks for.
+#[derive(Debug, Clone)]
+pub struct PageQuery {
+    pub persona_name: Option<String>,
+    pub session_id: Option<String>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// The leaderboard store.
+pub struct Leaderboard {
+    path: PathBuf,
+    conn: Arc<Mutex<Option<Connection>>>,
+    sessions: Mutex<HashMap<(String, String), ScoreSession>>,
+    ttl: Duration,
+}
+
+impl Leaderboard {
+    pub fn new(path: PathBuf, ttl: Duration) -> Self {
+        Leaderboard {
+            path,
+            conn: Arc::default(),
+            sessions: Mutex::default(),
+            ttl,
+        }
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), ScoreSession>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remember the totals of a finished badminton round (from the end body's
+    /// `finalScore` or the route's final state). Returns whether totals were found.
+    pub fn record(&self, persona: &str, session_id: &str, mode: &str, final_score: &Value) -> bool {
+        let Some(m) = final_score.as_object() else {
+            return false;
+        };
+        let Ok(Some(totals)) = totals_of(m) else {
+            return false;
+        };
+        let mut map = self.sessions();
+        map.retain(|_, s| s.at.elapsed() < self.ttl);
+        while map.len() >= MAX_SCORE_SESSIONS {
+            let oldest = map.iter().min_by_key(|(_, s)| s.at).map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => {
+                    map.remove(&k);
+                }
+                None => break,
+            }
+        }
+        map.insert(
+            (persona.to_string(), session_id.to_string()),
+            ScoreSession {
+                mode: mode.to_string(),
+                totals,
+                at: Instant::now(),
+            },
+        );
+        true
+    }
+
+    /// Validate a submission body: `invalid_body` when malformed, `invalid_session`
+    /// when it does not match a recorded score session.
+    pub fn validate(&self, body: &Map<String, Value>) -> Result<Submission, Failure> {
+        let invalid_body = |msg: &str| Failure::new(Reason::InvalidBody).with("error", msg);
+        let text = |k: &str| -> Result<Option<String>, Failure> {
+            match body.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
+                Some(_) => Err(invalid_body(&format!("{k} must be a string"))),
+            }
+        };
+        let persona = text("persona_name")?.map(|p| truncate_chars(&p, 80));
+        let session = text("session_id")?.map(|s| truncate_chars(&s, 120));
+        let mode_raw = text("mode")?;
+        let posted = totals_of(body)
+            .map_err(|e| invalid_body(&e))?
+            .ok_or_else(|| invalid_body("the round's totals (score) are required"))?;
+        let (Some(persona), Some(session)) = (persona, session) else {
+            return Err(Failure::new(Reason::InvalidSession)
+                .with("error", "persona_name and session_id are required"));
+        };
+        let mode = normalize_mode(mode_raw.as_deref());
+        let key = (persona.clone(), session.clone());
+        let mut map = self.sessions();
+        let recorded = map.get(&key).cloned();
+        let ok = recorded.as_ref().is_some_and(|r| {
+            r.at.elapsed() < self.ttl
+                && r.mode == mode
+                && r.totals.score == posted.score
+                && r.totals.streak == posted.streak
+                && (r.totals.max_distance_px - posted.max_distance_px).abs() < 0.001
+        });
+        let Some(recorded) = recorded.filter(|_| ok) else {
+            return Err(Failure::new(Reason::InvalidSession));
+        };
+        // Reserve: one submission per round.
+        map.remove(&key);
+        Ok(Submission {
+            persona_name: persona,
+            session_id: session,
+            mode,
+            totals: recorded.totals,
+            line_in_count: count_of(body, &["line_in_count", "lineInCount"]),
+            net_touch_count: count_of(body, &["net_touch_count", "netTouchCount"]),
+            zone_in_count: count_of(body, &["zone_in_count", "zoneInCount"]),
+        })
+    }
+
+    /// Give a reserved score session back (the insert failed).
+    fn release(&self, s: &Submission) {
+        self.sessions().insert(
+            (s.persona_name.clone(), s.session_id.clone()),
+            ScoreSession {
+                mode: s.mode.clone(),
+                totals: s.totals,
+                at: Instant::now(),
+            },
+        );
+    }
+
+    async fn with_conn<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
+    ) -> Result<R, String> {
+        let conn = self.conn.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
+            if guard.is_none() {
+                *guard = Some(open(&path).map_err(|e| e.to_string())?);
+            }
+            match guard.as_mut() {
+                Some(c) => f(c).map_err(|e| e.to_string()),
+                None => Err("the leaderboard database is not open".to_string()),
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Store a validated submission; `{rank, total_players, is_personal_best}`.
+    pub async fn submit(&self, s: Submission) -> Result<Value, Failure> {
+        let sub = s.clone();
+        let r = self
+            .with_conn(move |c| {
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                tx.execute(
+                    "INSERT INTO badminton_scores (session_id, persona_name, score, streak, max_distance_px, \
+                     line_in_count, net_touch_count, zone_in_count, mode) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+                    params![
+                        sub.session_id,
+                        sub.persona_name,
+                        sub.totals.score,
+                        sub.totals.streak,
+                        sub.totals.max_distance_px,
+                        sub.line_in_count,
+                        sub.net_touch_count,
+                        sub.zone_in_count,
+                        sub.mode
+                    ],
+                )?;
+                let id = tx.last_insert_rowid();
+                let rank = rank_of(&tx, id)?;
+                let players = total_players(&tx)?;
+                let best = best_of(&tx, "persona_name", &sub.persona_name)?;
+                tx.commit()?;
+                Ok(json!({
+                    "ok": true,
+                    "rank": rank,
+                    "total_players": players,
+                    "is_personal_best": best.map(|(bid, _, _)| bid == id).unwrap_or(false),
+                    "score": sub.totals.score,
+                    "mode": sub.mode,
+                }))
+            })
+            .await;
+        r.map_err(|e| {
+            self.release(&s);
+            Failure::new(Reason::StorageError).with("error", e)
+        })
+    }
+
+    /// One page of the board.
+    pub async fn page(&self, q: PageQuery) -> Result<Value, Failure> {
+        let r = self
+            .with_conn(move |c| {
+                let total_scores: i64 =
+                    c.query_row("SELECT COUNT(*) FROM badminton_scores", [], |r| r.get(0))?;
+                let players = total_players(c)?;
+                let mut stmt = c.prepare(
+                    "SELECT persona_name, session_id, score, streak, max_distance_px, mode, created_at \
+                     FROM badminton_scores ORDER BY score DESC, streak DESC, max_distance_px DESC, \
+                     created_at ASC, id ASC LIMIT ?1 OFFSET ?2",
+                )?;
+                let rows = stmt.query_map(params![q.limit, q.offset], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, f64>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, String>(6)?,
+                    ))
+                })?;
+                let mut top = Vec::new();
+                for (i, row) in rows.enumerate() {
+                    let (name, _sid, score, streak, dist, mode, created) = row?;
+                    top.push(json!({
+                        "rank": q.offset + i as i64 + 1,
+                        "name": name,
+                        "score": score,
+                        "streak": streak,
+                        "max_distance_m": format!("{:.1}", dist / PX_PER_METRE),
+                        "mode": mode,
+                        "date": created.chars().take(10).collect::<String>(),
+                    }));
+                }
+                let your_best = match (&q.persona_name, &q.session_id) {
+                    (Some(p), _) => best_of(c, "persona_name", p)?,
+                    (None, Some(s)) => best_of(c, "session_id", s)?,
+                    _ => None,
+                };
+                let shown = top.len() as i64;
+                Ok(json!({
+                    "ok": true,
+                    "top": top,
+                    "total_players": players,
+                    "total_scores": total_scores,
+                    "limit": q.limit,
+                    "offset": q.offset,
+                    "has_more": q.offset + shown < total_scores,
+                    "your_best": your_best.map(|(_, rank, score)| json!({"rank": rank, "score": score})),
+                }))
+            })
+            .await;
+        r.map_err(|e| Failure::new(Reason::StorageError).with("error", e))
+    }
+}
+
+/// The same shape for games without a leaderboard.
+pub fn empty_page(limit: i64, offset: i64) -> Value {
+    json!({"ok": true, "top": [], "total_players": 0, "total_scores": 0, "limit": limit,
+           "offset": offset, "has_more": false, "your_best": null})
+}
+
+fn open(path: &PathBuf) -> rusqlite::Result<Connection> {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let c = Connection::open(path)?;
+    c.busy_timeout(Duration::from_secs(5))?;
+    c.execute_batch(
+        "PRAGMA journal_mode=WAL;
+         CREATE TABLE IF NOT EXISTS badminton_scores (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            persona_name TEXT NOT NULL DEFAULT '',
+            score INTEGER NOT NULL,
+            streak INTEGER NOT NULL DEFAULT 0,
+            max_distance_px REAL NOT NULL DEFAULT 0,
+            line_in_count INTEGER NOT NULL DEFAULT 0,
+            net_touch_count INTEGER NOT NULL DEFAULT 0,
+            zone_in_count INTEGER NOT NULL DEFAULT 0,
+            mode TEXT NOT NULL DEFAULT 'spectator',
+            created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+         );
+         CREATE INDEX IF NOT EXISTS idx_badminton_scores_order
+            ON badminton_scores (score DESC, streak DESC, max_distance_px DESC);",
+    )?;
+    Ok(c)
+}
+
+/// 1 + the number of rows strictly ahead of row `id` in board order.
+fn rank_of(c: &Connection, id: i64) -> rusqlite::Result<i64> {
+    c.query_row(
+        "SELECT 1 + (SELECT COUNT(*) FROM badminton_scores o WHERE \
+            o.score > r.score \
+            OR (o.score = r.score AND o.streak > r.streak) \
+            OR (o.score = r.score AND o.streak = r.streak AND o.max_distance_px > r.max_distance_px) \
+            OR (o.score = r.score AND o.streak = r.streak AND o.max_distance_px = r.max_distance_px \
+                AND (o.created_at < r.created_at OR (o.created_at = r.created_at AND o.id < r.id)))) \
+         FROM badminton_scores r WHERE r.id = ?1",
+        params![id],
+        |r| r.get(0),
+    )
+}
+
+fn total_players(c: &Connection) -> rusqlite::Result<i64> {
+    c.query_row(
+        "SELECT COUNT(DISTINCT CASE WHEN persona_name != '' THEN 'p:' || persona_name \
+         ELSE 's:' || session_id END) FROM badminton_scores",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// The best row of a character (`column` persona_name) or session: (id, rank, score).
+fn best_of(c: &Connection, column: &str, value: &str) -> rusqlite::Result<Option<(i64, i64, i64)>> {
+    let col = if column == "session_id" {
+        "session_id"
+    } else {
+        "persona_name"
+    };
+    let row: Option<(i64, i64)> = c
+        .query_row(
+            &format!(
+                "SELECT id, score FROM badminton_scores WHERE {col} = ?1 ORDER BY score DESC, \
+                 streak DESC, max_distance_px DESC, created_at ASC, id ASC LIMIT 1"
+            ),
+            params![value],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    match row {
+        Some((id, score)) => Ok(Some((id, rank_of(c, id)?, score))),
+        None => Ok(None),
+    }
+}

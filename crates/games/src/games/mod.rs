@@ -1,0 +1,173 @@
+//! Mini-games (`/api/game`): the route table, the dialogue helpers, the logs and
+//! the leaderboard, tied together by [`Games`]. `http` holds the thin handlers.
+
+pub mod character;
+pub mod dialogue;
+pub mod http;
+pub mod leaderboard;
+pub mod logs;
+pub mod routes;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use companiond_core::llm::ChatMessage;
+use companiond_core::state::{Inner, InputRouter, InputSource};
+use companiond_core::AppState;
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+
+use crate::config::GamesConfig;
+use leaderboard::Leaderboard;
+use logs::{LogStore, NewEntry};
+use routes::{Finalized, RouteTable};
+
+/// The game-type value reserved for the onboarding flow.
+pub const ICEBREAKER_GAME_TYPE: &str = "new_user_icebreaker";
+
+/// One game dialogue model session (per character, game type and round).
+pub struct LlmSession {
+    pub messages: Vec<ChatMessage>,
+    pub last_used: Instant,
+}
+
+/// Everything the mini-game family keeps in memory.
+pub struct Games {
+    pub cfg: GamesConfig,
+    pub routes: RouteTable,
+    pub logs: LogStore,
+    pub board: Leaderboard,
+    pub llm_sessions: Mutex<HashMap<String, LlmSession>>,
+    pub rate: Mutex<HashMap<(String, String), VecDeque<Instant>>>,
+    pub quick_cache: Mutex<VecDeque<(String, Value)>>,
+}
+
+/// The key of a game dialogue model session.
+pub fn llm_key(persona: &str, game_type: &str, session_id: &str) -> String {
+    format!("{persona}:{game_type}:{session_id}")
+}
+
+impl Games {
+    pub fn new(st: &AppState, cfg: GamesConfig) -> Games {
+        let db = st
+            .data_dir()
+            .join("state")
+            .join("game_scores")
+            .join("badminton_scores.db");
+        Games {
+            routes: RouteTable::new(cfg.clone()),
+            logs: LogStore::new(cfg.log_session_limit, cfg.log_entry_limit),
+            board: Leaderboard::new(db, cfg.score_session_ttl),
+            llm_sessions: Mutex::default(),
+            rate: Mutex::default(),
+            quick_cache: Mutex::default(),
+            cfg,
+        }
+    }
+
+    /// Drop the dialogue model session of a round; whether one existed.
+    pub fn close_llm_session(&self, persona: &str, game_type: &str, session_id: &str) -> bool {
+        self.llm_sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&llm_key(persona, game_type, session_id))
+            .is_some()
+    }
+
+    /// The side effects of a finalized route: the model session is closed, the
+    /// chat connections are told (`game_window_state_change` closed), the log ends.
+    /// Returns whether a model session was closed.
+    pub fn after_finalize(&self, st: &AppState, f: &Finalized) -> bool {
+        let closed = self.close_llm_session(&f.persona_name, &f.game_type, &f.session_id);
+        if let Some(m) = st.sessions.get(&f.persona_name) {
+            m.notify(json!({
+                "type": "game_window_state_change",
+                "action": "closed",
+                "persona_name": f.persona_name,
+                "game_type": f.game_type,
+                "session_id": f.session_id,
+                "reason": f.reason,
+            }));
+        }
+        self.logs.end(&f.game_type, &f.session_id, &f.reason);
+        closed
+    }
+
+    /// Finalize lapsed routes and drop idle model sessions.
+    pub fn sweep(&self, st: &AppState) {
+        for f in self.routes.sweep() {
+            tracing::info!(
+                "game route {}/{} of {} ended: heartbeat timeout",
+                f.game_type,
+                f.session_id,
+                f.persona_name
+            );
+            self.after_finalize(st, &f);
+        }
+        let idle = self.cfg.llm_session_idle;
+        self.llm_sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, s| s.last_used.elapsed() < idle);
+    }
+
+    /// Note a backend event in the round's log (when one is active).
+    pub fn log_event(&self, game_type: &str, session_id: &str, event: &str, details: Value) {
+        self.logs.note(
+            game_type,
+            session_id,
+            NewEntry::backend("route", event, event, details),
+        );
+    }
+}
+
+/// Routes main-chat input of a character with an active game route into the game.
+pub struct GameInputRouter {
+    pub games: Arc<Games>,
+}
+
+impl InputRouter for GameInputRouter {
+    fn route(
+        &self,
+        character: String,
+        text: String,
+        source: InputSource,
+    ) -> BoxFuture<'static, Option<Value>> {
+        let routed = self.games.routes.route_input(&character, &text, source);
+        if let Some(r) = &routed {
+            let g = r.get("game_type").and_then(Value::as_str).unwrap_or("");
+            let s = r.get("session_id").and_then(Value::as_str).unwrap_or("");
+            self.games.log_event(
+                g,
+                s,
+                "main_chat_input_routed",
+                json!({"source": r.get("source"), "chars": text.chars().count()}),
+            );
+        }
+        Box::pin(async move { routed })
+    }
+}
+
+/// Start the background sweep (heartbeat lapses, idle model sessions). It holds
+/// only weak references and stops when the application state is dropped.
+pub fn spawn_sweeper(st: &AppState, games: &Arc<Games>) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!("no async runtime: game route heartbeat sweeps are disabled");
+        return;
+    };
+    let weak_state: Weak<Inner> = Arc::downgrade(&st.0);
+    let weak_games = Arc::downgrade(games);
+    let period = games.cfg.sweep_period;
+    handle.spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let (Some(inner), Some(games)) = (weak_state.upgrade(), weak_games.upgrade()) else {
+                break;
+            };
+            games.sweep(&AppState(inner));
+        }
+    });
+}
