@@ -183,16 +183,9 @@ impl LlmClient {
 
     /// The client for `url`: loopback hosts bypass any proxy.
     pub fn client_for(&self, url: &str) -> &reqwest::Client {
-        let local = url::Url::parse(url).ok().is_some_and(|u| match u.host() {
-            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => crate::guards::is_loopback(std::net::IpAddr::V6(ip)),
-            None => false,
-        });
-        if local {
-            &self.local_http
-        } else {
-            &self.http
+        match url::Url::parse(url) {
+            Ok(u) if crate::net::proxy_for(&u).is_none() => &self.local_http,
+            _ => &self.http,
         }
     }
 

@@ -43,10 +43,20 @@ pub trait InputRouter: Send + Sync {
     ) -> BoxFuture<'static, Option<Value>>;
 }
 
+/// The memory family installs this so that other families (cloud save) can
+/// release a character's memory state before replacing its files and reload it after.
+pub trait MemoryService: Send + Sync {
+    /// Cancel and drain in-flight memory work for `character` and close its handles.
+    fn release(&self, character: String) -> BoxFuture<'static, Result<(), String>>;
+    /// Re-open the character's memory after its files changed (validates them).
+    fn reload(&self, character: String) -> BoxFuture<'static, Result<(), String>>;
+}
+
 /// Hooks that families install at start-up.
 #[derive(Default)]
 pub struct Hooks {
     pub input_router: RwLock<Option<Arc<dyn InputRouter>>>,
+    pub memory: RwLock<Option<Arc<dyn MemoryService>>>,
 }
 
 impl Hooks {
@@ -107,18 +117,9 @@ impl AppState {
     /// fresh data dir) and one session manager per character.
     pub fn new(opts: Options) -> Result<AppState, String> {
         let store = Store::new(&opts.data_dir);
-        let http = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(10))
-            .http1_title_case_headers()
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let http = crate::net::remote_client()?;
         // Loopback services (local models, plugin callbacks) never go through a proxy.
-        let local_http = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .http1_title_case_headers()
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let local_http = crate::net::local_client()?;
         let notices = Notices::default();
         let characters = Characters::load(store.clone(), &notices)?;
         let sessions = Sessions::default();
