@@ -42,6 +42,8 @@ pub enum CloudSaveError {
     ActiveSession,
     /// Closing the chat session did not finish in time.
     SessionTerminateFailed(String),
+    /// The memory family could not release the character's memory handles.
+    MemoryReleaseFailed(String),
     /// The cloud unit does not match its own meta record.
     PayloadCorrupt(String),
     /// A local memory file cannot be exported (e.g. time_indexed.db is not SQLite).
@@ -137,6 +139,11 @@ impl CloudSaveError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "cloudsave.error.sessionTerminateFailed",
             ),
+            MemoryReleaseFailed(_) => (
+                "MEMORY_RELEASE_FAILED",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "cloudsave.error.memoryReleaseFailed",
+            ),
             PayloadCorrupt(_) => (
                 "CLOUD_PAYLOAD_CORRUPT",
                 StatusCode::BAD_GATEWAY,
@@ -195,6 +202,7 @@ impl CloudSaveError {
                 "The character has an active chat session; close it or pass force:true.".into()
             }
             SessionTerminateFailed(e) => format!("The chat session could not be closed: {e}"),
+            MemoryReleaseFailed(e) => format!("The character's memory could not be released: {e}"),
             PayloadCorrupt(e) => format!("The cloud save failed verification: {e}"),
             LocalUnreadable(e) => format!("A local memory file cannot be exported: {e}"),
             UploadFailed(e) => format!("Upload failed. Please try again later. ({e})"),
@@ -216,6 +224,7 @@ impl CloudSaveError {
             NameAuditFailed { reason, .. } => e.param("reason", reason),
             ProviderUnavailable(m)
             | SessionTerminateFailed(m)
+            | MemoryReleaseFailed(m)
             | PayloadCorrupt(m)
             | LocalUnreadable(m)
             | UploadFailed(m)

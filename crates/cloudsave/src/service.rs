@@ -684,6 +684,13 @@ impl CloudSave {
                     )));
                 }
             }
+            // In-flight memory work for the character is drained and its handles closed.
+            if let Some(memory) = self.state.hooks.memory_service() {
+                memory
+                    .release(name.to_string())
+                    .await
+                    .map_err(CloudSaveError::MemoryReleaseFailed)?;
+            }
             // Chat appends to recent.json wait until the import is complete.
             let recent = self
                 .state
@@ -864,6 +871,12 @@ impl CloudSave {
         .await
         .map_err(|e| (blocking_err(e), true))?
         .map_err(|e| (format!("memory reload failed: {e}"), true))?;
+        if let Some(memory) = self.state.hooks.memory_service() {
+            memory
+                .reload(name.to_string())
+                .await
+                .map_err(|e| (format!("memory reload failed: {e}"), true))?;
+        }
         self.state.sessions.ensure(name);
         Ok(())
     }

@@ -819,3 +819,110 @@ async fn unicode_names_workshop_status_and_wal_databases() {
     assert_eq!(st, 200);
     assert_eq!(d["cloud_summary"]["character_name"], name);
 }
+
+/// A memory service that records calls and fails on demand.
+struct FakeMemory {
+    calls: std::sync::Mutex<Vec<String>>,
+    fail_release: bool,
+    fail_reload: bool,
+}
+
+impl companiond_core::state::MemoryService for FakeMemory {
+    fn release(&self, c: String) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        self.calls.lock().unwrap().push(format!("release {c}"));
+        let fail = self.fail_release;
+        Box::pin(async move {
+            if fail {
+                Err("handle busy".into())
+            } else {
+                Ok(())
+            }
+        })
+    }
+    fn reload(&self, c: String) -> futures::future::BoxFuture<'static, Result<(), String>> {
+        self.calls.lock().unwrap().push(format!("reload {c}"));
+        let fail = self.fail_reload;
+        Box::pin(async move {
+            if fail {
+                Err("cannot open".into())
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn memory_handles_are_released_before_and_reloaded_after_an_import() {
+    let s = server_with_cloud(None).await;
+    create_character(&s, "Mika", json!({"display_name": "Mika"})).await;
+    let dir = mem_dir(&s, "Mika");
+    write_memory(&dir);
+    assert_eq!(
+        s.post("/api/cloudsave/character/Mika/upload", json!({}))
+            .await
+            .0,
+        200
+    );
+    std::fs::write(dir.join("recent.json"), "[]").unwrap();
+    let before = tree(&dir);
+
+    // Release fails: 503, nothing local touched.
+    let failing = std::sync::Arc::new(FakeMemory {
+        calls: Default::default(),
+        fail_release: true,
+        fail_reload: false,
+    });
+    s.state.hooks.set_memory_service(failing.clone());
+    let (st, b) = s
+        .post(
+            "/api/cloudsave/character/Mika/download",
+            json!({"overwrite": true}),
+        )
+        .await;
+    assert_eq!(st, 503, "{b}");
+    assert_envelope(&b, "MEMORY_RELEASE_FAILED");
+    assert_eq!(tree(&dir), before);
+    assert_eq!(
+        *failing.calls.lock().unwrap(),
+        vec!["release Mika".to_string()]
+    );
+
+    // Reload fails: rolled back to the exact previous state.
+    let reload_fails = std::sync::Arc::new(FakeMemory {
+        calls: Default::default(),
+        fail_release: false,
+        fail_reload: true,
+    });
+    s.state.hooks.set_memory_service(reload_fails.clone());
+    let (st, b) = s
+        .post(
+            "/api/cloudsave/character/Mika/download",
+            json!({"overwrite": true}),
+        )
+        .await;
+    assert_eq!(st, 500, "{b}");
+    assert_envelope(&b, "LOCAL_RELOAD_FAILED_ROLLED_BACK");
+    assert_eq!(b["rolled_back"], true);
+    assert_eq!(tree(&dir), before);
+
+    // Both succeed: release, import, reload, in that order.
+    let ok = std::sync::Arc::new(FakeMemory {
+        calls: Default::default(),
+        fail_release: false,
+        fail_reload: false,
+    });
+    s.state.hooks.set_memory_service(ok.clone());
+    let (st, b) = s
+        .post(
+            "/api/cloudsave/character/Mika/download",
+            json!({"overwrite": true}),
+        )
+        .await;
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(
+        *ok.calls.lock().unwrap(),
+        vec!["release Mika".to_string(), "reload Mika".to_string()]
+    );
+    assert_ne!(tree(&dir)["recent.json"], b"[]".to_vec());
+}

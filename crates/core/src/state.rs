@@ -69,6 +69,15 @@ impl Hooks {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+    pub fn set_memory_service(&self, m: Arc<dyn MemoryService>) {
+        *self.memory.write().unwrap_or_else(|e| e.into_inner()) = Some(m);
+    }
+    pub fn memory_service(&self) -> Option<Arc<dyn MemoryService>> {
+        self.memory
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 /// Start-up status of `/api/system/status`.
