@@ -468,7 +468,8 @@ async fn run_turn(
                 .await;
         }
     }
-    persist_exchange(st, &name, &text, &final_text).await;
+    // The character may have been renamed during the turn: write under its current name.
+    persist_exchange(st, &mgr.name(), &text, &final_text).await;
 }
 
 /// Start of the context window, never splitting a tool-call group.

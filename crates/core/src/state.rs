@@ -1,5 +1,7 @@
 //! The application state shared by every handler.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -108,6 +110,8 @@ pub struct Inner {
     pub hooks: Hooks,
     pub ready: std::sync::atomic::AtomicBool,
     pub storage: RwLock<StorageStatus>,
+    /// Per-server state of the families, one value per type (see [`AppState::ext`]).
+    extensions: std::sync::Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 /// Cheap to clone; every handler gets one.
@@ -157,7 +161,25 @@ impl AppState {
             hooks: Hooks::default(),
             ready: std::sync::atomic::AtomicBool::new(false),
             storage: RwLock::new(StorageStatus::default()),
+            extensions: Default::default(),
         })))
+    }
+
+    /// The family state of type `T` for this server, created with `T::default()`
+    /// on first use. Families keep their runtime state (task registries, caches,
+    /// route tables) here instead of in globals.
+    pub fn ext<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut map = self.extensions.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()) as Arc<dyn Any + Send + Sync>)
+            .clone();
+        drop(map);
+        match entry.downcast::<T>() {
+            Ok(v) => v,
+            // Unreachable: the map is keyed by the type id.
+            Err(_) => Arc::new(T::default()),
+        }
     }
 
     pub fn csrf_token(&self) -> &str {

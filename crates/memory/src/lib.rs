@@ -1,8 +1,132 @@
-//! Memory (`/api/memory`) and the character rename transaction.
+//! Memory (`/api/memory`) and the character rename transaction
+//! (`POST /api/characters/profile/{old_name}/rename`).
+//!
+//! Domain modules know nothing of HTTP; [`http`] holds the thin handlers.
+//! * [`unit`]: the per-character memory directory and its unit files (the
+//!   layout cloud save relies on);
+//! * [`recent`] + [`theater`]: listing, reading and the compare-and-swap save;
+//! * [`rename`]: the rename transaction with rollback;
+//! * [`toggles`]: `review_config` / `powerful_memory_config`;
+//! * [`legacy`]: scan and purge of legacy memory roots;
+//! * [`tasks`] + [`review`]: background memory work with cancellation;
+//! * [`fence`]: the cloud-storage maintenance fence.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use companiond_core::state::MemoryService;
+use futures::future::BoxFuture;
+
+use companiond_core::state::Inner;
 use companiond_core::{Api, AppState};
+
+pub mod error;
+pub mod fence;
+mod http;
+pub mod legacy;
+pub mod recent;
+pub mod rename;
+pub mod review;
+pub mod tasks;
+pub mod theater;
+pub mod toggles;
+pub mod unit;
+
+pub use error::MemoryError;
+pub use unit::{ensure_memory_files, LOCAL_ONLY, UNIT_FILES};
+
+/// In-process state of the memory family for one server.
+#[derive(Default)]
+pub struct MemoryRuntime {
+    /// Background memory work per character.
+    pub tasks: Arc<tasks::TaskRegistry>,
+    /// A rename transaction holds it exclusively; work that may create memory
+    /// files (listing, reading, saving) holds it shared, so nothing recreates
+    /// a directory a rename is moving. Always taken before any history lock.
+    pub rename_lock: tokio::sync::RwLock<()>,
+    /// Toggle writes hold it exclusively (migration + save); reads share it,
+    /// so a read waits for a pending write.
+    pub toggle_lock: tokio::sync::RwLock<()>,
+    watcher_started: AtomicBool,
+}
+
+impl MemoryRuntime {
+    /// The runtime of the server that owns `state` (created on first use).
+    pub fn of(state: &AppState) -> Arc<MemoryRuntime> {
+        state.ext::<MemoryRuntime>()
+    }
+}
+
+/// How long a release waits for in-flight memory work to stop.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The memory service other families call around an import (cloud save).
+struct Service {
+    state: Weak<Inner>,
+}
+
+impl MemoryService for Service {
+    fn release(&self, character: String) -> BoxFuture<'static, Result<(), String>> {
+        let state = self.state.upgrade().map(AppState);
+        Box::pin(async move {
+            let Some(state) = state else {
+                return Err("the server is stopping".into());
+            };
+            let rt = MemoryRuntime::of(&state);
+            // Cancel and wait for review / compression work; admission reopens
+            // when the guard drops (the storage fence blocks writes meanwhile).
+            match rt.tasks.drain(&[character.as_str()], RELEASE_TIMEOUT).await {
+                Ok(_guard) => Ok(()),
+                Err(_guard) => Err(format!("memory work for {character} did not stop in time")),
+            }
+        })
+    }
+
+    fn reload(&self, character: String) -> BoxFuture<'static, Result<(), String>> {
+        let state = self.state.upgrade().map(AppState);
+        Box::pin(async move {
+            let Some(state) = state else {
+                return Err("the server is stopping".into());
+            };
+            let dir = unit::character_dir(state.data_dir(), &character)?;
+            tokio::task::spawn_blocking(move || {
+                ensure_memory_files(&dir).map_err(|e| e.to_string())?;
+                unit::verify_time_index(&dir)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+        })
+    }
+}
+
+/// Create the memory unit of every configured character (best effort; skipped
+/// while the cloud-storage fence is up).
+pub fn ensure_all(state: &AppState) {
+    if fence::mode(state.data_dir()) != "normal" {
+        return;
+    }
+    for name in state.characters.names() {
+        match unit::character_dir(state.data_dir(), &name) {
+            Ok(dir) => {
+                if let Err(e) = ensure_memory_files(&dir) {
+                    tracing::warn!("cannot create the memory files of {name}: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("character {name:?} has no usable memory directory: {e}"),
+        }
+    }
+}
 
 /// The routes of this family.
 pub fn api(state: &AppState) -> Api {
-    Api::new(state, "memory")
+    let rt = MemoryRuntime::of(state);
+    state.hooks.set_memory_service(Arc::new(Service {
+        state: Arc::downgrade(&state.0),
+    }));
+    ensure_all(state);
+    if !rt.watcher_started.swap(true, Ordering::AcqRel) {
+        review::spawn_watcher(state);
+    }
+    http::api(state)
 }

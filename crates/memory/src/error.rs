@@ -1,0 +1,197 @@
+//! The one error enum of the memory family and its `{success:false, error}` envelope.
+//!
+//! Errors that carry a machine code put it in both `code` (the name interface.md
+//! uses, e.g. `RECENT_FILE_CONFLICT`) and `error_code` (the foundation's field).
+//! The toggle *reads* answer a different shape (`{error, code?}` with 503); see
+//! [`ToggleReadError`].
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use companiond_core::envelope::SuccessError;
+use serde::Serialize;
+
+/// Every failure of the memory routes.
+#[derive(Debug)]
+pub enum MemoryError {
+    /// 400: invalid input.
+    BadRequest(String),
+    /// 400 with a machine code (name rules).
+    Invalid { code: &'static str, error: String },
+    /// 404.
+    NotFound(String),
+    /// 409: `fingerprint` / `identity_token` absent (no code).
+    MissingTokens,
+    /// 409 `RECENT_FILE_CONFLICT` with the current tokens.
+    Conflict {
+        fingerprint: Option<String>,
+        identity_token: Option<String>,
+    },
+    /// 409 `RECENT_FILE_THEATER_READONLY`.
+    TheaterReadonly,
+    /// 409: cloud storage maintenance / read-only fence.
+    Fence {
+        mode: String,
+        operation: String,
+        target: String,
+    },
+    /// 409: the destination already exists.
+    Exists { code: &'static str, error: String },
+    /// 409: configuration holds the new name but the old storage remains.
+    PartialRename(String),
+    /// 409: storage could not be written; everything was rolled back.
+    NotWritable { error: String, rolled_back: bool },
+    /// 409: no legacy memory root is recognised.
+    NoLegacyRoots,
+    /// 503: the core configuration cannot be read (toggle writes).
+    ConfigUnreadable(String),
+    /// 500: the powerful-memory migration failed; the setting was not saved.
+    MigrationFailed(String),
+    /// 500: the post-rename reload failed; `rolled_back` tells whether the rollback worked.
+    ReloadFailed {
+        error: String,
+        rolled_back: bool,
+        rollback_error: String,
+    },
+    /// 500: the rename failed and could not be fully rolled back.
+    RollbackFailed {
+        error: String,
+        rollback_error: String,
+    },
+    /// 503: background memory work of the character did not stop in time.
+    Busy(String),
+    /// 500: a storage failure.
+    Storage(String),
+    /// 500: an unexpected failure.
+    Internal(String),
+}
+
+impl MemoryError {
+    pub fn status(&self) -> StatusCode {
+        use MemoryError::*;
+        match self {
+            BadRequest(_) | Invalid { .. } => StatusCode::BAD_REQUEST,
+            NotFound(_) => StatusCode::NOT_FOUND,
+            MissingTokens
+            | Conflict { .. }
+            | TheaterReadonly
+            | Fence { .. }
+            | Exists { .. }
+            | PartialRename(_)
+            | NotWritable { .. }
+            | NoLegacyRoots => StatusCode::CONFLICT,
+            ConfigUnreadable(_) | Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            MigrationFailed(_)
+            | ReloadFailed { .. }
+            | RollbackFailed { .. }
+            | Storage(_)
+            | Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use MemoryError::*;
+        match self {
+            BadRequest(e) | NotFound(e) | PartialRename(e) | ConfigUnreadable(e)
+            | MigrationFailed(e) | Storage(e) | Internal(e) | Busy(e) => f.write_str(e),
+            RollbackFailed {
+                error,
+                rollback_error,
+            } => write!(f, "{error}; rollback failed: {rollback_error}"),
+            Invalid { error, .. } | Exists { error, .. } | NotWritable { error, .. } => {
+                f.write_str(error)
+            }
+            MissingTokens => f.write_str(
+                "fingerprint and identity_token from the read are required; read the file again",
+            ),
+            Conflict { .. } => f.write_str(
+                "the recent file changed since it was read; read it again and merge your edit",
+            ),
+            TheaterReadonly => f.write_str(
+                "theater memory messages are read-only and could not be placed; read the file again and keep their positions (send source_index)",
+            ),
+            Fence {
+                mode,
+                operation,
+                target,
+            } => write!(
+                f,
+                "{operation} blocked while cloud storage is in {mode} mode ({target})"
+            ),
+            NoLegacyRoots => f.write_str("no legacy memory root is recognized"),
+            ReloadFailed { error, .. } => f.write_str(error),
+        }
+    }
+}
+
+impl std::error::Error for MemoryError {}
+
+fn coded(e: SuccessError, code: &str) -> SuccessError {
+    e.code(code).with("code", code)
+}
+
+impl IntoResponse for MemoryError {
+    fn into_response(self) -> Response {
+        use MemoryError::*;
+        let status = self.status();
+        let base = SuccessError::new(self.to_string());
+        let body = match self {
+            Invalid { code, .. } | Exists { code, .. } => coded(base, code),
+            Conflict {
+                fingerprint,
+                identity_token,
+            } => coded(base, "RECENT_FILE_CONFLICT")
+                .with("fingerprint", fingerprint)
+                .with("identity_token", identity_token),
+            TheaterReadonly => coded(base, "RECENT_FILE_THEATER_READONLY"),
+            Fence {
+                mode,
+                operation,
+                target,
+            } => coded(base, "CLOUDSAVE_WRITE_FENCE_ACTIVE")
+                .with("mode", mode)
+                .with("operation", operation)
+                .with("target", target)
+                .with("retryable", true),
+            PartialRename(_) => coded(base, "RENAME_INCOMPLETE"),
+            NotWritable { rolled_back, .. } => {
+                coded(base, "STORAGE_NOT_WRITABLE").with("rolled_back", rolled_back)
+            }
+            NoLegacyRoots => coded(base, "NO_LEGACY_ROOTS"),
+            ConfigUnreadable(_) => coded(base, "memory_settings_unreadable"),
+            MigrationFailed(_) => coded(base, "migration_failed"),
+            ReloadFailed {
+                rolled_back,
+                rollback_error,
+                ..
+            } => coded(base, "MEMORY_RELOAD_FAILED")
+                .with("rolled_back", rolled_back)
+                .with("rollback_error", rollback_error),
+            RollbackFailed { rollback_error, .. } => coded(base, "RENAME_ROLLBACK_FAILED")
+                .with("rolled_back", false)
+                .with("rollback_error", rollback_error),
+            Busy(_) => {
+                coded(base, "MEMORY_SERVER_RELEASE_FAILED").with("memory_server_released", false)
+            }
+            BadRequest(_) | NotFound(_) | MissingTokens | Storage(_) | Internal(_) => base,
+        };
+        body.status(status)
+    }
+}
+
+/// Failure of a toggle read: HTTP 503 `{error}` (plus `code: invalid_memory_setting`
+/// when the stored value is not a boolean), and never `enabled`.
+#[derive(Debug, Serialize)]
+pub struct ToggleReadError {
+    pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+}
+
+impl IntoResponse for ToggleReadError {
+    fn into_response(self) -> Response {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(self)).into_response()
+    }
+}

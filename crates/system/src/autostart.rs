@@ -1,0 +1,520 @@
+//! The autostart prompt state machine (reference § 18):
+//! `<data>/state/autostart_prompt_state.json`, optional overrides in
+//! `<data>/state/autostart_prompt_config.json` (clamped).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::error::{SysResult, SystemError};
+
+pub const DOC: &str = "state/autostart_prompt_state.json";
+pub const CONFIG_DOC: &str = "state/autostart_prompt_config.json";
+
+const MIN: i64 = 60_000;
+const HOUR: i64 = 60 * MIN;
+const DAY: i64 = 24 * HOUR;
+/// No new prompt within this long of the last one shown; tokens are reused within it.
+pub const PENDING_GUARD_MS: i64 = 5 * MIN;
+/// Heartbeat caps.
+pub const MAX_FOREGROUND_DELTA: i64 = 30 * MIN;
+pub const MAX_COUNTER_DELTA: i64 = 20;
+
+/// Runtime configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub min_prompt_foreground_ms: i64,
+    pub later_cooldown_ms: i64,
+    pub failure_cooldown_ms: i64,
+    pub max_prompt_shows: i64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            min_prompt_foreground_ms: 15 * MIN,
+            later_cooldown_ms: DAY,
+            failure_cooldown_ms: 2 * HOUR,
+            max_prompt_shows: 2,
+        }
+    }
+}
+
+impl Config {
+    /// Defaults with overrides clamped to their ranges.
+    pub fn from_overrides(v: Option<&Value>) -> Config {
+        let mut c = Config::default();
+        let Some(o) = v.and_then(Value::as_object) else {
+            return c;
+        };
+        let get = |k: &str| o.get(k).and_then(Value::as_i64);
+        if let Some(x) = get("min_prompt_foreground_ms") {
+            c.min_prompt_foreground_ms = x.clamp(15 * MIN, 12 * HOUR);
+        }
+        if let Some(x) = get("later_cooldown_ms") {
+            c.later_cooldown_ms = x.clamp(5 * MIN, 30 * DAY);
+        }
+        if let Some(x) = get("failure_cooldown_ms") {
+            c.failure_cooldown_ms = x.clamp(MIN, 7 * DAY);
+        }
+        if let Some(x) = get("max_prompt_shows") {
+            c.max_prompt_shows = x.clamp(1, 10);
+        }
+        c
+    }
+}
+
+/// Funnel counters.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Funnel {
+    pub issued: i64,
+    pub shown: i64,
+    pub later: i64,
+    pub never: i64,
+    pub accept: i64,
+    pub started: i64,
+    pub completed: i64,
+    pub failed: i64,
+}
+
+/// The stored state (times in epoch milliseconds).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct State {
+    pub schema_version: i64,
+    pub prompt_kind: String,
+    pub first_seen_at: i64,
+    pub foreground_ms: i64,
+    pub home_interactions: i64,
+    pub last_weak_home_interaction_at: i64,
+    pub chat_turns: i64,
+    pub voice_sessions: i64,
+    pub status: String,
+    pub shown_count: i64,
+    pub last_shown_at: i64,
+    pub active_prompt_token: Option<String>,
+    pub active_prompt_issued_at: i64,
+    pub last_acknowledged_prompt_token: Option<String>,
+    pub last_decision_prompt_token: Option<String>,
+    pub deferred_until: i64,
+    pub never_remind: bool,
+    pub accepted_at: i64,
+    pub started_at: i64,
+    pub started_via_prompt: bool,
+    pub completed_at: i64,
+    pub last_error: String,
+    pub funnel_counts: Funnel,
+    pub autostart_enabled: bool,
+    pub enabled_at: i64,
+    pub enabled_provider: String,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            schema_version: 3,
+            prompt_kind: "autostart_prompt".into(),
+            first_seen_at: 0,
+            foreground_ms: 0,
+            home_interactions: 0,
+            last_weak_home_interaction_at: 0,
+            chat_turns: 0,
+            voice_sessions: 0,
+            status: "observing".into(),
+            shown_count: 0,
+            last_shown_at: 0,
+            active_prompt_token: None,
+            active_prompt_issued_at: 0,
+            last_acknowledged_prompt_token: None,
+            last_decision_prompt_token: None,
+            deferred_until: 0,
+            never_remind: false,
+            accepted_at: 0,
+            started_at: 0,
+            started_via_prompt: false,
+            completed_at: 0,
+            last_error: String::new(),
+            funnel_counts: Funnel::default(),
+            autostart_enabled: false,
+            enabled_at: 0,
+            enabled_provider: String::new(),
+        }
+    }
+}
+
+const STATUSES: [&str; 7] = [
+    "observing",
+    "prompted",
+    "deferred",
+    "started",
+    "completed",
+    "never",
+    "error",
+];
+
+impl State {
+    /// Resolve the status from the flags.
+    pub fn normalize(&mut self) {
+        self.schema_version = 3;
+        self.prompt_kind = "autostart_prompt".into();
+        if !STATUSES.contains(&self.status.as_str()) {
+            self.status = "observing".into();
+        }
+        if self.never_remind {
+            self.status = "never".into();
+        } else if self.autostart_enabled || self.completed_at > 0 {
+            self.status = "completed".into();
+            self.autostart_enabled = true;
+        } else if self.started_at > 0 {
+            self.status = "started".into();
+        }
+    }
+
+    /// The reduced view of `GET state`.
+    pub fn public(&self) -> Value {
+        json!({
+            "status": self.status, "shown_count": self.shown_count,
+            "deferred_until": self.deferred_until, "never_remind": self.never_remind,
+            "accepted_at": self.accepted_at, "started_at": self.started_at,
+            "completed_at": self.completed_at, "last_error": self.last_error,
+            "autostart_enabled": self.autostart_enabled, "enabled_at": self.enabled_at,
+        })
+    }
+
+    pub fn full(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    fn mark_enabled(&mut self, provider: &str, now: i64) {
+        self.autostart_enabled = true;
+        if self.enabled_at == 0 {
+            self.enabled_at = now;
+        }
+        if self.completed_at == 0 {
+            self.completed_at = now;
+        }
+        if !provider.is_empty() {
+            self.enabled_provider = provider.to_string();
+        }
+        self.last_error.clear();
+    }
+
+    fn acknowledge(&mut self, token: &str, cfg: &Config, now: i64) -> SysResult<bool> {
+        if !token.is_empty() && self.last_acknowledged_prompt_token.as_deref() == Some(token) {
+            return Ok(true);
+        }
+        if token.is_empty() || self.active_prompt_token.as_deref() != Some(token) {
+            return Err(SystemError::bad_request(
+                "invalid_prompt_token",
+                "invalid prompt_token",
+            ));
+        }
+        self.shown_count = (self.shown_count + 1).min(cfg.max_prompt_shows);
+        self.last_shown_at = now;
+        self.status = "prompted".into();
+        self.funnel_counts.shown += 1;
+        self.last_acknowledged_prompt_token = Some(token.to_string());
+        self.active_prompt_token = None;
+        self.active_prompt_issued_at = 0;
+        Ok(false)
+    }
+}
+
+fn int(body: &Map<String, Value>, key: &str) -> i64 {
+    match body.get(key) {
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn token_of(body: &Map<String, Value>) -> String {
+    ["prompt_token", "token"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_str))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn provider_of(body: &Map<String, Value>) -> String {
+    ["autostart_provider", "provider"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_str))
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(64)
+        .collect()
+}
+
+/// A heartbeat; returns `(should_prompt, reason, token)`.
+pub fn heartbeat(
+    s: &mut State,
+    body: &Map<String, Value>,
+    cfg: &Config,
+    now: i64,
+) -> (bool, &'static str, Option<String>) {
+    if s.first_seen_at == 0 {
+        s.first_seen_at = now;
+    }
+    s.foreground_ms += int(body, "foreground_ms_delta").clamp(0, MAX_FOREGROUND_DELTA);
+    let hi = int(body, "home_interactions_delta").clamp(0, MAX_COUNTER_DELTA);
+    s.home_interactions += hi;
+    if hi > 0 {
+        s.last_weak_home_interaction_at = now;
+    }
+    s.chat_turns += int(body, "chat_turns_delta").clamp(0, MAX_COUNTER_DELTA);
+    s.voice_sessions += int(body, "voice_sessions_delta").clamp(0, MAX_COUNTER_DELTA);
+
+    let enabled = body.get("autostart_enabled").and_then(Value::as_bool);
+    let supported = body
+        .get("autostart_supported")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let authoritative = body
+        .get("autostart_status_authoritative")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let provider = provider_of(body);
+    if authoritative {
+        if !provider.is_empty() && !s.enabled_provider.is_empty() && provider != s.enabled_provider
+        {
+            // A different provider: the old history says nothing about this one.
+            s.shown_count = 0;
+            s.last_shown_at = 0;
+            s.deferred_until = 0;
+            s.enabled_provider = provider.clone();
+        }
+        match enabled {
+            Some(true) => s.mark_enabled(&provider, now),
+            Some(false) => {
+                s.autostart_enabled = false;
+                s.enabled_at = 0;
+                s.completed_at = 0;
+                s.started_at = 0;
+                s.started_via_prompt = false;
+                if matches!(s.status.as_str(), "completed" | "started") {
+                    s.status = "observing".into();
+                }
+            }
+            None => {}
+        }
+    } else if enabled == Some(true) && !s.autostart_enabled {
+        s.mark_enabled(&provider, now);
+    }
+    s.normalize();
+
+    let reason = if authoritative && !supported && !s.autostart_enabled {
+        Some("autostart_unsupported")
+    } else if s.autostart_enabled || s.status == "completed" {
+        Some("autostart_enabled")
+    } else if s.status == "started" {
+        Some("autostart_pending")
+    } else if s.never_remind {
+        Some("never_remind")
+    } else if s.shown_count >= cfg.max_prompt_shows {
+        Some("show_limit_reached")
+    } else if s.last_shown_at > 0 && now - s.last_shown_at < PENDING_GUARD_MS {
+        Some("prompt_pending")
+    } else if s.deferred_until > now {
+        Some("cooldown_active")
+    } else if s.foreground_ms < cfg.min_prompt_foreground_ms {
+        Some("foreground_insufficient")
+    } else {
+        None
+    };
+    match reason {
+        Some(r) => {
+            s.active_prompt_token = None;
+            s.active_prompt_issued_at = 0;
+            (false, r, None)
+        }
+        None => {
+            let reuse = s
+                .active_prompt_token
+                .clone()
+                .filter(|_| now - s.active_prompt_issued_at < PENDING_GUARD_MS);
+            let token = match reuse {
+                Some(t) => t,
+                None => {
+                    let t = uuid::Uuid::new_v4().simple().to_string();
+                    s.active_prompt_token = Some(t.clone());
+                    s.active_prompt_issued_at = now;
+                    s.funnel_counts.issued += 1;
+                    t
+                }
+            };
+            (true, "usage_timeout", Some(token))
+        }
+    }
+}
+
+/// `shown`: returns `already_acknowledged`.
+pub fn shown(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64) -> SysResult<bool> {
+    let token = token_of(body);
+    s.acknowledge(&token, cfg, now)
+}
+
+/// `decision`.
+pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64) -> SysResult<()> {
+    let decision = ["decision", "action"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_str))
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if !matches!(decision.as_str(), "accept" | "later" | "never") {
+        return Err(SystemError::bad_request(
+            "invalid_decision",
+            "invalid decision",
+        ));
+    }
+    let token = token_of(body);
+    if token.is_empty() {
+        return Err(SystemError::bad_request(
+            "invalid_prompt_token",
+            "invalid prompt_token",
+        ));
+    }
+    if s.last_decision_prompt_token.as_deref() == Some(token.as_str()) {
+        return Ok(());
+    }
+    s.acknowledge(&token, cfg, now)?;
+    match decision.as_str() {
+        "never" => {
+            s.never_remind = true;
+            s.status = "never".into();
+            s.funnel_counts.never += 1;
+        }
+        "later" => {
+            s.status = "deferred".into();
+            s.deferred_until = now + cfg.later_cooldown_ms;
+            s.funnel_counts.later += 1;
+        }
+        _ => {
+            s.accepted_at = now;
+            s.funnel_counts.accept += 1;
+            let result = body
+                .get("result")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            let provider = provider_of(body);
+            match result.as_str() {
+                "enabled" | "autostart_enabled" => {
+                    s.started_at = now;
+                    s.started_via_prompt = true;
+                    s.funnel_counts.started += 1;
+                    s.mark_enabled(&provider, now);
+                    s.funnel_counts.completed += 1;
+                    s.status = "completed".into();
+                }
+                "" | "accepted" => {
+                    s.status = "error".into();
+                    s.last_error = "autostart_enable_unconfirmed".into();
+                    s.deferred_until = now + cfg.failure_cooldown_ms;
+                    s.funnel_counts.failed += 1;
+                }
+                _ => {
+                    s.status = "error".into();
+                    s.last_error = body
+                        .get("error")
+                        .and_then(Value::as_str)
+                        .map(|e| e.trim().chars().take(200).collect::<String>())
+                        .filter(|e| !e.is_empty())
+                        .unwrap_or_else(|| "autostart_enable_failed".into());
+                    s.deferred_until = now + cfg.failure_cooldown_ms;
+                    s.started_via_prompt = false;
+                    s.funnel_counts.failed += 1;
+                }
+            }
+        }
+    }
+    s.last_decision_prompt_token = Some(token);
+    s.normalize();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn prompt_flow() {
+        let cfg = Config::default();
+        let mut s = State::default();
+        let now = 1_000_000_000;
+        let (p, r, _) = heartbeat(
+            &mut s,
+            &m(json!({"foreground_ms_delta": 60_000})),
+            &cfg,
+            now,
+        );
+        assert_eq!((p, r), (false, "foreground_insufficient"));
+        for _ in 0..20 {
+            heartbeat(
+                &mut s,
+                &m(json!({"foreground_ms_delta": 99_999_999})),
+                &cfg,
+                now,
+            );
+        }
+        assert!(s.foreground_ms <= 21 * MAX_FOREGROUND_DELTA);
+        let (p, r, t) = heartbeat(&mut s, &m(json!({})), &cfg, now);
+        assert_eq!((p, r), (true, "usage_timeout"));
+        let t = t.unwrap();
+        let (_, _, t2) = heartbeat(&mut s, &m(json!({})), &cfg, now + 1000);
+        assert_eq!(t2.as_deref(), Some(t.as_str()));
+        assert!(shown(&mut s, &m(json!({"prompt_token": "nope"})), &cfg, now).is_err());
+        assert!(!shown(&mut s, &m(json!({"prompt_token": t})), &cfg, now).unwrap());
+        assert!(shown(&mut s, &m(json!({"prompt_token": t})), &cfg, now).unwrap());
+        decision(
+            &mut s,
+            &m(json!({"decision": "later", "prompt_token": t})),
+            &cfg,
+            now,
+        )
+        .unwrap();
+        assert_eq!(s.status, "deferred");
+        let before = s.clone();
+        decision(
+            &mut s,
+            &m(json!({"decision": "never", "prompt_token": t})),
+            &cfg,
+            now,
+        )
+        .unwrap();
+        assert_eq!(s, before);
+        let (p, r, _) = heartbeat(&mut s, &m(json!({})), &cfg, now + 10 * MIN);
+        assert_eq!((p, r), (false, "cooldown_active"));
+        let (p, r, _) = heartbeat(&mut s, &m(json!({"autostart_enabled": true})), &cfg, now);
+        assert_eq!((p, r), (false, "autostart_enabled"));
+        assert_eq!(s.status, "completed");
+        heartbeat(
+            &mut s,
+            &m(
+                json!({"autostart_enabled": false, "autostart_status_authoritative": true, "autostart_supported": false}),
+            ),
+            &cfg,
+            now,
+        );
+        assert!(!s.autostart_enabled);
+    }
+
+    #[test]
+    fn config_clamps() {
+        let c = Config::from_overrides(Some(
+            &json!({"max_prompt_shows": 99, "later_cooldown_ms": 1}),
+        ));
+        assert_eq!(c.max_prompt_shows, 10);
+        assert_eq!(c.later_cooldown_ms, 5 * MIN);
+    }
+}

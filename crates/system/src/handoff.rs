@@ -1,0 +1,293 @@
+//! Guide handoff tokens (reference § 20): in memory, HMAC-SHA256 signed with a
+//! per-process random secret, 5-minute TTL, one-time, at most [`MAX_RECORDS`].
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use serde_json::{json, Map, Value};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+use crate::error::{Kind, SysResult, SystemError};
+
+pub const TTL_MS: i64 = 300_000;
+pub const MAX_RECORDS: usize = 128;
+
+#[derive(Clone, Debug)]
+struct Record {
+    token: String,
+    flow_id: String,
+    source_origin: String,
+    source_page: String,
+    source_path: String,
+    target_page: String,
+    target_path: String,
+    resume_scene: Option<String>,
+    created_at: i64,
+    expires_at: i64,
+    consumed_at: i64,
+    consumed_by: String,
+    signature: String,
+}
+
+impl Record {
+    fn public(&self) -> Value {
+        json!({
+            "token": self.token, "token_version": 1, "flow_id": self.flow_id,
+            "source_page": self.source_page, "source_path": self.source_path,
+            "target_page": self.target_page, "target_path": self.target_path,
+            "resume_scene": self.resume_scene, "created_at": self.created_at,
+            "expires_at": self.expires_at, "consumed": self.consumed_at > 0,
+            "consumed_by": self.consumed_by, "consumed_at": self.consumed_at,
+            "signature": self.signature, "authority": "server",
+        })
+    }
+}
+
+/// The token store.
+pub struct Handoff {
+    secret: [u8; 32],
+    records: tokio::sync::Mutex<HashMap<String, Record>>,
+}
+
+impl Default for Handoff {
+    fn default() -> Self {
+        let mut secret = [0u8; 32];
+        rand::thread_rng().fill_bytes(&mut secret);
+        Handoff {
+            secret,
+            records: tokio::sync::Mutex::default(),
+        }
+    }
+}
+
+fn field(body: &Map<String, Value>, key: &str, max: usize) -> String {
+    body.get(key)
+        .and_then(Value::as_str)
+        .map(|s| s.trim().chars().take(max).collect())
+        .unwrap_or_default()
+}
+
+fn bounded(body: &Map<String, Value>, key: &str, max: usize, code: &str) -> SysResult<String> {
+    let v = body
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .unwrap_or("");
+    if v.chars().count() > max {
+        return Err(SystemError::bad_request(code, format!("{key} is too long")));
+    }
+    Ok(v.to_string())
+}
+
+fn prune(map: &mut HashMap<String, Record>, now: i64) {
+    map.retain(|_, r| r.expires_at > now);
+    while map.len() > MAX_RECORDS {
+        let oldest = map
+            .values()
+            .min_by_key(|r| r.created_at)
+            .map(|r| r.token.clone());
+        match oldest {
+            Some(t) => map.remove(&t),
+            None => break,
+        };
+    }
+}
+
+impl Handoff {
+    fn sign(&self, r: &Record) -> String {
+        let msg = [
+            r.token.as_str(),
+            "1",
+            &r.flow_id,
+            &r.source_origin,
+            &r.source_page,
+            &r.source_path,
+            &r.target_page,
+            &r.target_path,
+            r.resume_scene.as_deref().unwrap_or(""),
+            &r.expires_at.to_string(),
+        ]
+        .join("\n");
+        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.secret) {
+            Ok(m) => m,
+            Err(_) => return String::new(),
+        };
+        mac.update(msg.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// Create a token; `origin` is the request origin (or the server's own).
+    pub async fn create(
+        &self,
+        body: &Map<String, Value>,
+        origin: &str,
+        now: i64,
+    ) -> SysResult<Value> {
+        let target_page = field(body, "target_page", 80);
+        if target_page.is_empty() {
+            return Err(SystemError::bad_request(
+                "invalid_target_page",
+                "target_page is required",
+            ));
+        }
+        let mut raw = [0u8; 24];
+        rand::thread_rng().fill_bytes(&mut raw);
+        let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
+        let or_default = |v: String, d: &str| if v.is_empty() { d.to_string() } else { v };
+        let mut r = Record {
+            token: token.clone(),
+            flow_id: or_default(field(body, "flow_id", 80), "home_yui_guide_v1"),
+            source_origin: origin.to_string(),
+            source_page: or_default(field(body, "source_page", 80), "home"),
+            source_path: field(body, "source_path", 240),
+            target_page,
+            target_path: field(body, "target_path", 240),
+            resume_scene: Some(field(body, "resume_scene", 120)).filter(|s| !s.is_empty()),
+            created_at: now,
+            expires_at: now + TTL_MS,
+            consumed_at: 0,
+            consumed_by: String::new(),
+            signature: String::new(),
+        };
+        r.signature = self.sign(&r);
+        let public = r.public();
+        let mut map = self.records.lock().await;
+        prune(&mut map, now);
+        map.insert(token, r);
+        prune(&mut map, now);
+        Ok(public)
+    }
+
+    /// Consume a token (checks in the reference order).
+    pub async fn consume(
+        &self,
+        body: &Map<String, Value>,
+        origin: &str,
+        now: i64,
+    ) -> SysResult<Value> {
+        let token = bounded(body, "token", 128, "invalid_handoff_token")?;
+        let signature = bounded(body, "signature", 128, "invalid_handoff_token")?;
+        if token.is_empty() || signature.is_empty() {
+            return Err(SystemError::bad_request(
+                "invalid_handoff_token",
+                "token and signature are required",
+            ));
+        }
+        let expected = bounded(body, "expected_page", 80, "invalid_expected_page")?;
+        if expected.is_empty() {
+            return Err(SystemError::bad_request(
+                "invalid_expected_page",
+                "expected_page is required",
+            ));
+        }
+        let consumer = bounded(body, "consumer_id", 120, "invalid_consumer_id")?;
+        let mut map = self.records.lock().await;
+        prune(&mut map, now);
+        let Some(r) = map.get_mut(&token) else {
+            return Err(SystemError::not_found(
+                "handoff_token_not_found",
+                "handoff token not found or expired",
+            ));
+        };
+        if !bool::from(r.signature.as_bytes().ct_eq(signature.as_bytes())) {
+            return Err(SystemError::new(
+                Kind::Forbidden,
+                "handoff_signature_mismatch",
+                "handoff signature mismatch",
+            ));
+        }
+        if !r.source_origin.is_empty() && !origin.is_empty() && r.source_origin != origin {
+            return Err(SystemError::new(
+                Kind::Forbidden,
+                "handoff_origin_mismatch",
+                "handoff origin mismatch",
+            ));
+        }
+        if r.target_page != expected {
+            return Err(SystemError::new(
+                Kind::Forbidden,
+                "handoff_target_mismatch",
+                "handoff target page mismatch",
+            ));
+        }
+        if r.consumed_at > 0 {
+            return Err(SystemError::new(
+                Kind::Conflict,
+                "handoff_token_consumed",
+                "handoff token was already consumed",
+            ));
+        }
+        r.consumed_at = now;
+        r.consumed_by = if !consumer.is_empty() {
+            consumer
+        } else if !origin.is_empty() {
+            origin.to_string()
+        } else {
+            "unknown".into()
+        };
+        Ok(r.public())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[tokio::test]
+    async fn lifecycle() {
+        let h = Handoff::default();
+        let o = "http://127.0.0.1:1";
+        assert!(h.create(&m(json!({})), o, 0).await.is_err());
+        let t = h
+            .create(&m(json!({"target_page": "chat"})), o, 1000)
+            .await
+            .unwrap();
+        assert_eq!(t["token"].as_str().unwrap().len(), 32);
+        let body = |page: &str, sig: &str| {
+            m(json!({"token": t["token"], "signature": sig, "expected_page": page}))
+        };
+        let sig = t["signature"].as_str().unwrap();
+        let code = |r: SysResult<Value>| r.unwrap_err().code.clone();
+        assert_eq!(
+            code(h.consume(&body("chat", "00"), o, 2000).await),
+            "handoff_signature_mismatch"
+        );
+        assert_eq!(
+            code(h.consume(&body("other", sig), o, 2000).await),
+            "handoff_target_mismatch"
+        );
+        assert_eq!(
+            code(
+                h.consume(&body("chat", sig), "http://localhost:2", 2000)
+                    .await
+            ),
+            "handoff_origin_mismatch"
+        );
+        assert!(
+            h.consume(&body("chat", sig), o, 2000).await.unwrap()["consumed"]
+                .as_bool()
+                .unwrap()
+        );
+        assert_eq!(
+            code(h.consume(&body("chat", sig), o, 3000).await),
+            "handoff_token_consumed"
+        );
+        assert_eq!(
+            code(h.consume(&body("chat", sig), o, 1000 + TTL_MS).await),
+            "handoff_token_not_found"
+        );
+        for i in 0..200 {
+            h.create(&m(json!({"target_page": "x"})), o, 10_000 + i)
+                .await
+                .unwrap();
+        }
+        assert!(h.records.lock().await.len() <= MAX_RECORDS);
+    }
+}

@@ -1,0 +1,222 @@
+//! The local platform integration: achievements configured by `<bundle>/achievements.json`
+//! and play time, persisted in `<data>/state/platform_achievements.json`.
+//!
+//! `achievements.json` is either a list of names or `{"achievements": [name | {name,
+//! playtime_seconds?, ...}]}`; an entry with `playtime_seconds` unlocks itself once the
+//! accumulated play time reaches it (what the platform does for progress stats).
+//! Without the file the integration is unavailable (503 failure envelope).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::error::{Kind, SysResult, SystemError};
+
+pub const DOC: &str = "state/platform_achievements.json";
+pub const STAT: &str = "PLAY_TIME_SECONDS";
+pub const MAX_DELTA: i64 = 3600;
+pub const DEFAULT_DELTA: i64 = 10;
+const MAX_CONFIG: u64 = 1024 * 1024;
+
+/// One configured achievement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Achievement {
+    pub name: String,
+    pub playtime_seconds: Option<i64>,
+    pub meta: Value,
+}
+
+/// Stored progress.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Progress {
+    /// name → unlock time (ms).
+    pub unlocked: BTreeMap<String, i64>,
+    pub play_time_seconds: i64,
+}
+
+fn unavailable(msg: &str) -> SystemError {
+    SystemError::new(Kind::Unavailable, "platform_unavailable", msg)
+}
+
+/// Is a name plausible (1–128 of `[A-Za-z0-9_.-]`)?
+pub fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 128
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Load the configuration (blocking); unavailable when missing or invalid.
+pub fn load_config(bundle: &Path) -> SysResult<Vec<Achievement>> {
+    let p = bundle.join("achievements.json");
+    let meta = std::fs::metadata(&p)
+        .map_err(|_| unavailable("the platform integration is not configured"))?;
+    if meta.len() > MAX_CONFIG {
+        return Err(unavailable("achievements.json is too large"));
+    }
+    let v: Value = std::fs::read(&p)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| unavailable("achievements.json is unreadable"))?;
+    let list = match &v {
+        Value::Array(a) => a.clone(),
+        Value::Object(o) => match o.get("achievements") {
+            Some(Value::Array(a)) => a.clone(),
+            _ => return Err(unavailable("achievements.json has no achievements list")),
+        },
+        _ => return Err(unavailable("achievements.json has no achievements list")),
+    };
+    let mut out: Vec<Achievement> = Vec::new();
+    for item in list {
+        let (name, playtime, meta) = match &item {
+            Value::String(s) => (s.clone(), None, Value::Null),
+            Value::Object(o) => match o.get("name").and_then(Value::as_str) {
+                Some(n) => (
+                    n.to_string(),
+                    o.get("playtime_seconds")
+                        .and_then(Value::as_i64)
+                        .filter(|s| *s > 0),
+                    item.clone(),
+                ),
+                None => continue,
+            },
+            _ => continue,
+        };
+        if valid_name(&name) && !out.iter().any(|a| a.name == name) {
+            out.push(Achievement {
+                name,
+                playtime_seconds: playtime,
+                meta,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Unlock `name`; `(newly_unlocked)`.
+pub fn unlock(config: &[Achievement], p: &mut Progress, name: &str, now: i64) -> SysResult<bool> {
+    if !valid_name(name) {
+        return Err(SystemError::bad_request(
+            "invalid_achievement",
+            "invalid achievement name",
+        ));
+    }
+    if !config.iter().any(|a| a.name == name) {
+        return Err(SystemError::not_found(
+            "achievement_not_found",
+            format!("achievement {name} is not configured"),
+        ));
+    }
+    if p.unlocked.contains_key(name) {
+        return Ok(false);
+    }
+    p.unlocked.insert(name.to_string(), now);
+    Ok(true)
+}
+
+/// Parse `seconds` the reference way: default 10, int conversion (`"12"`, `10.7`, `true`).
+pub fn parse_seconds(v: Option<&Value>) -> SysResult<i64> {
+    let bad = || SystemError::bad_request("invalid_seconds", "seconds must be a valid integer");
+    let n = match v {
+        None | Some(Value::Null) => DEFAULT_DELTA,
+        Some(Value::Bool(b)) => i64::from(*b),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(i) => i,
+            None => {
+                let f = n.as_f64().filter(|f| f.is_finite()).ok_or_else(bad)?;
+                if f.abs() > 1e15 {
+                    return Err(bad());
+                }
+                f.trunc() as i64
+            }
+        },
+        Some(Value::String(s)) => s.trim().parse::<i64>().map_err(|_| bad())?,
+        Some(_) => return Err(bad()),
+    };
+    if n < 0 {
+        return Err(SystemError::bad_request(
+            "invalid_seconds",
+            "seconds must be non-negative",
+        ));
+    }
+    Ok(n.min(MAX_DELTA))
+}
+
+/// Add play time; returns the progress achievements now unlocked (all of them, as the
+/// platform reports) and which were newly unlocked.
+pub fn add_playtime(
+    config: &[Achievement],
+    p: &mut Progress,
+    seconds: i64,
+    now: i64,
+) -> Vec<String> {
+    p.play_time_seconds = p.play_time_seconds.saturating_add(seconds);
+    let mut unlocked = Vec::new();
+    for a in config {
+        if let Some(t) = a.playtime_seconds {
+            if p.play_time_seconds >= t {
+                p.unlocked.entry(a.name.clone()).or_insert(now);
+                unlocked.push(a.name.clone());
+            }
+        }
+    }
+    unlocked
+}
+
+/// The list body.
+pub fn list(config: &[Achievement], p: &Progress) -> Value {
+    let items: Vec<Value> = config
+        .iter()
+        .map(|a| {
+            json!({"name": a.name, "unlocked": p.unlocked.contains_key(&a.name),
+                   "unlocked_at": p.unlocked.get(&a.name),
+                   "playtime_seconds": a.playtime_seconds})
+        })
+        .collect();
+    json!({"success": true, "count": items.len(), "achievements": items,
+           "totalPlayTime": p.play_time_seconds, "stat": STAT})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_rules() {
+        assert_eq!(parse_seconds(None).unwrap(), 10);
+        assert_eq!(parse_seconds(Some(&json!("12"))).unwrap(), 12);
+        assert_eq!(parse_seconds(Some(&json!(10.7))).unwrap(), 10);
+        assert_eq!(parse_seconds(Some(&json!(true))).unwrap(), 1);
+        assert_eq!(parse_seconds(Some(&json!(99999))).unwrap(), 3600);
+        assert!(parse_seconds(Some(&json!(-1))).is_err());
+        assert!(parse_seconds(Some(&json!("x"))).is_err());
+        assert!(parse_seconds(Some(&json!([1]))).is_err());
+        assert!(parse_seconds(Some(&json!(1e300))).is_err());
+    }
+
+    #[test]
+    fn unlock_and_playtime() {
+        let cfg = vec![
+            Achievement {
+                name: "A".into(),
+                playtime_seconds: None,
+                meta: Value::Null,
+            },
+            Achievement {
+                name: "T".into(),
+                playtime_seconds: Some(20),
+                meta: Value::Null,
+            },
+        ];
+        let mut p = Progress::default();
+        assert!(unlock(&cfg, &mut p, "A", 1).unwrap());
+        assert!(!unlock(&cfg, &mut p, "A", 2).unwrap());
+        assert!(unlock(&cfg, &mut p, "B", 2).is_err());
+        assert!(unlock(&cfg, &mut p, "../x", 2).is_err());
+        assert!(add_playtime(&cfg, &mut p, 10, 3).is_empty());
+        assert_eq!(add_playtime(&cfg, &mut p, 10, 3), vec!["T".to_string()]);
+    }
+}

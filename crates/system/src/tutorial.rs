@@ -1,0 +1,241 @@
+//! The seven-day tutorial store `<data>/state/seven_day_tutorial_state.json`:
+//! `{storeVersion:1, initialized, revision, state}` with optimistic concurrency on
+//! `expectedRevision` (reference § 17). A legacy `<data>/state/tutorial_prompt.json` that
+//! shows the tutorial was completed or suppressed is migrated on the first read.
+
+use serde_json::{json, Map, Value};
+
+use crate::error::{Kind, SysResult, SystemError};
+
+pub const DOC: &str = "state/seven_day_tutorial_state.json";
+pub const LEGACY_DOC: &str = "state/tutorial_prompt.json";
+
+fn today() -> String {
+    let d = time::OffsetDateTime::now_utc().date();
+    format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+}
+
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let (Ok(y), Ok(m), Ok(d)) = (
+        s[..4].parse::<i32>(),
+        s[5..7].parse::<u8>(),
+        s[8..].parse::<u8>(),
+    ) else {
+        return false;
+    };
+    time::Month::try_from(m)
+        .ok()
+        .and_then(|m| time::Date::from_calendar_date(y, m, d).ok())
+        .is_some()
+}
+
+fn round(v: Option<&Value>) -> Option<i64> {
+    match v? {
+        Value::Number(n) => n.as_i64().filter(|r| (1..=7).contains(r)),
+        _ => None,
+    }
+}
+
+fn rounds(v: Option<&Value>) -> Vec<i64> {
+    let mut out: Vec<i64> = match v {
+        Some(Value::Array(a)) => a.iter().filter_map(|x| round(Some(x))).collect(),
+        _ => Vec::new(),
+    };
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn text(v: Option<&Value>, max: usize) -> String {
+    v.and_then(Value::as_str)
+        .map(|s| s.chars().take(max).collect())
+        .unwrap_or_default()
+}
+
+fn end_state(v: Option<&Value>) -> Value {
+    let Some(Value::Object(o)) = v else {
+        return Value::Null;
+    };
+    let outcome = o
+        .get("outcome")
+        .and_then(Value::as_str)
+        .filter(|x| matches!(*x, "complete" | "skip" | "destroy"))
+        .unwrap_or("destroy");
+    let b = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
+    json!({
+        "day": round(o.get("day")),
+        "ended": b("ended"),
+        "outcome": outcome,
+        "rawReason": text(o.get("rawReason"), 64),
+        "isAngryExit": b("isAngryExit"),
+        "completed": b("completed"),
+        "skipped": b("skipped"),
+        "source": text(o.get("source"), 64),
+        "endedAt": o.get("endedAt").and_then(Value::as_i64).filter(|t| *t >= 0).unwrap_or(0),
+    })
+}
+
+/// Normalise a client state (unknown fields dropped).
+pub fn normalize_state(s: &Map<String, Value>) -> Value {
+    let first_seen = s
+        .get("firstSeenDate")
+        .and_then(Value::as_str)
+        .filter(|d| is_date(d))
+        .map(str::to_string)
+        .unwrap_or_else(today);
+    let completed = rounds(s.get("completedRounds"));
+    let skipped: Vec<i64> = rounds(s.get("skippedRounds"))
+        .into_iter()
+        .filter(|r| !completed.contains(r))
+        .collect();
+    let last_shown_date = s
+        .get("lastAutoShownDate")
+        .and_then(Value::as_str)
+        .filter(|d| is_date(d))
+        .unwrap_or("");
+    let history: Vec<Value> = match s.get("resetHistory") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|e| {
+                let o = e.as_object()?;
+                let day = match o.get("day") {
+                    Some(Value::String(x)) if x == "all" => json!("all"),
+                    other => json!(round(other)?),
+                };
+                Some(json!({"day": day, "source": text(o.get("source"), 64), "resetAt": text(o.get("resetAt"), 64)}))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let start = history.len().saturating_sub(20);
+    json!({
+        "version": 2,
+        "firstSeenDate": first_seen,
+        "completedRounds": completed,
+        "skippedRounds": skipped,
+        "currentRound": round(s.get("currentRound")),
+        "pendingRound": round(s.get("pendingRound")),
+        "manualResetRound": round(s.get("manualResetRound")),
+        "lastAutoShownRound": round(s.get("lastAutoShownRound")),
+        "lastAutoShownDate": last_shown_date,
+        "lastAutoReservationId": text(s.get("lastAutoReservationId"), 128),
+        "lastEndState": end_state(s.get("lastEndState")),
+        "legacyMigrationCompleted": true,
+        "updatedAt": s.get("updatedAt").and_then(Value::as_str).map(|u| u.chars().take(64).collect::<String>()),
+        "resetHistory": history[start..].to_vec(),
+    })
+}
+
+/// The default store.
+pub fn empty_store() -> Value {
+    json!({"storeVersion": 1, "initialized": false, "revision": 0, "state": null})
+}
+
+/// A store built from the legacy prompt document, when it shows completion or suppression.
+pub fn migrate_legacy(legacy: &Value) -> Option<Value> {
+    let o = legacy.as_object()?;
+    let flag = |k: &str| o.get(k).and_then(Value::as_bool) == Some(true);
+    let completed = flag("completed") || flag("tutorial_completed");
+    let suppressed = flag("never_remind") || flag("suppressed") || flag("dismissed_forever");
+    if !completed && !suppressed {
+        return None;
+    }
+    let mut s = Map::new();
+    if completed {
+        s.insert("completedRounds".into(), json!([1]));
+    } else {
+        s.insert("skippedRounds".into(), json!([1]));
+    }
+    Some(
+        json!({"storeVersion": 1, "initialized": true, "revision": 1, "state": normalize_state(&s)}),
+    )
+}
+
+/// The public body of a store.
+pub fn public(store: &Value, ok: bool) -> Value {
+    json!({
+        "ok": ok,
+        "storeVersion": store.get("storeVersion").cloned().unwrap_or(json!(1)),
+        "initialized": store.get("initialized").and_then(Value::as_bool).unwrap_or(false),
+        "revision": store.get("revision").and_then(Value::as_i64).unwrap_or(0),
+        "state": store.get("state").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// Validate a PUT body: (state object, expected revision).
+pub fn validate_put(body: &Value) -> SysResult<(Map<String, Value>, i64)> {
+    let state = match body.get("state") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => {
+            return Err(SystemError::bad_request(
+                "invalid_state",
+                "state must be an object",
+            ))
+        }
+    };
+    let rev = match body.get("expectedRevision") {
+        Some(Value::Number(n)) => n.as_i64().filter(|r| *r >= 0),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        SystemError::bad_request(
+            "invalid_expected_revision",
+            "expectedRevision must be a non-negative integer",
+        )
+    })?;
+    Ok((state, rev))
+}
+
+/// Apply a PUT to the current store; `Err` on a stale revision (409 with the store).
+pub fn apply_put(current: &Value, state: &Map<String, Value>, expected: i64) -> SysResult<Value> {
+    let rev = current.get("revision").and_then(Value::as_i64).unwrap_or(0);
+    if rev != expected {
+        let mut e = SystemError::new(
+            Kind::Conflict,
+            "seven_day_tutorial_revision_conflict",
+            "expectedRevision is stale",
+        );
+        if let Value::Object(m) = public(current, false) {
+            for (k, v) in m {
+                e = e.with(&k, v);
+            }
+        }
+        return Err(e);
+    }
+    Ok(json!({
+        "storeVersion": 1, "initialized": true, "revision": rev + 1,
+        "state": normalize_state(state),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation() {
+        let s = json!({"completedRounds": [3, 1, 1, 9, true, "2"], "skippedRounds": [1, 2],
+                       "firstSeenDate": "bad", "currentRound": 8, "pendingRound": 2,
+                       "lastEndState": {"outcome": "weird", "day": 2}, "junk": 1,
+                       "resetHistory": (0..30).map(|i| json!({"day": "all", "source": format!("s{i}")})).collect::<Vec<_>>()});
+        let n = normalize_state(s.as_object().unwrap());
+        assert_eq!(n["completedRounds"], json!([1, 3]));
+        assert_eq!(n["skippedRounds"], json!([2]));
+        assert_eq!(n["currentRound"], Value::Null);
+        assert_eq!(n["pendingRound"], 2);
+        assert_eq!(n["lastEndState"]["outcome"], "destroy");
+        assert!(n.get("junk").is_none());
+        assert_eq!(n["resetHistory"].as_array().unwrap().len(), 20);
+        assert_eq!(n["resetHistory"][19]["source"], "s29");
+        assert!(is_date(n["firstSeenDate"].as_str().unwrap()));
+        assert!(validate_put(&json!({"state": {}, "expectedRevision": true})).is_err());
+        assert!(validate_put(&json!({"state": {}, "expectedRevision": -1})).is_err());
+        assert!(validate_put(&json!({"state": [], "expectedRevision": 0})).is_err());
+        assert!(migrate_legacy(&json!({"completed": true})).is_some());
+        assert!(migrate_legacy(&json!({"completed": false})).is_none());
+    }
+}
