@@ -66,6 +66,11 @@ impl SessionManager {
         self.name.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Is the model answering a chat turn of this character right now?
+    pub fn is_turn_running(&self) -> bool {
+        self.turn.try_lock().is_err()
+    }
+
     /// Is a chat connection open?
     pub fn is_active(&self) -> bool {
         !self
@@ -397,6 +402,7 @@ async fn run_turn(
     let send = |v: Value| {
         let _ = tx.send(Outbound::Frame(v));
     };
+    st.hooks.observe_input(&name, &text, source);
     if let Some(router) = st.hooks.input_router() {
         if let Some(result) = router.route(name.clone(), text.clone(), source).await {
             let mut frame = json!({"type": "game_input"});

@@ -43,6 +43,16 @@ pub trait InputRouter: Send + Sync {
         text: String,
         source: InputSource,
     ) -> BoxFuture<'static, Option<Value>>;
+    /// Does a route currently own `character`'s input?
+    fn is_routing(&self, _character: &str) -> bool {
+        false
+    }
+}
+
+/// Families that want to see every main-chat input (before any routing) install
+/// one of these, e.g. to dismiss a pending invitation when the user just chats on.
+pub trait InputObserver: Send + Sync {
+    fn observe(&self, character: &str, text: &str, source: InputSource);
 }
 
 /// The memory family installs this so that other families (cloud save) can
@@ -59,6 +69,7 @@ pub trait MemoryService: Send + Sync {
 pub struct Hooks {
     pub input_router: RwLock<Option<Arc<dyn InputRouter>>>,
     pub memory: RwLock<Option<Arc<dyn MemoryService>>>,
+    pub input_observers: RwLock<Vec<Arc<dyn InputObserver>>>,
 }
 
 impl Hooks {
@@ -70,6 +81,27 @@ impl Hooks {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+    /// Is `character`'s main-chat input owned by a route (a mini-game)?
+    pub fn is_routing(&self, character: &str) -> bool {
+        self.input_router().is_some_and(|r| r.is_routing(character))
+    }
+    pub fn add_input_observer(&self, o: Arc<dyn InputObserver>) {
+        self.input_observers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(o);
+    }
+    /// Show a main-chat input to every observer.
+    pub fn observe_input(&self, character: &str, text: &str, source: InputSource) {
+        let observers = self
+            .input_observers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for o in observers {
+            o.observe(character, text, source);
+        }
     }
     pub fn set_memory_service(&self, m: Arc<dyn MemoryService>) {
         *self.memory.write().unwrap_or_else(|e| e.into_inner()) = Some(m);

@@ -237,6 +237,9 @@ async fn route_lifecycle_state_machine() {
         )
         .await;
     assert_eq!(b["active"], false);
+    // other families see that the route owns the character's input
+    assert!(s.state.hooks.is_routing("Companion"));
+    assert!(!s.state.hooks.is_routing("Nobody"));
     // drain: empty
     let (_, b) = s
         .post(
@@ -262,6 +265,7 @@ async fn route_lifecycle_state_machine() {
     let a = active(&s).await;
     assert_eq!(a["active"], false);
     assert_eq!(a["ended_route"]["session_id"], "s1");
+    assert!(!s.state.hooks.is_routing("Companion"));
     let (_, st) = s
         .get("/api/game/soccer/route/state?persona_name=Companion")
         .await;

@@ -32,6 +32,7 @@ use axum::handler::Handler;
 use axum::http::Method;
 use axum::routing;
 use companiond_core::guards::{csrf_success, Csrf};
+use companiond_core::state::{InputObserver, InputSource};
 use companiond_core::{Api, AppState};
 
 /// In-memory state of the family (lost on restart, as the reference's).
@@ -85,9 +86,29 @@ fn guarded_post_no_store<H: Handler<T, AppState>, T: 'static>(
     api.route(Method::POST, path, summary, mr)
 }
 
+/// Dismisses or answers a pending mini-game invitation when the user chats.
+struct InviteObserver {
+    sys: Arc<Sys>,
+    state: std::sync::Weak<companiond_core::state::Inner>,
+}
+
+impl InputObserver for InviteObserver {
+    fn observe(&self, character: &str, text: &str, _source: InputSource) {
+        if let Some(inner) = self.state.upgrade() {
+            let st = AppState(inner);
+            let now = companiond_core::now_millis();
+            self.sys.proactive.on_chat_input(&st, character, text, now);
+        }
+    }
+}
+
 /// The system routes.
 pub fn api(state: &AppState) -> Api {
     let sys = Arc::new(Sys::new(state));
+    state.hooks.add_input_observer(Arc::new(InviteObserver {
+        sys: sys.clone(),
+        state: Arc::downgrade(&state.0),
+    }));
     use axum::body::Body;
     use axum::extract::{Path, RawQuery};
     let api = Api::new(state, "system")

@@ -77,6 +77,78 @@ pub fn stage_of(code: &str) -> &'static str {
     }
 }
 
+/// The choice a chat message expresses about a pending invitation.
+pub fn chat_choice(text: &str) -> &'static str {
+    const DECLINE: &[&str] = &[
+        "不玩",
+        "不要",
+        "不想",
+        "算了",
+        "no thanks",
+        "not interested",
+        "don't want",
+        "dont want",
+        "decline",
+        "no way",
+        "nope",
+    ];
+    const LATER: &[&str] = &[
+        "待会",
+        "等会",
+        "等一下",
+        "一会儿",
+        "下次",
+        "以后再",
+        "later",
+        "not now",
+        "another time",
+        "maybe later",
+    ];
+    const ACCEPT: &[&str] = &[
+        "好啊",
+        "好的",
+        "来吧",
+        "一起玩",
+        "let's play",
+        "lets play",
+        "sure",
+        "okay",
+        "ok",
+        "yes",
+        "yeah",
+        "accept",
+    ];
+    // Pad and blank out punctuation so ASCII keywords match whole words only.
+    let padded: String = format!(" {} ", text.to_lowercase())
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '\'' || !c.is_ascii() {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let hit = |words: &[&str]| {
+        words.iter().any(|w| {
+            if w.is_ascii() {
+                padded.contains(&format!(" {w} "))
+            } else {
+                padded.contains(w)
+            }
+        })
+    };
+    if hit(DECLINE) {
+        "decline"
+    } else if hit(LATER) {
+        "later"
+    } else if hit(ACCEPT) {
+        "accept"
+    } else {
+        "later"
+    }
+}
+
 fn pass(code: &str, message: &str) -> Value {
     json!({"success": true, "action": "pass", "reason_code": code, "stage": stage_of(code),
            "message": message, "next_schedule_fixed_mode": false})
@@ -368,6 +440,25 @@ impl Proactive {
         Ok(out)
     }
 
+    /// The user chatted while an invitation was pending: keywords pick a choice
+    /// (decline beats later beats accept); any other message dismisses it like
+    /// "later" (reference: implicit dismiss). Returns the resolution, if any.
+    pub fn on_chat_input(&self, st: &AppState, name: &str, text: &str, now: i64) -> Option<Value> {
+        let session_id = {
+            let invites = lock(&self.invites);
+            let inv = invites.get(name)?;
+            if !inv.pending() {
+                return None;
+            }
+            inv.pending_session_id.clone()?
+        };
+        let mut body = Map::new();
+        body.insert("persona_name".into(), json!(name));
+        body.insert("session_id".into(), json!(session_id));
+        body.insert("choice".into(), json!(chat_choice(text)));
+        self.respond(st, &body, now).ok()
+    }
+
     /// Should this round deliver an invitation? Returns the game type.
     fn invite_due(
         &self,
@@ -536,6 +627,22 @@ impl Proactive {
             p: self,
             name: name.clone(),
         };
+        // A mini-game route owns the character's conversation.
+        if st.hooks.is_routing(&name) {
+            return Ok(pass(
+                "PASS_ROUTE_ACTIVE",
+                "a mini-game route is active for this character",
+            ));
+        }
+        // The AI is answering the user right now.
+        if st.sessions.get(&name).is_some_and(|m| m.is_turn_running()) {
+            return Err(
+                fail(Kind::Conflict, "PASS_BUSY", "the AI is responding").with(
+                    "state",
+                    json!({"ai_responding": true, "proactive_running": false, "lanlan_name": name}),
+                ),
+            );
+        }
         match tokio::time::timeout(ROUND_TIMEOUT, self.round(st, tracker, body, &name)).await {
             Ok(r) => r,
             Err(_) => Err(fail(
@@ -804,6 +911,17 @@ mod tests {
         assert!(similarity("Good morning", "The weather is bad") < 0.5);
         assert_eq!(stage_of("PASS_DUPLICATE"), "dedup");
         assert_eq!(launch_path("nope"), "/soccer_demo");
+    }
+
+    #[test]
+    fn chat_keywords_pick_a_choice() {
+        assert_eq!(chat_choice("No thanks, maybe later"), "decline");
+        assert_eq!(chat_choice("not now, I'm busy"), "later");
+        assert_eq!(chat_choice("sure, let's play!"), "accept");
+        assert_eq!(chat_choice("好啊，一起玩"), "accept");
+        assert_eq!(chat_choice("我不玩"), "decline");
+        assert_eq!(chat_choice("I read a book today"), "later");
+        assert_eq!(chat_choice("what's the weather"), "later");
     }
 
     #[test]

@@ -1395,6 +1395,123 @@ async fn mini_game_invitation_state_machine() {
     assert_eq!(r.status(), 200);
 }
 
+/// A game route that owns every character's input (stands in for the games family).
+struct RoutingEverything;
+
+impl companiond_core::state::InputRouter for RoutingEverything {
+    fn route(
+        &self,
+        _c: String,
+        _t: String,
+        _s: companiond_core::state::InputSource,
+    ) -> futures::future::BoxFuture<'static, Option<Value>> {
+        Box::pin(async { None })
+    }
+    fn is_routing(&self, _c: &str) -> bool {
+        true
+    }
+}
+
+#[tokio::test]
+async fn proactive_chat_yields_to_game_routes_and_running_turns() {
+    use axum::routing::post;
+    use futures::SinkExt;
+    let slow = Upstream::start(axum::Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            axum::Json(json!({"choices": [{"message": {"role": "assistant", "content": "Slow answer"}, "finish_reason": "stop"}]}))
+        }),
+    ))
+    .await;
+    let s = server().await;
+    s.configure_llm(&format!("{}/v1", slow.base)).await;
+    let mut w = ws(&s, "Companion").await;
+    // The AI is answering a user message: PASS_BUSY (409).
+    w.send(Message::Text(
+        json!({"type": "user_text", "text": "hello"}).to_string(),
+    ))
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (code, v) = s.post_csrf("/api/proactive_chat", json!({})).await;
+    assert_eq!(
+        (code, v["reason_code"].as_str()),
+        (409, Some("PASS_BUSY")),
+        "{v}"
+    );
+    assert_eq!(v["state"]["ai_responding"], true);
+    next_of_type(&mut w, "turn_end").await;
+    // A game route owns the character: PASS_ROUTE_ACTIVE (200 pass).
+    s.state
+        .hooks
+        .set_input_router(std::sync::Arc::new(RoutingEverything));
+    let (code, v) = s.post_csrf("/api/proactive_chat", json!({})).await;
+    assert_eq!(
+        (
+            code,
+            v["action"].as_str(),
+            v["reason_code"].as_str(),
+            v["stage"].as_str()
+        ),
+        (
+            200,
+            Some("pass"),
+            Some("PASS_ROUTE_ACTIVE"),
+            Some("entry_guard")
+        ),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn chatting_on_dismisses_a_pending_invitation() {
+    use futures::SinkExt;
+    let s = server().await;
+    let llm = MockLlm::start("Nice to hear from you.").await;
+    s.configure_llm(&llm.base()).await;
+    let mut w = ws(&s, "Companion").await;
+    s.post_csrf(
+        "/api/activity_signal",
+        json!({"persona_name": "Companion", "idle_seconds": 3, "window_title": "Desk"}),
+    )
+    .await;
+    let mut sid = None;
+    for i in 0..5 {
+        llm.push(MockReply::Text(format!(
+            "Proactive line number {i} about topic {i}"
+        )));
+        let (_, v) = s
+            .post_csrf("/api/proactive_chat", json!({"enabled_modes": ["chat"]}))
+            .await;
+        if v["source_mode"] == "mini_game_invite" {
+            sid = v["invite"]["session_id"].as_str().map(str::to_string);
+            break;
+        }
+    }
+    let sid = sid.expect("an invitation is delivered by the fourth chat");
+    next_of_type(&mut w, "mini_game_invite").await;
+    // An ordinary message with a "not now" keyword: resolved as "later" (suppressed).
+    w.send(Message::Text(
+        json!({"type": "user_text", "text": "not now, thanks"}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let resolved = next_of_type(&mut w, "mini_game_invite_resolved").await;
+    assert_eq!(
+        (resolved["session_id"].as_str(), resolved["action"].as_str()),
+        (Some(sid.as_str()), Some("suppress"))
+    );
+    // The invitation is no longer pending: the button now answers "expired".
+    let (_, v) = s
+        .post_csrf(
+            "/api/mini_game/invite/respond",
+            json!({"choice": "accept", "session_id": sid}),
+        )
+        .await;
+    assert_eq!(v["action"], "expired", "{v}");
+}
+
 // ------------------------------------------------------------------ state stores
 
 #[tokio::test]

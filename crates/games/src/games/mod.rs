@@ -147,6 +147,10 @@ impl InputRouter for GameInputRouter {
         }
         Box::pin(async move { routed })
     }
+
+    fn is_routing(&self, character: &str) -> bool {
+        self.games.routes.active_of(character).is_some()
+    }
 }
 
 /// Start the background sweep (heartbeat lapses, idle model sessions). It holds
