@@ -127,14 +127,27 @@ pub fn random_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// Absolute and lexically clean (`.` dropped, `..` applied), so that roots
+/// compare by components with the paths built under them.
 fn absolute(p: &Path) -> PathBuf {
-    if p.is_absolute() {
+    let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
         std::env::current_dir()
             .map(|c| c.join(p))
             .unwrap_or_else(|_| p.to_path_buf())
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
     }
+    out
 }
 
 /// `assets/` beside the executable, else the repository's `assets/`, else `./assets`.

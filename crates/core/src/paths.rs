@@ -124,11 +124,11 @@ pub fn safe_join(root: &Path, rel: &str) -> Result<PathBuf, PathError> {
 /// `root` through symlinks: the deepest existing ancestor is canonicalised and
 /// compared with the canonical root by components.
 pub fn ensure_within(root: &Path, path: &Path) -> Result<(), PathError> {
-    if path.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err(PathError::Traversal);
-    }
-    if !path.starts_with(root) {
+    let Ok(rel) = path.strip_prefix(root) else {
         return Err(PathError::Escapes);
+    };
+    if rel.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(PathError::Traversal);
     }
     let canon_root = match root.canonicalize() {
         Ok(r) => r,

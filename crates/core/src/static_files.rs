@@ -1,5 +1,5 @@
 //! Static files: `/static/` from the bundle, `/user_mmd/` and `/user_pngtuber/`
-//! from the data dir. Every path goes through [`crate::paths::safe_existing`].
+//! from the data dir, `/workshop/` from the workshop dir (when configured). Every path goes through [`crate::paths::safe_existing`].
 
 use std::path::PathBuf;
 
@@ -61,10 +61,22 @@ async fn user_pngtuber(
     serve_contained(st.data_dir().join(USER_PNGTUBER), &rel, req).await
 }
 
+async fn workshop(
+    State(st): State<AppState>,
+    UrlPath(rel): UrlPath<String>,
+    req: Request,
+) -> Response {
+    match st.opts.workshop_dir.clone() {
+        Some(root) => serve_contained(root, &rel, req).await,
+        None => not_found(),
+    }
+}
+
 /// The static routes (not part of the OpenAPI listing).
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/static/{*path}", get(bundle_static))
         .route("/user_mmd/{*path}", get(user_mmd))
         .route("/user_pngtuber/{*path}", get(user_pngtuber))
+        .route("/workshop/{*path}", get(workshop))
 }

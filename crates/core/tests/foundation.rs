@@ -577,3 +577,51 @@ async fn model_errors_reach_the_socket() {
     ws.send(Message::Text("not json".into())).await.unwrap();
     assert_eq!(next_frame(&mut ws).await["code"], "invalid_frame");
 }
+
+#[tokio::test]
+async fn workshop_files_are_served_when_configured() {
+    let s = TestServer::start_with(
+        &[],
+        TestOptions {
+            prepare: Some(Box::new(|data, _| {
+                std::fs::create_dir_all(data.join("../workshop/123/model")).unwrap();
+                std::fs::write(data.join("../workshop/123/model/m.json"), b"{}").unwrap();
+                std::fs::write(data.join("../outside.txt"), b"TOPSECRET").unwrap();
+            })),
+            edit: Some(Box::new(|o| {
+                o.workshop_dir = Some(o.data_dir.join("../workshop"))
+            })),
+            ..Default::default()
+        },
+    )
+    .await;
+    let r = s
+        .http
+        .get(s.url("/workshop/123/model/m.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for probe in [
+        "/workshop/..%2foutside.txt",
+        "/workshop/%2e%2e/outside.txt",
+        "/workshop/123/missing",
+    ] {
+        assert_eq!(
+            s.http.get(s.url(probe)).send().await.unwrap().status(),
+            404,
+            "{probe}"
+        );
+    }
+    let plain = TestServer::start(&[]).await;
+    assert_eq!(
+        plain
+            .http
+            .get(plain.url("/workshop/123/model/m.json"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+}

@@ -1,0 +1,346 @@
+//! Jukebox benchmark (harness = false):
+//!
+//!   cargo bench -p companiond-jukebox --bench jukebox
+//!
+//! Environment: `JUKEBOX_BENCH_MB` (size of the uploaded song, default 300),
+//! `JUKEBOX_BENCH_SONGS` (library size for the config timing, default 10000),
+//! `JUKEBOX_BENCH_REQUESTS` (GET /config requests, default 500).
+//!
+//! Measures, in one process (server and client share it, so the RSS figures
+//! include the client):
+//! 1. `md5sum` of the file, then a streamed multipart upload of it (throughput,
+//!    peak RSS growth);
+//! 2. an export of the library (streamed to a file) and its import into a
+//!    second server (time, peak RSS growth);
+//! 3. GET /config and GET /config/summary with a 10,000-song library
+//!    (requests/s, p50, p99).
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use companiond_core::testkit::TestServer;
+use futures::StreamExt;
+use reqwest::multipart::{Form, Part};
+use serde_json::{json, Value};
+
+fn env_num(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Peak resident set size (VmHWM) in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+/// Current resident set size (VmRSS) in MiB.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+/// Reset the peak RSS counter (Linux: write 5 to clear_refs).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn write_pseudo_random(path: &Path, mb: u64) {
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    // A real WAV header (16-bit stereo 44.1 kHz PCM) so the tag reader sees a WAV.
+    let data_len = (mb << 20) - 44;
+    let mut h = Vec::with_capacity(44);
+    h.extend_from_slice(b"RIFF");
+    h.extend_from_slice(&((data_len + 36) as u32).to_le_bytes());
+    h.extend_from_slice(b"WAVEfmt ");
+    h.extend_from_slice(&16u32.to_le_bytes());
+    h.extend_from_slice(&1u16.to_le_bytes());
+    h.extend_from_slice(&2u16.to_le_bytes());
+    h.extend_from_slice(&44100u32.to_le_bytes());
+    h.extend_from_slice(&(44100u32 * 4).to_le_bytes());
+    h.extend_from_slice(&4u16.to_le_bytes());
+    h.extend_from_slice(&16u16.to_le_bytes());
+    h.extend_from_slice(b"data");
+    h.extend_from_slice(&(data_len as u32).to_le_bytes());
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..mb {
+        for chunk in buf.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+        }
+        if !h.is_empty() {
+            buf[..h.len()].copy_from_slice(&h);
+            h.clear();
+        }
+        f.write_all(&buf).unwrap();
+    }
+    f.flush().unwrap();
+}
+
+fn mbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / (1 << 20) as f64 / d.as_secs_f64()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn stream_file_part(path: &Path, name: &str) -> Part {
+    let file = tokio::fs::File::open(path).await.unwrap();
+    let len = file.metadata().await.unwrap().len();
+    let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(
+        file,
+        256 * 1024,
+    ));
+    Part::stream_with_length(body, len).file_name(name.to_string())
+}
+
+async fn time_gets(s: &TestServer, path: &str, n: u64) -> (f64, Duration, Duration, usize) {
+    let mut lat = Vec::with_capacity(n as usize);
+    let mut size = 0;
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = s.http.get(s.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        size = r.bytes().await.unwrap().len();
+        lat.push(t.elapsed());
+    }
+    let total = start.elapsed();
+    lat.sort();
+    (
+        n as f64 / total.as_secs_f64(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        size,
+    )
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run());
+}
+
+async fn run() {
+    let mb = env_num("JUKEBOX_BENCH_MB", 300);
+    let songs = env_num("JUKEBOX_BENCH_SONGS", 10_000);
+    let requests = env_num("JUKEBOX_BENCH_REQUESTS", 500);
+    let work = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let song = work.path().join("big.wav");
+    write_pseudo_random(&song, mb);
+    let bytes = mb << 20;
+    println!("jukebox bench: {mb} MiB song, {songs} songs for config, {requests} requests");
+
+    // 1. md5sum vs upload.
+    let _ = std::process::Command::new("md5sum").arg(&song).output(); // warm the page cache
+    let t = Instant::now();
+    let out = std::process::Command::new("md5sum")
+        .arg(&song)
+        .output()
+        .unwrap();
+    let md5sum_time = t.elapsed();
+    let expected = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    println!(
+        "md5sum:           {:>8.1} MiB/s ({:.2} s)",
+        mbps(bytes, md5sum_time),
+        md5sum_time.as_secs_f64()
+    );
+
+    let a = TestServer::start(&[companiond_jukebox::api]).await;
+    let base_rss = rss_mib();
+    reset_peak();
+    let t = Instant::now();
+    let form = Form::new().part("files", stream_file_part(&song, "big.wav").await);
+    let r = a
+        .http
+        .post(a.url("/api/jukebox/songs"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    let upload_time = t.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["song"]["audioMd5"],
+        json!(expected),
+        "MD5 matches md5sum"
+    );
+    let peak = peak_rss_mib();
+    println!(
+        "upload:           {:>8.1} MiB/s ({:.2} s, {:.0} % of md5sum); RSS before {:.1} MiB, peak {:.1} MiB (+{:.1})",
+        mbps(bytes, upload_time),
+        upload_time.as_secs_f64(),
+        100.0 * md5sum_time.as_secs_f64() / upload_time.as_secs_f64(),
+        base_rss,
+        peak,
+        peak - base_rss
+    );
+
+    // 2. Export (streamed to disk) and import into a second server.
+    let zip_path = work.path().join("export.zip");
+    let base_rss = rss_mib();
+    reset_peak();
+    let t = Instant::now();
+    let r = a
+        .http
+        .post(a.url("/api/jukebox/export"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut out = tokio::fs::File::create(&zip_path).await.unwrap();
+    let mut stream = r.bytes_stream();
+    let mut zip_len = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.unwrap();
+        zip_len += chunk.len() as u64;
+        tokio::io::AsyncWriteExt::write_all(&mut out, &chunk)
+            .await
+            .unwrap();
+    }
+    tokio::io::AsyncWriteExt::flush(&mut out).await.unwrap();
+    let export_time = t.elapsed();
+    let peak = peak_rss_mib();
+    println!(
+        "export:           {:>8.1} MiB/s ({:.2} s, {:.0} MiB zip); peak RSS {:.1} MiB (+{:.1})",
+        mbps(zip_len, export_time),
+        export_time.as_secs_f64(),
+        zip_len as f64 / (1 << 20) as f64,
+        peak,
+        peak - base_rss
+    );
+
+    let b = TestServer::start(&[companiond_jukebox::api]).await;
+    let base_rss = rss_mib();
+    reset_peak();
+    let t = Instant::now();
+    let form = Form::new().part(
+        "file",
+        stream_file_part(&zip_path, "jukebox_export.zip").await,
+    );
+    let r = b
+        .http
+        .post(b.url("/api/jukebox/import"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    let import_time = t.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["stats"]["songsAdded"], 1, "{body}");
+    let peak = peak_rss_mib();
+    println!(
+        "import:           {:>8.1} MiB/s ({:.2} s); peak RSS {:.1} MiB (+{:.1})",
+        mbps(zip_len, import_time),
+        import_time.as_secs_f64(),
+        peak,
+        peak - base_rss
+    );
+    drop(a);
+    drop(b);
+
+    // 3. GET /config with a large library.
+    let c = TestServer::start(&[companiond_jukebox::api]).await;
+    let mut lib = serde_json::Map::new();
+    let mut idx = serde_json::Map::new();
+    for i in 0..songs {
+        let id = format!("song_{i:05}");
+        let md5 = format!("{:032x}", i as u128 * 0x9E37_79B9_7F4A_7C15);
+        lib.insert(
+            id.clone(),
+            json!({"id": id, "name": format!("Song number {i}"), "artist": "Bench Artist",
+                "audio": format!("songs/{id}.mp3"), "audioMd5": md5, "audioFormat": "mp3",
+                "visible": i % 10 != 0, "uploadDate": "2025-01-01T00:00:00Z", "defaultAction": ""}),
+        );
+        idx.insert(md5, json!(id));
+    }
+    let doc = json!({"version": "1.0", "songs": lib, "actions": {}, "bindings": {},
+        "md5Index": {"songs": idx, "actions": {}}, "builtinOverrides": {"songs": {}, "actions": {}}});
+    std::fs::create_dir_all(c.data.join("jukebox")).unwrap();
+    std::fs::write(
+        c.data.join("jukebox/config.json"),
+        serde_json::to_vec(&doc).unwrap(),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let r = c
+        .http
+        .get(c.url("/api/jukebox/config/summary"))
+        .send()
+        .await
+        .unwrap();
+    let first: Value = r.json().await.unwrap();
+    println!(
+        "first load of {} songs (merge + revision): {:.1} ms",
+        first["songCount"],
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let (rps, p50, p99, size) = time_gets(&c, "/api/jukebox/config", requests).await;
+    println!(
+        "GET /config:         {rps:>8.0} req/s, p50 {:.2} ms, p99 {:.2} ms ({:.1} MiB body)",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
+        size as f64 / (1 << 20) as f64
+    );
+    let (rps, p50, p99, _) = time_gets(&c, "/api/jukebox/config/summary", requests).await;
+    println!(
+        "GET /config/summary: {rps:>8.0} req/s, p50 {:.2} ms, p99 {:.2} ms",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3
+    );
+    // One change then one read: the rebuild cost a client sees after a write.
+    let t = Instant::now();
+    let r = c
+        .http
+        .put(c.url("/api/jukebox/songs/song_00001/visibility"))
+        .form(&[("visible", "false")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let change = t.elapsed();
+    let t = Instant::now();
+    let r = c
+        .http
+        .get(c.url("/api/jukebox/config"))
+        .send()
+        .await
+        .unwrap();
+    let _ = r.bytes().await.unwrap();
+    println!(
+        "visibility change: {:.1} ms; next GET /config: {:.1} ms",
+        change.as_secs_f64() * 1e3,
+        t.elapsed().as_secs_f64() * 1e3
+    );
+}

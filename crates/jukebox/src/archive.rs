@@ -1,0 +1,850 @@
+//! Export, import and pack-folder ZIP archives. Archives are written to an
+//! anonymous temporary file in the library's scratch folder and streamed from
+//! there; imports are read from a staged file and only the entries that the
+//! archive's config.json references are extracted, each with its MD5 computed
+//! on the way and every size limit enforced on the bytes actually produced.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use companiond_core::paths::clean_segments;
+use indexmap::IndexMap;
+use md5::{Digest, Md5};
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipArchive, ZipWriter};
+
+use crate::error::JukeboxError;
+use crate::library::{human_size, Jukebox, Kind, Limits, Tx};
+use crate::model::{
+    extension, file_stem, parse_bool, sanitize_id, unique_id, value_to_offset, Action, Binding,
+    Library, Song,
+};
+use crate::stage::Staged;
+use crate::upload::place;
+
+/// Extensions that are deflated in archives: text and motion data that compress
+/// well. Everything else (audio, already-compressed or binary media) is stored,
+/// which keeps exports and packing at disk speed.
+const DEFLATED_EXTENSIONS: &[&str] = &[
+    "json", "txt", "vmd", "bvh", "pmx", "pmd", "csv", "xml", "md",
+];
+
+fn entry_options(name: &str, size: u64) -> SimpleFileOptions {
+    let deflate = DEFLATED_EXTENSIONS.contains(&extension(name).as_str());
+    let opts = SimpleFileOptions::default().large_file(size >= u32::MAX as u64);
+    if !deflate {
+        opts.compression_method(CompressionMethod::Stored)
+    } else {
+        opts.compression_method(CompressionMethod::Deflated)
+            .compression_level(Some(1))
+    }
+}
+
+fn zip_err(context: &str, e: impl std::fmt::Display) -> JukeboxError {
+    JukeboxError::io(context, e)
+}
+
+/// Finish a ZIP written to a temporary file and rewind it for streaming.
+fn finish_zip(w: ZipWriter<BufWriter<File>>) -> Result<(File, u64), JukeboxError> {
+    let buf = w
+        .finish()
+        .map_err(|e| zip_err("cannot write the archive", e))?;
+    let mut file = buf
+        .into_inner()
+        .map_err(|e| zip_err("cannot write the archive", e.error()))?;
+    let len = file
+        .seek(SeekFrom::End(0))
+        .map_err(|e| zip_err("cannot write the archive", e))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| zip_err("cannot write the archive", e))?;
+    Ok((file, len))
+}
+
+fn new_zip(tmp_dir: &Path) -> Result<ZipWriter<BufWriter<File>>, JukeboxError> {
+    std::fs::create_dir_all(tmp_dir).map_err(|e| zip_err("cannot create the scratch folder", e))?;
+    let file =
+        tempfile::tempfile_in(tmp_dir).map_err(|e| zip_err("cannot create a temporary file", e))?;
+    Ok(ZipWriter::new(BufWriter::with_capacity(1 << 20, file)))
+}
+
+/// Which resources an export contains.
+#[derive(Clone, Debug, Default)]
+pub struct ExportSelection {
+    pub song_ids: Option<Vec<String>>,
+    pub action_ids: Option<Vec<String>>,
+    pub include_hidden: bool,
+}
+
+/// The export plan: the config.json object and the files to copy (entry name, path).
+pub fn plan_export(
+    j: &Jukebox,
+    lib: &Library,
+    sel: &ExportSelection,
+) -> (Value, Vec<(String, std::path::PathBuf)>) {
+    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
+    let mut entry_names: HashSet<String> = HashSet::new();
+    let mut add_file = |rel: &str, files: &mut Vec<_>| -> Option<String> {
+        let segs = clean_segments(rel).ok()?;
+        if segs.is_empty() {
+            return None;
+        }
+        let name = segs.join("/");
+        let path = companiond_core::paths::safe_existing(j.root(), rel).ok()?;
+        if !path.is_file() {
+            return None;
+        }
+        if entry_names.insert(name.clone()) {
+            files.push((name.clone(), path));
+        }
+        Some(name)
+    };
+
+    let visible_ok = |v: bool| sel.include_hidden || v;
+    let candidates: Vec<String> = match &sel.song_ids {
+        Some(ids) => ids.clone(),
+        None => lib.songs.keys().cloned().collect(),
+    };
+    let mut song_ids: Vec<String> = Vec::new();
+    for id in candidates {
+        if let Some(s) = lib.songs.get(&id) {
+            if !s.is_builtin && visible_ok(s.visible) && !song_ids.contains(&id) {
+                song_ids.push(id);
+            }
+        }
+    }
+    let mut action_ids: Vec<String> = match &sel.action_ids {
+        Some(ids) => {
+            let mut v: Vec<String> = Vec::new();
+            for id in ids.iter().chain(
+                song_ids
+                    .iter()
+                    .filter_map(|s| lib.bindings.get(s))
+                    .flat_map(|m| m.keys()),
+            ) {
+                if !v.contains(id) {
+                    v.push(id.clone());
+                }
+            }
+            v
+        }
+        None => lib.actions.keys().cloned().collect(),
+    };
+    action_ids.retain(|id| lib.actions.get(id).is_some_and(|a| visible_ok(a.visible)));
+
+    let mut songs = Map::new();
+    for id in &song_ids {
+        let Some(s) = lib.songs.get(id) else { continue };
+        let mut rec = s.clone();
+        if let Some(name) = add_file(&s.audio, &mut files) {
+            rec.audio = name;
+        }
+        songs.insert(id.clone(), json!(rec));
+    }
+    let mut actions = Map::new();
+    for id in &action_ids {
+        let Some(a) = lib.actions.get(id) else {
+            continue;
+        };
+        if a.is_builtin {
+            actions.insert(
+                id.clone(),
+                json!({"id": id, "name": a.name, "fileMd5": a.file_md5, "isBuiltin": true}),
+            );
+            continue;
+        }
+        let mut rec = a.clone();
+        if let Some(name) = add_file(&a.file, &mut files) {
+            rec.file = name;
+        }
+        actions.insert(id.clone(), json!(rec));
+    }
+
+    let mut bindings: IndexMap<String, IndexMap<String, Value>> = IndexMap::new();
+    for (sid, map) in &lib.bindings {
+        if sel.song_ids.is_some() && !song_ids.contains(sid) {
+            continue;
+        }
+        let Some(s) = lib.songs.get(sid) else {
+            continue;
+        };
+        if s.is_builtin || !visible_ok(s.visible) || s.audio_md5.is_empty() {
+            continue;
+        }
+        for (aid, b) in map {
+            let Some(a) = lib.actions.get(aid) else {
+                continue;
+            };
+            if !visible_ok(a.visible) || a.file_md5.is_empty() {
+                continue;
+            }
+            bindings
+                .entry(s.audio_md5.clone())
+                .or_default()
+                .insert(a.file_md5.clone(), json!({"offset": b.offset}));
+        }
+    }
+    let config = json!({
+        "version": lib.version,
+        "songs": songs,
+        "actions": actions,
+        "bindings": bindings,
+    });
+    (config, files)
+}
+
+impl Jukebox {
+    /// Write the export archive; returns the rewound temporary file and its length.
+    pub async fn export(
+        self: &Arc<Self>,
+        sel: ExportSelection,
+    ) -> Result<(File, u64), JukeboxError> {
+        let snap = self.snapshot().await?;
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let (config, files) = plan_export(&this, &snap.lib, &sel);
+            let mut w = new_zip(&this.tmp_dir())?;
+            for (name, path) in files {
+                let mut src = match File::open(&path) {
+                    Ok(f) => f,
+                    // Deleted meanwhile: leave it out.
+                    Err(_) => continue,
+                };
+                let size = src.metadata().map(|m| m.len()).unwrap_or(0);
+                w.start_file(name, entry_options(&path.to_string_lossy(), size))
+                    .map_err(|e| zip_err("cannot write the archive", e))?;
+                std::io::copy(&mut src, &mut w)
+                    .map_err(|e| zip_err("cannot write the archive", e))?;
+            }
+            let body = serde_json::to_vec_pretty(&config)
+                .map_err(|e| zip_err("cannot write the archive", e))?;
+            w.start_file(
+                "config.json",
+                entry_options("config.json", body.len() as u64),
+            )
+            .map_err(|e| zip_err("cannot write the archive", e))?;
+            w.write_all(&body)
+                .map_err(|e| zip_err("cannot write the archive", e))?;
+            finish_zip(w)
+        })
+        .await
+        .map_err(|e| JukeboxError::io("background task failed", e))?
+    }
+
+    /// Import an archive staged on disk: merge by MD5, convert MD5-level bindings
+    /// back to ids, return the stats.
+    pub async fn import(self: &Arc<Self>, archive: Staged) -> Result<Value, JukeboxError> {
+        let this = self.clone();
+        let prepared = tokio::task::spawn_blocking(move || prepare_import(&this, &archive))
+            .await
+            .map_err(|e| JukeboxError::io("background task failed", e))??;
+        let songs_dir = self.dir(Kind::Song);
+        let actions_dir = self.dir(Kind::Action);
+        self.mutate(move |lib, _, tx| Ok(apply_import(lib, prepared, tx, &songs_dir, &actions_dir)))
+            .await
+    }
+}
+
+/// One song or action of an import archive.
+struct Incoming {
+    old_id: String,
+    record: Map<String, Value>,
+    /// Base name of the file inside the archive.
+    file_name: String,
+    md5: String,
+    staged: Option<Staged>,
+    builtin: bool,
+}
+
+struct Prepared {
+    songs: Vec<Incoming>,
+    actions: Vec<Incoming>,
+    bindings: Vec<(String, Vec<(String, i64)>)>,
+    skipped: usize,
+}
+
+fn open_archive(path: &Path) -> Result<ZipArchive<File>, JukeboxError> {
+    let f = File::open(path).map_err(|e| zip_err("cannot read the uploaded archive", e))?;
+    ZipArchive::new(f).map_err(|_| JukeboxError::bad("the import file is not a valid ZIP archive"))
+}
+
+/// Check every entry name and the declared sizes; returns `entry name -> index`.
+fn index_entries(
+    zip: &mut ZipArchive<File>,
+    limits: &Limits,
+) -> Result<HashMap<String, usize>, JukeboxError> {
+    if zip.len() > limits.archive_entries {
+        return Err(JukeboxError::bad(format!(
+            "the archive has too many entries ({} > {})",
+            zip.len(),
+            limits.archive_entries
+        )));
+    }
+    let mut map = HashMap::new();
+    let mut declared = 0u64;
+    for i in 0..zip.len() {
+        let e = zip
+            .by_index_raw(i)
+            .map_err(|e| JukeboxError::bad(format!("the archive is damaged: {e}")))?;
+        let raw = e.name().to_string();
+        let unsafe_path =
+            || JukeboxError::bad(format!("the archive contains an unsafe path: {raw}"));
+        let segs = clean_segments(&raw).map_err(|_| unsafe_path())?;
+        if e.enclosed_name().is_none() {
+            return Err(unsafe_path());
+        }
+        if e.is_symlink() {
+            return Err(JukeboxError::bad(format!(
+                "the archive contains a link: {raw}"
+            )));
+        }
+        declared = declared.saturating_add(e.size());
+        if declared > limits.archive {
+            return Err(JukeboxError::TooLarge(format!(
+                "the archive expands to more than {}",
+                human_size(limits.archive)
+            )));
+        }
+        if !e.is_dir() && !segs.is_empty() {
+            map.insert(segs.join("/"), i);
+        }
+    }
+    Ok(map)
+}
+
+/// Extract entry `idx` into `dir` as a staged file, computing its MD5.
+fn extract(
+    zip: &mut ZipArchive<File>,
+    idx: usize,
+    dir: &Path,
+    limits: &Limits,
+    budget: &mut u64,
+) -> Result<Staged, JukeboxError> {
+    let mut entry = zip
+        .by_index(idx)
+        .map_err(|e| JukeboxError::bad(format!("the archive is damaged: {e}")))?;
+    let name = entry.name().to_string();
+    let too_large = || {
+        JukeboxError::TooLarge(format!(
+            "{name} in the archive is larger than {}",
+            human_size(limits.file)
+        ))
+    };
+    if entry.size() > limits.file {
+        return Err(too_large());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| zip_err("cannot create the library folder", e))?;
+    let file = tempfile::Builder::new()
+        .prefix(".import-")
+        .suffix(".part")
+        .tempfile_in(dir)
+        .map_err(|e| zip_err("cannot create a temporary file", e))?;
+    let mut md5 = Md5::new();
+    let mut size = 0u64;
+    {
+        let mut w = BufWriter::with_capacity(1 << 20, file.as_file());
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = entry.read(&mut buf).map_err(|e| {
+                JukeboxError::bad(format!("the archive entry {name} is damaged: {e}"))
+            })?;
+            if n == 0 {
+                break;
+            }
+            size += n as u64;
+            *budget += n as u64;
+            if size > limits.file {
+                return Err(too_large());
+            }
+            if *budget > limits.archive {
+                return Err(JukeboxError::TooLarge(format!(
+                    "the archive expands to more than {}",
+                    human_size(limits.archive)
+                )));
+            }
+            md5.update(&buf[..n]);
+            w.write_all(&buf[..n])
+                .map_err(|e| zip_err("cannot write an imported file", e))?;
+        }
+        w.flush()
+            .map_err(|e| zip_err("cannot write an imported file", e))?;
+    }
+    file.as_file()
+        .sync_data()
+        .map_err(|e| zip_err("cannot write an imported file", e))?;
+    Ok(Staged {
+        path: file.into_temp_path(),
+        md5: hex::encode(md5.finalize()),
+        size,
+    })
+}
+
+fn read_config(
+    zip: &mut ZipArchive<File>,
+    idx: usize,
+    limits: &Limits,
+) -> Result<Map<String, Value>, JukeboxError> {
+    let entry = zip
+        .by_index(idx)
+        .map_err(|e| JukeboxError::bad(format!("the archive is damaged: {e}")))?;
+    if entry.size() > limits.archive_config {
+        return Err(JukeboxError::bad("config.json in the archive is too large"));
+    }
+    let mut bytes = Vec::new();
+    entry
+        .take(limits.archive_config + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| JukeboxError::bad(format!("config.json in the archive is damaged: {e}")))?;
+    if bytes.len() as u64 > limits.archive_config {
+        return Err(JukeboxError::bad("config.json in the archive is too large"));
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(JukeboxError::bad(
+            "config.json in the archive is not a JSON object",
+        )),
+        Err(_) => Err(JukeboxError::bad(
+            "config.json in the archive is not valid JSON",
+        )),
+    }
+}
+
+fn object<'a>(
+    cfg: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a Map<String, Value>>, JukeboxError> {
+    match cfg.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(_) => Err(JukeboxError::bad(format!(
+            "{key} in config.json must be an object"
+        ))),
+    }
+}
+
+fn str_field(rec: &Map<String, Value>, key: &str) -> String {
+    rec.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The archive entry a record's relative path names, when it is `<dir>/<plain file>`
+/// of an allowed type.
+fn record_entry(kind: Kind, rel: &str) -> Option<(String, String)> {
+    let segs = clean_segments(rel).ok()?;
+    if segs.len() != 2 || segs[0] != kind.dir() {
+        return None;
+    }
+    let name = segs[1].clone();
+    if !kind.extensions().contains(&extension(&name).as_str()) {
+        return None;
+    }
+    Some((format!("{}/{}", kind.dir(), name), name))
+}
+
+fn prepare_import(j: &Jukebox, archive: &Staged) -> Result<Prepared, JukeboxError> {
+    let limits = j.limits;
+    let mut zip = open_archive(&archive.path)?;
+    let entries = index_entries(&mut zip, &limits)?;
+    let cfg_idx = *entries
+        .get("config.json")
+        .ok_or_else(|| JukeboxError::bad("config.json is missing from the archive"))?;
+    let cfg = read_config(&mut zip, cfg_idx, &limits)?;
+    let records_total = ["songs", "actions"]
+        .iter()
+        .filter_map(|k| cfg.get(*k).and_then(Value::as_object))
+        .map(Map::len)
+        .sum::<usize>();
+    if records_total > limits.archive_entries {
+        return Err(JukeboxError::bad(format!(
+            "config.json in the archive lists too many items ({records_total} > {})",
+            limits.archive_entries
+        )));
+    }
+    let mut budget = 0u64;
+    let mut skipped = 0usize;
+    // Each entry is extracted once; later records naming it reuse its MD5.
+    let mut extracted: HashMap<usize, String> = HashMap::new();
+    let mut out = Prepared {
+        songs: Vec::new(),
+        actions: Vec::new(),
+        bindings: Vec::new(),
+        skipped: 0,
+    };
+    for kind in [Kind::Song, Kind::Action] {
+        let key = match kind {
+            Kind::Song => "songs",
+            Kind::Action => "actions",
+        };
+        let Some(records) = object(&cfg, key)? else {
+            continue;
+        };
+        for (old_id, rec) in records {
+            let Value::Object(rec) = rec else {
+                skipped += 1;
+                continue;
+            };
+            let (path_key, md5_key) = match kind {
+                Kind::Song => ("audio", "audioMd5"),
+                Kind::Action => ("file", "fileMd5"),
+            };
+            let builtin = kind == Kind::Action
+                && rec.get("isBuiltin").is_some_and(|v| {
+                    v.as_bool() == Some(true) || v.as_str().and_then(parse_bool) == Some(true)
+                });
+            let declared_md5 = str_field(rec, md5_key).to_ascii_lowercase();
+            let mut item = Incoming {
+                old_id: old_id.clone(),
+                record: rec.clone(),
+                file_name: String::new(),
+                md5: declared_md5,
+                staged: None,
+                builtin,
+            };
+            if !builtin {
+                match record_entry(kind, &str_field(rec, path_key)) {
+                    Some((entry, file_name)) => {
+                        item.file_name = file_name;
+                        if let Some(&idx) = entries.get(&entry) {
+                            // Never trust the declared MD5 when the file is there.
+                            if let Some(md5) = extracted.get(&idx) {
+                                item.md5 = md5.clone();
+                            } else {
+                                let st =
+                                    extract(&mut zip, idx, &j.dir(kind), &limits, &mut budget)?;
+                                extracted.insert(idx, st.md5.clone());
+                                item.md5 = st.md5.clone();
+                                item.staged = Some(st);
+                            }
+                        }
+                    }
+                    None => {
+                        skipped += 1;
+                        continue;
+                    }
+                }
+            }
+            match kind {
+                Kind::Song => out.songs.push(item),
+                Kind::Action => out.actions.push(item),
+            }
+        }
+    }
+    if let Some(bindings) = object(&cfg, "bindings")? {
+        for (song_md5, map) in bindings {
+            let Value::Object(map) = map else { continue };
+            let list = map
+                .iter()
+                .map(|(action_md5, b)| {
+                    let offset = b.get("offset").map(value_to_offset).unwrap_or(0);
+                    (action_md5.to_ascii_lowercase(), offset)
+                })
+                .collect();
+            out.bindings.push((song_md5.to_ascii_lowercase(), list));
+        }
+    }
+    out.skipped = skipped;
+    Ok(out)
+}
+
+fn apply_import(
+    lib: &mut Library,
+    p: Prepared,
+    tx: &mut Tx,
+    songs_dir: &Path,
+    actions_dir: &Path,
+) -> Value {
+    let (
+        mut songs_added,
+        mut songs_merged,
+        mut actions_added,
+        mut actions_merged,
+        mut bindings_added,
+    ) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut skipped = p.skipped as u64;
+    let mut song_map: HashMap<String, String> = HashMap::new();
+    let mut action_map: HashMap<String, String> = HashMap::new();
+    let mut defaults: Vec<(String, String)> = Vec::new();
+    let now = companiond_core::now_rfc3339();
+
+    for item in p.songs {
+        let old_default = str_field(&item.record, "defaultAction");
+        let local = if item.md5.is_empty() {
+            None
+        } else {
+            lib.md5.songs.get(&item.md5).cloned()
+        };
+        let id = if let Some(existing) = local {
+            songs_merged += 1;
+            existing
+        } else if let Some(st) = item.staged {
+            let (path, stored) = match place(st, songs_dir, &item.file_name) {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!("jukebox import: {e}");
+                    skipped += 1;
+                    continue;
+                }
+            };
+            tx.created.push(path);
+            let id = unique_id(&sanitize_id(&stored), |c| lib.songs.contains_key(c));
+            let rec = &item.record;
+            let name = str_field(rec, "name");
+            let name = if name.is_empty() || name == file_stem(&item.file_name) {
+                file_stem(&stored).to_string()
+            } else {
+                name
+            };
+            let song = Song {
+                id: id.clone(),
+                name,
+                artist: str_field(rec, "artist"),
+                audio: format!("songs/{stored}"),
+                audio_md5: item.md5.clone(),
+                audio_format: extension(&stored),
+                visible: rec.get("visible").and_then(Value::as_bool).unwrap_or(true),
+                upload_date: Some(str_field(rec, "uploadDate"))
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| now.clone()),
+                default_action: String::new(),
+                is_builtin: false,
+                extra: Default::default(),
+            };
+            lib.songs.insert(id.clone(), song);
+            lib.md5.songs.insert(item.md5.clone(), id.clone());
+            songs_added += 1;
+            id
+        } else {
+            skipped += 1;
+            continue;
+        };
+        if !old_default.is_empty() {
+            defaults.push((id.clone(), old_default));
+        }
+        song_map.insert(item.old_id, id);
+    }
+
+    for item in p.actions {
+        let local = if item.md5.is_empty() {
+            None
+        } else {
+            lib.md5.actions.get(&item.md5).cloned()
+        };
+        if let Some(existing) = local {
+            actions_merged += 1;
+            action_map.insert(item.old_id, existing);
+            continue;
+        }
+        let Some(st) = item.staged.filter(|_| !item.builtin) else {
+            skipped += 1;
+            continue;
+        };
+        let (path, stored) = match place(st, actions_dir, &item.file_name) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("jukebox import: {e}");
+                skipped += 1;
+                continue;
+            }
+        };
+        tx.created.push(path);
+        let id = unique_id(&sanitize_id(&stored), |c| lib.actions.contains_key(c));
+        let rec = &item.record;
+        let name = str_field(rec, "name");
+        let name = if name.is_empty() || name == file_stem(&item.file_name) {
+            file_stem(&stored).to_string()
+        } else {
+            name
+        };
+        let action = Action {
+            id: id.clone(),
+            name,
+            file: format!("actions/{stored}"),
+            file_md5: item.md5.clone(),
+            format: extension(&stored),
+            upload_date: Some(str_field(rec, "uploadDate"))
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| now.clone()),
+            visible: rec.get("visible").and_then(Value::as_bool).unwrap_or(true),
+            missing: false,
+            is_builtin: false,
+            extra: Default::default(),
+        };
+        lib.actions.insert(id.clone(), action);
+        lib.md5.actions.insert(item.md5.clone(), id.clone());
+        actions_added += 1;
+        action_map.insert(item.old_id, id);
+    }
+
+    for (song_md5, list) in p.bindings {
+        let Some(song_id) = lib.md5.songs.get(&song_md5).cloned() else {
+            continue;
+        };
+        for (action_md5, offset) in list {
+            let Some(action_id) = lib.md5.actions.get(&action_md5).cloned() else {
+                continue;
+            };
+            if lib.is_bound(&song_id, &action_id) {
+                continue;
+            }
+            lib.bindings
+                .entry(song_id.clone())
+                .or_default()
+                .insert(action_id.clone(), Binding { offset });
+            bindings_added += 1;
+            if let Some(s) = lib.songs.get_mut(&song_id) {
+                if s.default_action.is_empty() {
+                    s.default_action = action_id;
+                }
+            }
+        }
+    }
+
+    // The archive's default actions, where the mapped pair is bound.
+    for (song_id, old_action) in defaults {
+        if let Some(action_id) = action_map.get(&old_action) {
+            if lib.is_bound(&song_id, action_id) {
+                if let Some(s) = lib.songs.get_mut(&song_id) {
+                    s.default_action = action_id.clone();
+                }
+            }
+        }
+    }
+
+    json!({
+        "success": true,
+        "stats": {
+            "songsAdded": songs_added,
+            "songsMerged": songs_merged,
+            "actionsAdded": actions_added,
+            "actionsMerged": actions_merged,
+            "bindingsAdded": bindings_added,
+        },
+        "skipped": skipped,
+    })
+}
+
+// ------------------------------------------------------------------ pack-folder
+
+enum PackMsg {
+    Start(String),
+    Data(Bytes),
+}
+
+/// A `packed.zip` being written from streamed parts.
+pub struct Packer {
+    tx: Option<mpsc::Sender<PackMsg>>,
+    task: JoinHandle<Result<(File, u64), JukeboxError>>,
+    names: HashSet<String>,
+    current: u64,
+    total: u64,
+    limits: Limits,
+}
+
+/// The entry name for an uploaded relative path (400 when unsafe or empty).
+pub fn pack_entry_name(raw: &str) -> Result<String, JukeboxError> {
+    let segs = clean_segments(raw)
+        .map_err(|e| JukeboxError::bad(format!("invalid file path {raw:?}: {e}")))?;
+    if segs.is_empty() {
+        return Err(JukeboxError::bad("a file has no name"));
+    }
+    Ok(segs.join("/"))
+}
+
+impl Packer {
+    pub fn start(tmp_dir: &Path, limits: Limits) -> Result<Packer, JukeboxError> {
+        let mut w = new_zip(tmp_dir)?;
+        let (tx, mut rx) = mpsc::channel::<PackMsg>(32);
+        let task = tokio::task::spawn_blocking(move || {
+            while let Some(msg) = rx.blocking_recv() {
+                match msg {
+                    PackMsg::Start(name) => {
+                        let opts = entry_options(&name, 0).large_file(true);
+                        w.start_file(name, opts)
+                            .map_err(|e| zip_err("cannot write the archive", e))?;
+                    }
+                    PackMsg::Data(b) => w
+                        .write_all(&b)
+                        .map_err(|e| zip_err("cannot write the archive", e))?,
+                }
+            }
+            finish_zip(w)
+        });
+        Ok(Packer {
+            tx: Some(tx),
+            task,
+            names: HashSet::new(),
+            current: 0,
+            total: 0,
+            limits,
+        })
+    }
+
+    async fn send(&mut self, msg: PackMsg) -> Result<(), JukeboxError> {
+        let Some(tx) = &self.tx else {
+            return Err(JukeboxError::Storage(
+                "the archive is already closed".into(),
+            ));
+        };
+        if tx.send(msg).await.is_err() {
+            self.tx = None;
+            return Err(match (&mut self.task).await {
+                Ok(Err(e)) => e,
+                Ok(Ok(_)) => JukeboxError::Storage("the archive writer stopped early".into()),
+                Err(e) => JukeboxError::io("the archive writer failed", e),
+            });
+        }
+        Ok(())
+    }
+
+    /// Start the next file, named by its relative path.
+    pub async fn begin(&mut self, raw_name: &str) -> Result<(), JukeboxError> {
+        let name = pack_entry_name(raw_name)?;
+        if !self.names.insert(name.clone()) {
+            return Err(JukeboxError::bad(format!("the path {name} is given twice")));
+        }
+        self.current = 0;
+        self.send(PackMsg::Start(name)).await
+    }
+
+    pub async fn push(&mut self, chunk: Bytes) -> Result<(), JukeboxError> {
+        self.current += chunk.len() as u64;
+        self.total += chunk.len() as u64;
+        if self.current > self.limits.file {
+            return Err(JukeboxError::TooLarge(format!(
+                "a file is larger than {}",
+                human_size(self.limits.file)
+            )));
+        }
+        if self.total > self.limits.archive {
+            return Err(JukeboxError::TooLarge(format!(
+                "the files add up to more than {}",
+                human_size(self.limits.archive)
+            )));
+        }
+        self.send(PackMsg::Data(chunk)).await
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    pub async fn finish(mut self) -> Result<(File, u64), JukeboxError> {
+        self.tx = None;
+        (&mut self.task)
+            .await
+            .map_err(|e| JukeboxError::io("the archive writer failed", e))?
+    }
+
+    pub async fn discard(mut self) {
+        self.tx = None;
+        let _ = (&mut self.task).await;
+    }
+}

@@ -1,0 +1,102 @@
+//! The family's error enum, answered in the `{detail}` envelope.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use companiond_core::envelope::Detail;
+use companiond_core::store::StoreError;
+use serde_json::Value;
+
+/// Every failure a jukebox route reports.
+#[derive(Debug)]
+pub enum JukeboxError {
+    /// 400: invalid input, unsafe path, unsupported type, non-boolean option.
+    BadRequest(String),
+    /// 404: unknown song, action, binding or file.
+    NotFound(String),
+    /// 404 with a structured detail (`{message, songIds|actionIds}`).
+    NotFoundIds {
+        message: String,
+        key: &'static str,
+        ids: Vec<String>,
+    },
+    /// 409: the item already exists (single-file duplicate upload).
+    Conflict(String),
+    /// 413: an upload, archive or expanded archive over its limit.
+    TooLarge(String),
+    /// 422: a JSON body of the wrong shape.
+    Invalid(String),
+    /// 500: the stored library is unreadable or the disk failed.
+    Storage(String),
+}
+
+impl JukeboxError {
+    pub fn bad(msg: impl Into<String>) -> Self {
+        JukeboxError::BadRequest(msg.into())
+    }
+    pub fn not_found(msg: impl Into<String>) -> Self {
+        JukeboxError::NotFound(msg.into())
+    }
+    pub fn io(context: &str, e: impl std::fmt::Display) -> Self {
+        JukeboxError::Storage(format!("{context}: {e}"))
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            JukeboxError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            JukeboxError::NotFound(_) | JukeboxError::NotFoundIds { .. } => StatusCode::NOT_FOUND,
+            JukeboxError::Conflict(_) => StatusCode::CONFLICT,
+            JukeboxError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            JukeboxError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            JukeboxError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> String {
+        match self {
+            JukeboxError::BadRequest(m)
+            | JukeboxError::NotFound(m)
+            | JukeboxError::Conflict(m)
+            | JukeboxError::TooLarge(m)
+            | JukeboxError::Invalid(m)
+            | JukeboxError::Storage(m) => m.clone(),
+            JukeboxError::NotFoundIds { message, ids, .. } => {
+                format!("{message}: {}", ids.join(", "))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for JukeboxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+impl std::error::Error for JukeboxError {}
+
+impl From<StoreError> for JukeboxError {
+    fn from(e: StoreError) -> Self {
+        JukeboxError::Storage(e.to_string())
+    }
+}
+
+impl IntoResponse for JukeboxError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if let JukeboxError::Storage(m) = &self {
+            tracing::error!("jukebox: {m}");
+        }
+        match self {
+            JukeboxError::NotFoundIds { message, key, ids } => {
+                let mut d = Detail::new(String::new());
+                d.detail = serde_json::json!({ "message": message, key: ids });
+                d.status(status)
+            }
+            other => Detail {
+                detail: Value::String(other.message()),
+            }
+            .status(status),
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! Thin HTTP handlers over the jukebox service: form and multipart parsing,
+//! streaming bodies to the domain, streaming archives back.
+
+use std::fs::File;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{FromRequest, Multipart, Path as UrlPath, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use companiond_core::envelope::read_json_body;
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+use tokio_util::io::ReaderStream;
+use tower::ServiceExt;
+use tower_http::services::ServeFile;
+
+use crate::archive::{ExportSelection, Packer};
+use crate::error::JukeboxError;
+use crate::library::{bool_option, human_size, Jukebox, Kind};
+use crate::model::extension;
+use crate::stage::Stager;
+use crate::upload::{check_type, parse_metadata, upload_basename, Upload};
+
+type Jb = Extension<Arc<Jukebox>>;
+type Res = Result<Response, JukeboxError>;
+
+/// Largest form body (url-encoded or multipart text fields).
+const MAX_FORM_BODY: usize = 1 << 20;
+/// Largest `metadata` field of an upload.
+const MAX_METADATA: usize = 4 << 20;
+/// Most text fields in one form.
+const MAX_FORM_FIELDS: usize = 256;
+
+fn multipart_error(e: impl std::fmt::Display) -> JukeboxError {
+    JukeboxError::bad(format!("invalid multipart body: {e}"))
+}
+
+fn content_type(req: &Request) -> String {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+async fn multipart(req: Request) -> Result<Multipart, JukeboxError> {
+    if !content_type(&req).starts_with("multipart/form-data") {
+        return Err(JukeboxError::bad("the request must be multipart/form-data"));
+    }
+    Multipart::from_request(req, &())
+        .await
+        .map_err(|e| multipart_error(e.body_text()))
+}
+
+/// Read a whole (small) text field.
+async fn field_text(
+    field: &mut axum::extract::multipart::Field<'_>,
+    max: usize,
+) -> Result<String, JukeboxError> {
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+        if buf.len() + chunk.len() > max {
+            return Err(JukeboxError::TooLarge(format!(
+                "a form field is larger than {}",
+                human_size(max as u64)
+            )));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    String::from_utf8(buf).map_err(|_| JukeboxError::bad("a form field is not UTF-8 text"))
+}
+
+/// Form fields from an `application/x-www-form-urlencoded` or `multipart/form-data`
+/// body (a JSON object body is accepted too).
+pub struct FormFields(pub IndexMap<String, Value>);
+
+impl<S: Send + Sync> FromRequest<S> for FormFields {
+    type Rejection = JukeboxError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let ct = content_type(&req);
+        let mut out = IndexMap::new();
+        if ct.starts_with("multipart/form-data") {
+            let mut mp = multipart(req).await?;
+            let mut total = 0usize;
+            while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
+                let name = field.name().unwrap_or("").to_string();
+                let text = field_text(&mut field, MAX_FORM_BODY).await?;
+                total += text.len();
+                if total > MAX_FORM_BODY || out.len() >= MAX_FORM_FIELDS {
+                    return Err(JukeboxError::TooLarge("the form is too large".into()));
+                }
+                out.insert(name, Value::String(text));
+            }
+        } else if ct.starts_with("application/json") {
+            let v: Value = read_json_body(req)
+                .await
+                .map_err(|(status, msg)| match status {
+                    StatusCode::PAYLOAD_TOO_LARGE => JukeboxError::TooLarge(msg),
+                    _ => JukeboxError::bad(msg),
+                })?;
+            let Value::Object(m) = v else {
+                return Err(JukeboxError::bad("the body must be a JSON object"));
+            };
+            out.extend(m);
+        } else {
+            let bytes = axum::body::to_bytes(req.into_body(), MAX_FORM_BODY)
+                .await
+                .map_err(|_| JukeboxError::TooLarge("the form is too large".into()))?;
+            for (k, v) in url::form_urlencoded::parse(&bytes) {
+                if out.len() >= MAX_FORM_FIELDS {
+                    return Err(JukeboxError::TooLarge(
+                        "the form has too many fields".into(),
+                    ));
+                }
+                out.insert(k.into_owned(), Value::String(v.into_owned()));
+            }
+        }
+        Ok(FormFields(out))
+    }
+}
+
+impl FormFields {
+    /// A field as text (`None` when absent or null).
+    pub fn text(&self, key: &str) -> Option<String> {
+        match self.0.get(key)? {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            other => Some(other.to_string()),
+        }
+    }
+
+    pub fn required(&self, key: &str) -> Result<String, JukeboxError> {
+        self.text(key)
+            .ok_or_else(|| JukeboxError::bad(format!("field {key} is required")))
+    }
+
+    pub fn boolean(&self, key: &str) -> Result<Option<bool>, JukeboxError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(Value::String(s)) => bool_option(key, s).map(Some),
+            Some(Value::Number(n)) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => {
+                Ok(Some(n.as_i64() == Some(1)))
+            }
+            Some(_) => Err(JukeboxError::bad(format!("{key} must be a boolean"))),
+        }
+    }
+
+    pub fn integer(&self, key: &str) -> Result<Option<i64>, JukeboxError> {
+        let bad = || JukeboxError::bad(format!("{key} must be an integer"));
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) => s.trim().parse::<i64>().map(Some).map_err(|_| bad()),
+            Some(_) => Err(bad()),
+        }
+    }
+
+    /// An optional list of ids: a JSON string array given as text (or as a JSON array).
+    pub fn id_list(&self, key: &str) -> Result<Option<Vec<String>>, JukeboxError> {
+        let bad = || JukeboxError::bad(format!("{key} must be a JSON array of strings"));
+        let v = match self.0.get(key) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
+            Some(Value::String(s)) => serde_json::from_str::<Value>(s).map_err(|_| bad())?,
+            Some(v) => v.clone(),
+        };
+        match v {
+            Value::Null => Ok(None),
+            Value::Array(items) => items
+                .into_iter()
+                .map(|i| match i {
+                    Value::String(s) => Ok(s),
+                    _ => Err(bad()),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            _ => Err(bad()),
+        }
+    }
+}
+
+fn json_response(v: Value) -> Response {
+    Json(v).into_response()
+}
+
+// ------------------------------------------------------------------ config
+
+pub async fn get_config(Extension(j): Jb) -> Res {
+    let snap = j.snapshot().await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        snap.config_json(),
+    )
+        .into_response())
+}
+
+pub async fn get_summary(Extension(j): Jb) -> Res {
+    let snap = j.snapshot().await?;
+    Ok(Json(&snap.summary).into_response())
+}
+
+// ------------------------------------------------------------------ uploads
+
+/// Stream one multipart part into a new staging file (removed again on any error).
+async fn stream_part(
+    field: &mut axum::extract::multipart::Field<'_>,
+    mut stager: Stager,
+) -> Result<crate::stage::Staged, JukeboxError> {
+    let streamed = loop {
+        match field.chunk().await {
+            Ok(Some(chunk)) => {
+                if let Err(e) = stager.push(chunk).await {
+                    break Err(e);
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(multipart_error(e)),
+        }
+    };
+    match streamed {
+        Ok(()) => stager.finish().await,
+        Err(e) => {
+            stager.discard().await;
+            Err(e)
+        }
+    }
+}
+
+async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
+    let mut mp = multipart(req).await?;
+    let mut uploads: Vec<Upload> = Vec::new();
+    let mut metadata: Option<String> = None;
+    let mut total = 0u64;
+    while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
+        let name = field.name().unwrap_or("").to_string();
+        match name.as_str() {
+            "files" | "file" => {
+                let file_name = upload_basename(field.file_name().unwrap_or(""));
+                if let Err(e) = check_type(kind, &file_name) {
+                    // Not stored: the rest of this part is skipped by the parser.
+                    uploads.push(Upload {
+                        file_name,
+                        outcome: Err(e),
+                    });
+                    continue;
+                }
+                let label = format!("{} {file_name}", kind.word());
+                let stager = Stager::start(&j.dir(kind), "upload", j.limits.file, &label)?;
+                let staged = stream_part(&mut field, stager).await?;
+                total += staged.size;
+                if total > j.limits.archive {
+                    return Err(JukeboxError::TooLarge(format!(
+                        "the files of one request add up to more than {}",
+                        human_size(j.limits.archive)
+                    )));
+                }
+                uploads.push(Upload {
+                    file_name,
+                    outcome: Ok(staged),
+                });
+            }
+            "metadata" => metadata = Some(field_text(&mut field, MAX_METADATA).await?),
+            _ => {}
+        }
+    }
+    if uploads.is_empty() {
+        return Err(JukeboxError::bad(
+            "no files uploaded (multipart field files)",
+        ));
+    }
+    let metas = parse_metadata(metadata.as_deref())?;
+    let single = uploads.len() == 1;
+    let mut results = j.commit_uploads(kind, uploads, metas).await?;
+    if single {
+        let r = results.pop().unwrap_or(Value::Null);
+        if r.get("success").and_then(Value::as_bool) == Some(true) {
+            return Ok(json_response(r));
+        }
+        let error = r
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("upload failed")
+            .to_string();
+        let status = if error.contains("already exists") {
+            StatusCode::CONFLICT
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        let body = serde_json::json!({"success": false, "error": error, "detail": error});
+        return Ok((status, Json(body)).into_response());
+    }
+    Ok(json_response(
+        serde_json::json!({"success": true, "results": results}),
+    ))
+}
+
+pub async fn upload_songs(Extension(j): Jb, req: Request) -> Res {
+    upload(j, Kind::Song, req).await
+}
+
+pub async fn upload_actions(Extension(j): Jb, req: Request) -> Res {
+    upload(j, Kind::Action, req).await
+}
+
+// ------------------------------------------------------------------ deletes
+
+async fn batch_ids(req: Request, key: &str) -> Result<Vec<String>, JukeboxError> {
+    let body: Map<String, Value> =
+        read_json_body(req)
+            .await
+            .map_err(|(status, msg)| match status {
+                StatusCode::PAYLOAD_TOO_LARGE => JukeboxError::TooLarge(msg),
+                _ => JukeboxError::Invalid(msg),
+            })?;
+    let wrong = || JukeboxError::Invalid(format!("{key} must be a list of strings"));
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(wrong))
+            .collect(),
+        Some(_) => Err(wrong()),
+    }
+}
+
+pub async fn batch_delete_songs(Extension(j): Jb, req: Request) -> Res {
+    let ids = batch_ids(req, "songIds").await?;
+    Ok(json_response(j.batch_delete(Kind::Song, ids).await?))
+}
+
+pub async fn batch_delete_actions(Extension(j): Jb, req: Request) -> Res {
+    let ids = batch_ids(req, "actionIds").await?;
+    Ok(json_response(j.batch_delete(Kind::Action, ids).await?))
+}
+
+pub async fn delete_song(Extension(j): Jb, UrlPath(id): UrlPath<String>) -> Res {
+    Ok(json_response(j.delete(Kind::Song, id).await?))
+}
+
+pub async fn delete_action(Extension(j): Jb, UrlPath(id): UrlPath<String>) -> Res {
+    Ok(json_response(j.delete(Kind::Action, id).await?))
+}
+
+// ------------------------------------------------------------------ settings
+
+fn visible_field(form: &FormFields) -> Result<bool, JukeboxError> {
+    form.boolean("visible")?
+        .ok_or_else(|| JukeboxError::bad("field visible is required"))
+}
+
+/// Most characters in a name or artist.
+const MAX_LABEL_CHARS: usize = 256;
+
+fn label(form: &FormFields, key: &str, allow_empty: bool) -> Result<Option<String>, JukeboxError> {
+    let Some(v) = form.text(key) else {
+        return Ok(None);
+    };
+    let v = v.trim().to_string();
+    if v.is_empty() && !allow_empty {
+        return Err(JukeboxError::bad(format!("{key} must not be empty")));
+    }
+    if v.chars().count() > MAX_LABEL_CHARS || v.chars().any(char::is_control) {
+        return Err(JukeboxError::bad(format!(
+            "{key} must be at most {MAX_LABEL_CHARS} characters without control characters"
+        )));
+    }
+    Ok(Some(v))
+}
+
+pub async fn song_visibility(
+    Extension(j): Jb,
+    UrlPath(id): UrlPath<String>,
+    form: FormFields,
+) -> Res {
+    let visible = visible_field(&form)?;
+    Ok(json_response(
+        j.set_visibility(Kind::Song, id, visible).await?,
+    ))
+}
+
+pub async fn action_visibility(
+    Extension(j): Jb,
+    UrlPath(id): UrlPath<String>,
+    form: FormFields,
+) -> Res {
+    let visible = visible_field(&form)?;
+    Ok(json_response(
+        j.set_visibility(Kind::Action, id, visible).await?,
+    ))
+}
+
+pub async fn song_metadata(
+    Extension(j): Jb,
+    UrlPath(id): UrlPath<String>,
+    form: FormFields,
+) -> Res {
+    let name = label(&form, "name", false)?;
+    let artist = label(&form, "artist", true)?;
+    Ok(json_response(j.set_song_metadata(id, name, artist).await?))
+}
+
+pub async fn action_metadata(
+    Extension(j): Jb,
+    UrlPath(id): UrlPath<String>,
+    form: FormFields,
+) -> Res {
+    let name =
+        label(&form, "name", false)?.ok_or_else(|| JukeboxError::bad("field name is required"))?;
+    Ok(json_response(j.set_action_name(id, name).await?))
+}
+
+pub async fn default_action(
+    Extension(j): Jb,
+    UrlPath(id): UrlPath<String>,
+    form: FormFields,
+) -> Res {
+    let action_id = form.required("action_id")?;
+    Ok(json_response(j.set_default_action(id, action_id).await?))
+}
+
+pub async fn bind(Extension(j): Jb, form: FormFields) -> Res {
+    let song_id = form.required("songId")?;
+    let action_id = form.required("actionId")?;
+    let offset = form.integer("offset")?.unwrap_or(0);
+    Ok(json_response(j.bind(song_id, action_id, offset).await?))
+}
+
+pub async fn unbind(Extension(j): Jb, form: FormFields) -> Res {
+    let song_id = form.required("songId")?;
+    let action_id = form.required("actionId")?;
+    Ok(json_response(j.unbind(song_id, action_id).await?))
+}
+
+// ------------------------------------------------------------------ archives
+
+fn zip_response(file: File, len: u64, name: &str) -> Response {
+    let stream = ReaderStream::with_capacity(tokio::fs::File::from_std(file), 256 * 1024);
+    let mut resp = Response::new(Body::from_stream(stream));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/zip"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename={name}")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+pub async fn export(Extension(j): Jb, form: FormFields) -> Res {
+    let sel = ExportSelection {
+        song_ids: form.id_list("songIds")?,
+        action_ids: form.id_list("actionIds")?,
+        include_hidden: form.boolean("includeHidden")?.unwrap_or(true),
+    };
+    let (file, len) = j.export(sel).await?;
+    Ok(zip_response(file, len, "jukebox_export.zip"))
+}
+
+pub async fn import(Extension(j): Jb, req: Request) -> Res {
+    let mut mp = multipart(req).await?;
+    let mut staged = None;
+    while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
+        let name = field.name().unwrap_or("").to_string();
+        if staged.is_some() || !(name == "file" || name == "files") {
+            continue;
+        }
+        let stager = Stager::start_with(
+            &j.tmp_dir(),
+            "import",
+            j.limits.archive,
+            "the import archive",
+            false,
+        )?;
+        staged = Some(stream_part(&mut field, stager).await?);
+    }
+    let staged =
+        staged.ok_or_else(|| JukeboxError::bad("no archive uploaded (multipart field file)"))?;
+    Ok(json_response(j.import(staged).await?))
+}
+
+pub async fn pack_folder(Extension(j): Jb, req: Request) -> Res {
+    let mut mp = multipart(req).await?;
+    let mut packer = Packer::start(&j.tmp_dir(), j.limits)?;
+    let result: Result<(), JukeboxError> = async {
+        while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
+            let name = field.name().unwrap_or("").to_string();
+            if !(name == "files" || name == "file") {
+                continue;
+            }
+            let path = field.file_name().unwrap_or("").to_string();
+            packer.begin(&path).await?;
+            while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                packer.push(chunk).await?;
+            }
+        }
+        if packer.is_empty() {
+            return Err(JukeboxError::bad(
+                "no files uploaded (multipart field files)",
+            ));
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        packer.discard().await;
+        return Err(e);
+    }
+    let (file, len) = packer.finish().await?;
+    Ok(zip_response(file, len, "packed.zip"))
+}
+
+// ------------------------------------------------------------------ files
+
+fn media_type(ext: &str) -> Option<&'static str> {
+    Some(match ext {
+        "mp3" => "audio/mpeg",
+        "wav" => "audio/wav",
+        "ogg" => "audio/ogg",
+        "flac" => "audio/flac",
+        "vmd" | "bvh" | "fbx" | "vrma" => "application/octet-stream",
+        _ => return None,
+    })
+}
+
+pub async fn get_file(Extension(j): Jb, UrlPath(rel): UrlPath<String>, req: Request) -> Res {
+    let path = j.resolve_file(&rel)?;
+    let ext = extension(&path.to_string_lossy());
+    let mut resp = match ServeFile::new(&path).oneshot(req).await {
+        Ok(r) => r.into_response(),
+        Err(_) => return Err(JukeboxError::not_found("file not found")),
+    };
+    if resp.status() == StatusCode::NOT_FOUND {
+        return Err(JukeboxError::not_found("file not found"));
+    }
+    if let Some(mt) = media_type(&ext) {
+        if resp.headers().contains_key(header::CONTENT_TYPE) {
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(mt));
+        }
+    }
+    Ok(resp)
+}

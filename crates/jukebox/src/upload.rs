@@ -1,0 +1,297 @@
+//! Registering uploaded songs and actions: names, ids, duplicate refusal.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use companiond_core::paths::safe_name;
+use serde_json::{json, Value};
+
+use crate::error::JukeboxError;
+use crate::library::{Jukebox, Kind};
+use crate::model::{extension, file_stem, sanitize_id, unique_id, Action, Library, Song};
+use crate::stage::Staged;
+use crate::tags::{read_tags, AudioTags};
+
+/// Names given for one file in the `metadata` field.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Meta {
+    pub name: Option<String>,
+    pub artist: Option<String>,
+}
+
+/// One received `files` part.
+pub struct Upload {
+    /// The file name as uploaded (already reduced to a plain base name).
+    pub file_name: String,
+    /// The staged file, or why this item was refused.
+    pub outcome: Result<Staged, String>,
+}
+
+/// Parse the optional `metadata` JSON array (objects with name / artist).
+/// Entries that are not objects, and fields that are not non-empty strings, count as absent.
+pub fn parse_metadata(raw: Option<&str>) -> Result<Vec<Meta>, JukeboxError> {
+    let raw = match raw.map(str::trim) {
+        None | Some("") => return Ok(Vec::new()),
+        Some(r) => r,
+    };
+    let v: Value =
+        serde_json::from_str(raw).map_err(|_| JukeboxError::bad("metadata format error"))?;
+    let Value::Array(items) = v else {
+        return Err(JukeboxError::bad("metadata must be a JSON array"));
+    };
+    let field = |o: &Value, k: &str| {
+        o.get(k)
+            .and_then(Value::as_str)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    Ok(items
+        .iter()
+        .map(|o| Meta {
+            name: field(o, "name"),
+            artist: field(o, "artist"),
+        })
+        .collect())
+}
+
+/// Most characters kept from an uploaded file name.
+const MAX_NAME_CHARS: usize = 150;
+
+/// Reduce an uploaded file name to a plain, safe base name (no folders, no
+/// control characters, no leading dots); `unnamed` when nothing is left.
+pub fn upload_basename(raw: &str) -> String {
+    let base = raw.rsplit(['/', '\\']).next().unwrap_or("");
+    let cleaned: String = base
+        .chars()
+        .map(|c| if c == ':' { '_' } else { c })
+        .filter(|c| !c.is_control())
+        .collect();
+    let cleaned = cleaned.trim().trim_start_matches('.').trim().to_string();
+    let cleaned = if cleaned.chars().count() > MAX_NAME_CHARS {
+        let ext = extension(&cleaned);
+        let keep = MAX_NAME_CHARS.saturating_sub(ext.len() + 1);
+        let stem: String = file_stem(&cleaned).chars().take(keep).collect();
+        if ext.is_empty() {
+            stem
+        } else {
+            format!("{stem}.{ext}")
+        }
+    } else {
+        cleaned
+    };
+    if cleaned.is_empty() || safe_name(&cleaned).is_err() {
+        "unnamed".into()
+    } else {
+        cleaned
+    }
+}
+
+/// Check the type of an uploaded file; the per-item error when unsupported.
+pub fn check_type(kind: Kind, file_name: &str) -> Result<String, String> {
+    let ext = extension(file_name);
+    if kind.extensions().contains(&ext.as_str()) {
+        Ok(ext)
+    } else if ext.is_empty() {
+        Err(format!("unsupported format: {file_name} has no extension"))
+    } else {
+        Err(format!("unsupported format: .{ext}"))
+    }
+}
+
+/// `name`, or `stem_1.ext`, `stem_2.ext` ... — the first free one in `dir`.
+fn free_name(dir: &Path, name: &str, skip: &[String]) -> Result<String, String> {
+    let ext = extension(name);
+    let stem = file_stem(name);
+    for n in 0..10_000u32 {
+        let cand = if n == 0 {
+            name.to_string()
+        } else if ext.is_empty() {
+            format!("{stem}_{n}")
+        } else {
+            format!("{stem}_{n}.{ext}")
+        };
+        if !skip.contains(&cand) && !dir.join(&cand).exists() {
+            return Ok(cand);
+        }
+    }
+    Err(format!("cannot find a free file name for {name}"))
+}
+
+/// Move a staged file into `dir` under a free name based on `name`.
+pub fn place(staged: Staged, dir: &Path, name: &str) -> Result<(PathBuf, String), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the library folder: {e}"))?;
+    let mut file = staged.path;
+    let mut tried: Vec<String> = Vec::new();
+    loop {
+        let cand = free_name(dir, name, &tried)?;
+        let target = dir.join(&cand);
+        match file.persist_noclobber(&target) {
+            Ok(_) => return Ok((target, cand)),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                file = e.path;
+                tried.push(cand);
+            }
+            Err(e) => return Err(format!("cannot store the file: {}", e.error)),
+        }
+    }
+}
+
+fn failure(error: impl Into<String>) -> Value {
+    json!({"success": false, "error": error.into()})
+}
+
+impl Jukebox {
+    /// Register received files in order; per-item failures are results, not errors.
+    pub async fn commit_uploads(
+        self: &Arc<Self>,
+        kind: Kind,
+        uploads: Vec<Upload>,
+        metas: Vec<Meta>,
+    ) -> Result<Vec<Value>, JukeboxError> {
+        // Tags are read outside the library lock.
+        let uploads = tokio::task::spawn_blocking(move || {
+            uploads
+                .into_iter()
+                .enumerate()
+                .map(|(i, u)| {
+                    let meta = metas.get(i).cloned().unwrap_or_default();
+                    let tags = match (&u.outcome, kind) {
+                        (Ok(st), Kind::Song) if meta.name.is_none() || meta.artist.is_none() => {
+                            read_tags(&st.path, &extension(&u.file_name))
+                        }
+                        _ => AudioTags::default(),
+                    };
+                    (u, meta, tags)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| JukeboxError::io("background task failed", e))?;
+
+        let dir = self.dir(kind);
+        self.mutate(move |lib, _, tx| {
+            let mut results = Vec::with_capacity(uploads.len());
+            for (u, meta, tags) in uploads {
+                let staged = match u.outcome {
+                    Ok(s) => s,
+                    Err(e) => {
+                        results.push(failure(e));
+                        continue;
+                    }
+                };
+                let existing = match kind {
+                    Kind::Song => lib.md5.songs.get(&staged.md5),
+                    Kind::Action => lib.md5.actions.get(&staged.md5),
+                };
+                if let Some(existing) = existing {
+                    results.push(failure(format!(
+                        "{} already exists: {existing}",
+                        kind.word()
+                    )));
+                    continue;
+                }
+                let md5 = staged.md5.clone();
+                let (path, stored) = match place(staged, &dir, &u.file_name) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        results.push(failure(e));
+                        continue;
+                    }
+                };
+                tx.created.push(path);
+                results.push(register(lib, kind, &stored, md5, meta, tags));
+            }
+            Ok(results)
+        })
+        .await
+    }
+}
+
+/// Add the record of a stored file and return its success result.
+fn register(
+    lib: &mut Library,
+    kind: Kind,
+    stored: &str,
+    md5: String,
+    meta: Meta,
+    tags: AudioTags,
+) -> Value {
+    let ext = extension(stored);
+    let now = companiond_core::now_rfc3339();
+    let stem = file_stem(stored).to_string();
+    match kind {
+        Kind::Song => {
+            let id = unique_id(&sanitize_id(stored), |c| lib.songs.contains_key(c));
+            let song = Song {
+                id: id.clone(),
+                name: meta.name.or(tags.title).unwrap_or(stem),
+                artist: meta.artist.or(tags.artist).unwrap_or_default(),
+                audio: format!("songs/{stored}"),
+                audio_md5: md5.clone(),
+                audio_format: ext,
+                visible: true,
+                upload_date: now,
+                default_action: String::new(),
+                is_builtin: false,
+                extra: Default::default(),
+            };
+            lib.md5.songs.insert(md5, id.clone());
+            let v = json!({"success": true, "song": song});
+            lib.songs.insert(id, song);
+            v
+        }
+        Kind::Action => {
+            let id = unique_id(&sanitize_id(stored), |c| lib.actions.contains_key(c));
+            let action = Action {
+                id: id.clone(),
+                name: meta.name.unwrap_or(stem),
+                file: format!("actions/{stored}"),
+                file_md5: md5.clone(),
+                format: ext,
+                upload_date: now,
+                visible: true,
+                missing: false,
+                is_builtin: false,
+                extra: Default::default(),
+            };
+            lib.md5.actions.insert(md5, id.clone());
+            let v = json!({"success": true, "action": action});
+            lib.actions.insert(id, action);
+            v
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basenames() {
+        assert_eq!(upload_basename("a/b\\c.mp3"), "c.mp3");
+        assert_eq!(upload_basename("../../etc/passwd"), "passwd");
+        assert_eq!(upload_basename(".."), "unnamed");
+        assert_eq!(upload_basename("..mp3"), "mp3");
+        assert_eq!(upload_basename("C:evil.mp3"), "C_evil.mp3");
+        assert_eq!(upload_basename("x\u{0}y.wav"), "xy.wav");
+        assert_eq!(upload_basename(""), "unnamed");
+        let long = format!("{}.flac", "n".repeat(400));
+        let b = upload_basename(&long);
+        assert!(b.ends_with(".flac") && b.chars().count() <= MAX_NAME_CHARS);
+    }
+
+    #[test]
+    fn types_and_metadata() {
+        assert_eq!(check_type(Kind::Song, "a.MP3").unwrap(), "mp3");
+        assert!(check_type(Kind::Song, "a.vmd").is_err());
+        assert!(check_type(Kind::Action, "a.vrma").is_ok());
+        let m = parse_metadata(Some(r#"[{"name":"N","artist":""}, 3, {"artist":"A"}]"#)).unwrap();
+        assert_eq!(m[0].name.as_deref(), Some("N"));
+        assert_eq!(m[0].artist, None);
+        assert_eq!(m[1], Meta::default());
+        assert_eq!(m[2].artist.as_deref(), Some("A"));
+        assert!(parse_metadata(Some("{")).is_err());
+        assert!(parse_metadata(Some("{}")).is_err());
+        assert!(parse_metadata(None).unwrap().is_empty());
+    }
+}
