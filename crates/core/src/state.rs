@@ -23,6 +23,21 @@ pub mod docs {
     pub const CORE_CONFIG: &str = "config/core_config.json";
     /// The characters file.
     pub const CHARACTERS: &str = "config/characters.json";
+    /// The flat files of a character unit (interface.md § Character unit), in
+    /// that order, inside `memory/<character>/`: the memory family creates them,
+    /// cloud save exports exactly those that exist.
+    pub const CHARACTER_UNIT_FILES: &[&str] = &[
+        "recent.json",
+        "settings.json",
+        "facts.json",
+        "facts_archive.json",
+        "persona.json",
+        "persona_corrections.json",
+        "reflections.json",
+        "reflections_archive.json",
+        "surfaced.json",
+        "time_indexed.db",
+    ];
 }
 
 /// Where a chat input came from.

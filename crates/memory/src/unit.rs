@@ -10,18 +10,7 @@ use std::path::{Path, PathBuf};
 use companiond_core::paths;
 
 /// The character-unit files (interface.md § Character unit), in that order.
-pub const UNIT_FILES: &[&str] = &[
-    "recent.json",
-    "settings.json",
-    "facts.json",
-    "facts_archive.json",
-    "persona.json",
-    "persona_corrections.json",
-    "reflections.json",
-    "reflections_archive.json",
-    "surfaced.json",
-    "time_indexed.db",
-];
+pub const UNIT_FILES: &[&str] = companiond_core::state::docs::CHARACTER_UNIT_FILES;
 
 /// Files and folders of a memory directory that are never part of the unit.
 pub const LOCAL_ONLY: &[&str] = &[
