@@ -1477,10 +1477,16 @@ async fn chatting_on_dismisses_a_pending_invitation() {
     )
     .await;
     let mut sid = None;
-    for i in 0..5 {
-        llm.push(MockReply::Text(format!(
-            "Proactive line number {i} about topic {i}"
-        )));
+    // Distinct lines (near-duplicates of a recent proactive chat are not delivered).
+    let lines = [
+        "Did you see the sunset over the hills tonight?",
+        "I have been humming a new jazz tune all afternoon.",
+        "Cats apparently sleep sixteen hours a day, lucky them!",
+        "Want to plan something fun for the weekend together?",
+        "Tea or coffee this morning, what did you pick?",
+    ];
+    for line in lines {
+        llm.push(MockReply::Text(line.to_string()));
         let (_, v) = s
             .post_csrf("/api/proactive_chat", json!({"enabled_modes": ["chat"]}))
             .await;
