@@ -156,8 +156,8 @@ impl Default for CallOptions {
 /// applies to the next request of every open session.
 #[derive(Clone)]
 pub struct LlmClient {
-    http: reqwest::Client,
-    local_http: reqwest::Client,
+    http: crate::net::LazyClient,
+    local_http: crate::net::LazyClient,
     store: Store,
     bundle: PathBuf,
     usage: TokenUsage,
@@ -166,8 +166,8 @@ pub struct LlmClient {
 impl LlmClient {
     /// `local_http` (no proxy) is used for loopback endpoints, `http` for the rest.
     pub fn new(
-        http: reqwest::Client,
-        local_http: reqwest::Client,
+        http: crate::net::LazyClient,
+        local_http: crate::net::LazyClient,
         store: Store,
         bundle: PathBuf,
         usage: TokenUsage,

@@ -5,6 +5,7 @@
 //! minus `NO_PROXY`), so `POST /api/config/set_proxy_mode` takes effect at once
 //! for every family. Loopback destinations never use a proxy.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 fn env_any(names: &[&str]) -> Option<String> {
@@ -63,6 +64,36 @@ pub fn proxy_for(url: &url::Url) -> Option<url::Url> {
         format!("http://{raw}")
     };
     url::Url::parse(&raw).ok()
+}
+
+/// A client built on first use (building one loads the TLS root certificates,
+/// which start-up should not pay for). Cheap to clone; derefs to the client.
+#[derive(Clone)]
+pub struct LazyClient {
+    cell: Arc<OnceLock<reqwest::Client>>,
+    build: fn() -> Result<reqwest::Client, String>,
+}
+
+impl LazyClient {
+    pub fn new(build: fn() -> Result<reqwest::Client, String>) -> Self {
+        LazyClient {
+            cell: Arc::default(),
+            build,
+        }
+    }
+}
+
+impl std::ops::Deref for LazyClient {
+    type Target = reqwest::Client;
+    fn deref(&self) -> &reqwest::Client {
+        self.cell.get_or_init(|| match (self.build)() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("{e}; falling back to a default HTTP client");
+                reqwest::Client::default()
+            }
+        })
+    }
 }
 
 /// The client for remote services: proxy from the environment at request time.

@@ -145,9 +145,9 @@ pub struct Inner {
     pub opts: Options,
     pub store: Store,
     /// Client honouring the system proxy settings (remote services).
-    pub http: reqwest::Client,
+    pub http: crate::net::LazyClient,
     /// Client that never uses a proxy (loopback services).
-    pub local_http: reqwest::Client,
+    pub local_http: crate::net::LazyClient,
     pub characters: Characters,
     pub sessions: Sessions,
     pub llm: LlmClient,
@@ -177,9 +177,9 @@ impl AppState {
     /// fresh data dir) and one session manager per character.
     pub fn new(opts: Options) -> Result<AppState, String> {
         let store = Store::new(&opts.data_dir);
-        let http = crate::net::remote_client()?;
+        let http = crate::net::LazyClient::new(crate::net::remote_client);
         // Loopback services (local models, plugin callbacks) never go through a proxy.
-        let local_http = crate::net::local_client()?;
+        let local_http = crate::net::LazyClient::new(crate::net::local_client);
         let notices = Notices::default();
         let characters = Characters::load(store.clone(), &notices)?;
         let sessions = Sessions::default();

@@ -67,12 +67,12 @@ enum Failure {
 
 /// Shared dispatcher state.
 pub struct ToolHub {
-    http: reqwest::Client,
+    http: crate::net::LazyClient,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl ToolHub {
-    pub fn new(http: reqwest::Client) -> Self {
+    pub fn new(http: crate::net::LazyClient) -> Self {
         ToolHub {
             http,
             failures: Mutex::default(),

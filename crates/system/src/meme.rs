@@ -363,8 +363,10 @@ pub struct Image {
 /// The proxy: guarded client, trusted-host client, cache.
 pub struct MemeProxy {
     policy: Policy,
-    guarded: reqwest::Client,
-    trusted: reqwest::Client,
+    timeout: Duration,
+    /// Built on first use (building a client loads the TLS roots).
+    guarded: std::sync::OnceLock<reqwest::Client>,
+    trusted: std::sync::OnceLock<reqwest::Client>,
     cache: Mutex<Cache>,
 }
 
@@ -386,10 +388,20 @@ impl MemeProxy {
         let timeout = policy.timeout.unwrap_or(TIMEOUT);
         MemeProxy {
             policy,
-            guarded: client(Some(Arc::new(GuardedResolver)), timeout),
-            trusted: client(None, timeout),
+            timeout,
+            guarded: std::sync::OnceLock::new(),
+            trusted: std::sync::OnceLock::new(),
             cache: Mutex::default(),
         }
+    }
+
+    fn guarded_client(&self) -> &reqwest::Client {
+        self.guarded
+            .get_or_init(|| client(Some(Arc::new(GuardedResolver)), self.timeout))
+    }
+
+    fn trusted_client(&self) -> &reqwest::Client {
+        self.trusted.get_or_init(|| client(None, self.timeout))
     }
 
     /// Fetch `raw` (cache first).
@@ -432,9 +444,9 @@ impl MemeProxy {
     async fn fetch_hops(&self, mut url: Url) -> SysResult<(String, Bytes)> {
         for hop in 0..=MAX_REDIRECTS {
             let client = if self.policy.is_trusted(&url) {
-                &self.trusted
+                self.trusted_client()
             } else {
-                &self.guarded
+                self.guarded_client()
             };
             let referer = format!("{}://{}/", url.scheme(), url.host_str().unwrap_or(""));
             let resp = client
