@@ -2,7 +2,7 @@
 //! bodies become plain values, and every answer of the domain modules is put
 //! into the `{success, ...}` / `{success:false, error}` envelopes.
 
-use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, RawQuery, Request};
+use axum::extract::{DefaultBodyLimit, Multipart, RawQuery, Request};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -198,12 +198,9 @@ async fn drain(mut mp: Multipart) {
 
 /// The multipart extractor, with its rejection in the family's envelope.
 async fn multipart(req: Request) -> Result<Multipart, AvatarError> {
-    Multipart::from_request(req, &()).await.map_err(|e| {
-        AvatarError::invalid(
-            "invalid_multipart",
-            format!("a multipart/form-data body is required: {e}"),
-        )
-    })
+    companiond_core::multipart::multipart(req)
+        .await
+        .map_err(|e| AvatarError::invalid("invalid_multipart", e))
 }
 
 fn multipart_error(e: impl std::fmt::Display) -> AvatarError {

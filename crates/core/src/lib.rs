@@ -20,6 +20,7 @@ pub mod characters;
 pub mod envelope;
 pub mod guards;
 pub mod llm;
+pub mod multipart;
 pub mod net;
 pub mod notices;
 pub mod options;

@@ -41,6 +41,7 @@ pub fn build_app(state: &AppState, families: &[Family]) -> Router {
         .with_state(state.clone())
         .route("/openapi.json", get(openapi_json).with_state(doc))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+        .layer(axum::middleware::from_fn(crate::multipart::drain_unread))
 }
 
 async fn openapi_json(State(doc): State<OpenApiDoc>) -> Response {

@@ -46,12 +46,9 @@ fn content_type(req: &Request) -> String {
 }
 
 async fn multipart(req: Request) -> Result<Multipart, JukeboxError> {
-    if !content_type(&req).starts_with("multipart/form-data") {
-        return Err(JukeboxError::bad("the request must be multipart/form-data"));
-    }
-    Multipart::from_request(req, &())
+    companiond_core::multipart::multipart(req)
         .await
-        .map_err(|e| multipart_error(e.body_text()))
+        .map_err(multipart_error)
 }
 
 /// Read a whole (small) text field.
