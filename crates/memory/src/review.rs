@@ -61,19 +61,18 @@ pub struct ReviewHandle {
 /// Start a review of `name`'s recent history.
 pub fn start(state: &AppState, name: &str) -> Result<ReviewHandle, Refused> {
     let rt = MemoryRuntime::of(state);
-    let (tx, rx) = oneshot::channel();
     let st = state.clone();
     let n = name.to_string();
-    let task = rt
+    let (task, outcome) = rt
         .tasks
         .spawn(name, TaskKind::Review, move |cancel| async move {
             let outcome = run(&st, &n, &cancel).await;
             if let ReviewOutcome::Failed(e) = &outcome {
                 tracing::info!("recent-memory review of {n} failed: {e}");
             }
-            let _ = tx.send(outcome);
+            outcome
         })?;
-    Ok(ReviewHandle { task, outcome: rx })
+    Ok(ReviewHandle { task, outcome })
 }
 
 async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> ReviewOutcome {

@@ -112,15 +112,17 @@ impl TaskRegistry {
     /// Run `work` for `name` unless admission is closed or a task of the same
     /// kind is running. `work` gets the cancellation token and should stop
     /// promptly once it fires.
-    pub fn spawn<F, Fut>(
+    /// The receiver gets `work`'s output once the task has left the registry.
+    pub fn spawn<F, Fut, T>(
         self: &Arc<Self>,
         name: &str,
         kind: TaskKind,
         work: F,
-    ) -> Result<TaskInfo, Refused>
+    ) -> Result<(TaskInfo, tokio::sync::oneshot::Receiver<T>), Refused>
     where
         F: FnOnce(CancellationToken) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
     {
         let info = {
             let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -154,11 +156,13 @@ impl TaskRegistry {
             done: info.done.clone(),
         };
         let fut = work(info.cancel.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
-            let _finish = finish;
-            fut.await;
+            let out = fut.await;
+            drop(finish);
+            let _ = tx.send(out);
         });
-        Ok(info)
+        Ok((info, rx))
     }
 
     /// Cancel the tasks of `name` (of one kind, or all); how many were told.
@@ -253,14 +257,14 @@ mod tests {
             .await
             .ok()
             .unwrap();
-        assert!(info.done.is_cancelled());
+        assert!(info.0.done.is_cancelled());
         assert_eq!(reg.in_flight("a"), 0);
         assert_eq!(
             reg.spawn("a", TaskKind::Review, |_| async {}).unwrap_err(),
             Refused::Draining
         );
         drop(guard);
-        let i2 = reg.spawn("a", TaskKind::Review, |_| async {}).unwrap();
+        let i2 = reg.spawn("a", TaskKind::Review, |_| async {}).unwrap().0;
         i2.done.cancelled().await;
         assert_eq!(reg.in_flight("a"), 0);
     }
@@ -272,7 +276,8 @@ mod tests {
             .spawn("c", TaskKind::Compression, |_| async {
                 tokio::time::sleep(Duration::from_secs(30)).await
             })
-            .unwrap();
+            .unwrap()
+            .0;
         let r = reg.drain(&["c"], Duration::from_millis(50)).await;
         assert!(r.is_err());
         drop(r);
@@ -296,12 +301,14 @@ mod tests {
                 TaskKind::Review,
                 |c| async move { c.cancelled().await },
             )
-            .unwrap();
+            .unwrap()
+            .0;
         let k = reg
             .spawn("b", TaskKind::Compression, |c| async move {
                 c.cancelled().await
             })
-            .unwrap();
+            .unwrap()
+            .0;
         assert_eq!(reg.cancel("b", Some(TaskKind::Review)), 1);
         r.done.cancelled().await;
         assert!(!k.cancel.is_cancelled());
