@@ -88,6 +88,66 @@ pub struct Imported {
     pub message: String,
 }
 
+/// A layered project converted by an adapter, ready to be written as a package.
+pub(crate) struct LayeredPackage<'a> {
+    pub source_format: &'static str,
+    pub metadata_file: &'static str,
+    pub name: String,
+    pub idle: &'a image::Rgba,
+    pub talking: &'a image::Rgba,
+    /// Part images (file name inside the package, image).
+    pub parts: Vec<(&'a str, &'a image::Rgba)>,
+    /// The original project file kept beside the conversion, when not already there.
+    pub source: Option<(&'static str, &'a [u8])>,
+    pub metadata: Value,
+    pub warnings: Vec<String>,
+}
+
+/// Write a converted layered package (composites, parts, source, layered
+/// metadata, model.json) into `pkg` and describe it.
+pub(crate) fn write_layered(pkg: &Path, p: LayeredPackage<'_>) -> Result<Imported, String> {
+    let write = |rel: &str, bytes: &[u8]| {
+        atomic_write(&pkg.join(rel), bytes).map_err(|e| format!("cannot write {rel}: {e}"))
+    };
+    write("idle.png", &p.idle.to_png()?)?;
+    write("talking.png", &p.talking.to_png()?)?;
+    for (file, image) in &p.parts {
+        write(file, &image.to_png()?)?;
+    }
+    if let Some((file, bytes)) = p.source {
+        write(file, bytes)?;
+    }
+    write(
+        p.metadata_file,
+        &serde_json::to_vec_pretty(&p.metadata).map_err(|e| e.to_string())?,
+    )?;
+    let model = json!({
+        "name": p.name,
+        "model_type": "pngtuber",
+        "source_format": p.source_format,
+        "pngtuber": {
+            "idle_image": "idle.png", "talking_image": "talking.png",
+            "layered_metadata": p.metadata_file, "adapter": LAYERED_ADAPTER,
+            "adapter_version": ADAPTER_VERSION, "source_type": p.source_format,
+            "scale": 1, "offset_x": 0, "offset_y": 0, "mirror": false,
+        },
+    });
+    let Value::Object(model_json) = model else {
+        return Err("internal: model.json".into());
+    };
+    write(
+        "model.json",
+        &serde_json::to_vec_pretty(&model_json).map_err(|e| e.to_string())?,
+    )?;
+    Ok(Imported {
+        source_format: p.source_format,
+        model_name: Some(p.name),
+        model_json,
+        warnings: p.warnings,
+        message: "imported with the layered adapter (layered_canvas_v1, adapter_version 2)".into(),
+    })
+}
+
 /// The PNGTuber package store.
 #[derive(Clone)]
 pub struct Pngtuber {

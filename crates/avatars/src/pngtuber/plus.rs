@@ -11,7 +11,6 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use companiond_core::paths::safe_join;
-use companiond_core::store::atomic_write;
 
 use super::image::{decode_png, Rgba};
 use super::{Imported, ADAPTER_VERSION, LAYERED_ADAPTER};
@@ -578,47 +577,18 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
         "layers": layer_meta,
     });
 
-    // Write the converted package.
-    let write = |rel: &str, bytes: &[u8]| {
-        let p = pkg.join(rel);
-        atomic_write(&p, bytes).map_err(|e| format!("cannot write {rel}: {e}"))
-    };
-    write("idle.png", &idle.to_png()?)?;
-    write("talking.png", &talking.to_png()?)?;
-    for l in &layers {
-        write(&l.file, &l.image.to_png()?)?;
-    }
-    if save_path != pkg.join("source.save") {
-        write("source.save", &bytes)?;
-    }
-    write(
-        METADATA_FILE,
-        &serde_json::to_vec_pretty(&metadata).map_err(|e| e.to_string())?,
-    )?;
-    let name = stem(&save_name).to_string();
-    let model = json!({
-        "name": name,
-        "model_type": "pngtuber",
-        "source_format": SOURCE_FORMAT,
-        "pngtuber": {
-            "idle_image": "idle.png", "talking_image": "talking.png",
-            "layered_metadata": METADATA_FILE, "adapter": LAYERED_ADAPTER,
-            "adapter_version": ADAPTER_VERSION, "source_type": SOURCE_FORMAT,
-            "scale": 1, "offset_x": 0, "offset_y": 0, "mirror": false,
+    super::write_layered(
+        pkg,
+        super::LayeredPackage {
+            source_format: SOURCE_FORMAT,
+            metadata_file: METADATA_FILE,
+            name: stem(&save_name).to_string(),
+            idle: &idle,
+            talking: &talking,
+            parts: layers.iter().map(|l| (l.file.as_str(), &l.image)).collect(),
+            source: (save_path != pkg.join("source.save")).then_some(("source.save", &bytes[..])),
+            metadata,
+            warnings,
         },
-    });
-    let Value::Object(model_json) = model else {
-        return Err("internal: model.json".into());
-    };
-    write(
-        "model.json",
-        &serde_json::to_vec_pretty(&model_json).map_err(|e| e.to_string())?,
-    )?;
-    Ok(Imported {
-        source_format: SOURCE_FORMAT,
-        model_name: Some(name),
-        model_json,
-        warnings,
-        message: "imported with the layered adapter (layered_canvas_v1, adapter_version 2)".into(),
-    })
+    )
 }

@@ -10,7 +10,6 @@ use std::path::Path;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use companiond_core::store::atomic_write;
 
 use super::godot::{self, Variant};
 use super::image::{decode_png, Rgba};
@@ -1050,47 +1049,24 @@ pub fn convert(pkg: &Path, file: &Path) -> Result<Imported, String> {
         "sprite_count": sprites.len(),
     });
 
-    let write = |rel: &str, b: &[u8]| {
-        atomic_write(&pkg.join(rel), b).map_err(|e| format!("cannot write {rel}: {e}"))
-    };
-    write("idle.png", &idle.to_png()?)?;
-    write("talking.png", &talking.to_png()?)?;
-    for sp in &sprites {
-        write(&sp.file, &sp.image.to_png()?)?;
-    }
-    if file != pkg.join("source.pngRemix") {
-        write("source.pngRemix", &bytes)?;
-    }
-    write(
-        METADATA_FILE,
-        &serde_json::to_vec_pretty(&metadata).map_err(|e| e.to_string())?,
-    )?;
-    let name = stem(&file_name).to_string();
-    let model = json!({
-        "name": name,
-        "model_type": "pngtuber",
-        "source_format": SOURCE_FORMAT,
-        "pngtuber": {
-            "idle_image": "idle.png", "talking_image": "talking.png",
-            "layered_metadata": METADATA_FILE, "adapter": LAYERED_ADAPTER,
-            "adapter_version": ADAPTER_VERSION, "source_type": SOURCE_FORMAT,
-            "scale": 1, "offset_x": 0, "offset_y": 0, "mirror": false,
+    super::write_layered(
+        pkg,
+        super::LayeredPackage {
+            source_format: SOURCE_FORMAT,
+            metadata_file: METADATA_FILE,
+            name: stem(&file_name).to_string(),
+            idle: &idle,
+            talking: &talking,
+            parts: sprites
+                .iter()
+                .map(|sp| (sp.file.as_str(), &sp.image))
+                .collect(),
+            source: (file != pkg.join("source.pngRemix"))
+                .then_some(("source.pngRemix", &bytes[..])),
+            metadata,
+            warnings,
         },
-    });
-    let Value::Object(model_json) = model else {
-        return Err("internal: model.json".into());
-    };
-    write(
-        "model.json",
-        &serde_json::to_vec_pretty(&model_json).map_err(|e| e.to_string())?,
-    )?;
-    Ok(Imported {
-        source_format: SOURCE_FORMAT,
-        model_name: Some(name),
-        model_json,
-        warnings,
-        message: "imported with the layered adapter (layered_canvas_v1, adapter_version 2)".into(),
-    })
+    )
 }
 
 trait ToArr {
