@@ -10,7 +10,6 @@ use std::path::Path;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-
 use super::godot::{self, Variant};
 use super::image::{decode_png, Rgba};
 use super::{Imported, ADAPTER_VERSION, LAYERED_ADAPTER};
