@@ -9,7 +9,7 @@ use axum::http::Method;
 use axum::routing::{self, MethodRouter};
 use axum::Router;
 use utoipa::openapi::path::{
-    HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn, PathItem,
+    HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn,
 };
 use utoipa::openapi::{InfoBuilder, OpenApi, OpenApiBuilder, Paths, Required, ResponseBuilder};
 
@@ -177,7 +177,6 @@ pub fn openapi_document(ops: &[OpDoc]) -> OpenApi {
         };
         paths.add_path_operation(path, vec![method], operation);
     }
-    let _ = PathItem::default;
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
