@@ -428,6 +428,17 @@ fn object<'a>(
     }
 }
 
+/// The name of an imported resource: the exported name, unless it was only
+/// the exported file's stem (then the stem of the file as stored here).
+fn imported_name(rec: &Map<String, Value>, exported_file: &str, stored: &str) -> String {
+    let name = str_field(rec, "name");
+    if name.is_empty() || name == file_stem(exported_file) {
+        file_stem(stored).to_string()
+    } else {
+        name
+    }
+}
+
 fn str_field(rec: &Map<String, Value>, key: &str) -> String {
     rec.get(key)
         .and_then(Value::as_str)
@@ -596,12 +607,7 @@ fn apply_import(
             tx.created.push(path);
             let id = unique_id(&sanitize_id(&stored), |c| lib.songs.contains_key(c));
             let rec = &item.record;
-            let name = str_field(rec, "name");
-            let name = if name.is_empty() || name == file_stem(&item.file_name) {
-                file_stem(&stored).to_string()
-            } else {
-                name
-            };
+            let name = imported_name(rec, &item.file_name, &stored);
             let song = Song {
                 id: id.clone(),
                 name,
@@ -657,12 +663,7 @@ fn apply_import(
         tx.created.push(path);
         let id = unique_id(&sanitize_id(&stored), |c| lib.actions.contains_key(c));
         let rec = &item.record;
-        let name = str_field(rec, "name");
-        let name = if name.is_empty() || name == file_stem(&item.file_name) {
-            file_stem(&stored).to_string()
-        } else {
-            name
-        };
+        let name = imported_name(rec, &item.file_name, &stored);
         let action = Action {
             id: id.clone(),
             name,
