@@ -6,16 +6,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use std::io::Write;
+
+use companiond_core::sink::FileSink;
 
 use crate::error::AvatarError;
-
-/// Buffer between the network chunks and the file: few, large writes.
-const WRITE_BUFFER: usize = 1024 * 1024;
-/// Chunks in flight between the request and the writer thread.
-const WRITER_QUEUE: usize = 8;
-/// Chunks at least this large skip the write buffer (no extra copy).
-const DIRECT_WRITE: usize = 64 * 1024;
 
 /// A random hidden name for temporary files and staging folders.
 pub fn temp_name(prefix: &str, suffix: &str) -> String {
@@ -113,36 +107,15 @@ where
             return Err(StreamStop::Io(e));
         }
     };
-    // One blocking writer per upload: chunks travel by reference (no copy)
-    // and are written through a large buffer, off the async threads.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(WRITER_QUEUE);
-    let writer = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        // Large chunks are written as they are; small ones are gathered first.
-        let mut out = std::io::BufWriter::with_capacity(WRITE_BUFFER, file);
-        while let Some(chunk) = rx.blocking_recv() {
-            if chunk.len() >= DIRECT_WRITE {
-                out.flush()?;
-                out.get_mut().write_all(&chunk)?;
-            } else {
-                out.write_all(&chunk)?;
-            }
-        }
-        out.flush()?;
-        if durable {
-            out.get_ref().sync_all()?;
-        }
-        Ok(())
-    });
-    let result = feed(body, &tx, limit, budget, head_len, check_head).await;
-    drop(tx);
-    let written = writer
-        .await
-        .map_err(|e| StreamStop::Io(std::io::Error::other(e.to_string())))
-        .and_then(|r| r.map_err(StreamStop::Io));
+    // One blocking writer per upload (the shared sink): chunks travel by
+    // reference and are written off the async threads.
+    let mut sink = FileSink::spawn(file, durable);
+    let result = feed(body, &mut sink, limit, budget, head_len, check_head).await;
+    let written = sink.finish().await.map_err(StreamStop::Io);
     let n = match (result, written) {
         (Err(e), _) => return Err(e),
         (Ok(_), Err(e)) => return Err(e),
-        (Ok(n), Ok(())) => n,
+        (Ok(_), Ok((_, n))) => n,
     };
     guard.disarm();
     Ok(n)
@@ -152,7 +125,7 @@ where
 /// the chunks to the writer. Returns the byte count.
 async fn feed<S, E>(
     body: &mut S,
-    tx: &tokio::sync::mpsc::Sender<Bytes>,
+    sink: &mut FileSink,
     limit: u64,
     mut budget: Option<&mut Budget>,
     head_len: usize,
@@ -189,7 +162,7 @@ where
             }
         }
         written += n;
-        if tx.send(chunk).await.is_err() {
+        if !sink.send(chunk).await {
             // The writer stopped: its error is reported by the caller.
             return Ok(written);
         }

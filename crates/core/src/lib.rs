@@ -6,6 +6,7 @@
 //! * [`options`]: the command line / environment of `runtime.md`;
 //! * [`store`]: atomic JSON documents under the data dir, one async lock per document;
 //! * [`paths`]: the one safe join for request-supplied paths;
+//! * [`sink`]: the file writer behind every streamed upload;
 //! * [`envelope`]: the response envelopes of interface.md § Errors, the JSON body
 //!   extractor (422) and the no-store helper;
 //! * [`guards`]: the loopback guard and the CSRF guard;
@@ -28,6 +29,7 @@ pub mod paths;
 pub mod providers;
 pub mod server;
 pub mod sessions;
+pub mod sink;
 pub mod state;
 pub mod static_files;
 pub mod store;

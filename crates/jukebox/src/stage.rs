@@ -1,10 +1,10 @@
 //! Streaming a request body part to a temporary file on disk, with its MD5
 //! computed on the way and its size limit enforced on every chunk.
 
-use std::io::Write;
 use std::path::Path;
 
 use bytes::Bytes;
+use companiond_core::sink::FileSink;
 use md5::{Digest, Md5};
 use tempfile::{NamedTempFile, TempPath};
 use tokio::sync::mpsc;
@@ -17,11 +17,6 @@ use crate::library::human_size;
 /// the writer rarely stall the network side; bounds memory (chunks are at most a
 /// few hundred KiB each: ≈ 45 MiB peak RSS measured for a 1 GiB upload).
 const QUEUE: usize = 64;
-/// Write buffer of the writer thread.
-const WRITE_BUF: usize = 1 << 20;
-/// The writer flushes to disk every this many bytes, so the final sync stays
-/// short without stalling the pipeline often.
-const SYNC_EVERY: u64 = 256 << 20;
 
 /// A fully received, closed file: deleted on drop unless persisted.
 #[derive(Debug)]
@@ -34,9 +29,10 @@ pub struct Staged {
 /// A file being received. Feed it with [`Stager::push`], then [`Stager::finish`]
 /// or [`Stager::discard`]; dropping it also removes the partial file (soon).
 pub struct Stager {
-    tx: Option<(mpsc::Sender<Bytes>, mpsc::Sender<Bytes>)>,
+    hash_tx: Option<mpsc::Sender<Bytes>>,
     hasher: JoinHandle<String>,
-    writer: JoinHandle<std::io::Result<(NamedTempFile, u64)>>,
+    sink: Option<FileSink>,
+    file: NamedTempFile,
     size: u64,
     limit: u64,
     label: String,
@@ -71,7 +67,6 @@ impl Stager {
         // MD5 is the slowest step and runs alone on its thread; writing (and
         // syncing) runs on another, both fed with the same reference-counted chunks.
         let (hash_tx, mut hash_rx) = mpsc::channel::<Bytes>(QUEUE);
-        let (write_tx, mut write_rx) = mpsc::channel::<Bytes>(QUEUE);
         let hasher = tokio::task::spawn_blocking(move || {
             let mut md5 = Md5::new();
             while let Some(chunk) = hash_rx.blocking_recv() {
@@ -85,29 +80,17 @@ impl Stager {
                 String::new()
             }
         });
-        let writer = tokio::task::spawn_blocking(move || {
-            let mut size = 0u64;
-            let mut synced = 0u64;
-            {
-                let mut w = std::io::BufWriter::with_capacity(WRITE_BUF, file.as_file());
-                while let Some(chunk) = write_rx.blocking_recv() {
-                    w.write_all(&chunk)?;
-                    size += chunk.len() as u64;
-                    if size - synced >= SYNC_EVERY {
-                        w.flush()?;
-                        w.get_ref().sync_data()?;
-                        synced = size;
-                    }
-                }
-                w.flush()?;
-            }
-            file.as_file().sync_data()?;
-            Ok((file, size))
-        });
+        // The shared sink writes on its own thread and starts writeback as it goes.
+        let handle = file
+            .as_file()
+            .try_clone()
+            .map_err(|e| JukeboxError::io("cannot open the temporary file", e))?;
+        let sink = FileSink::with_queue(handle, true, QUEUE);
         Ok(Stager {
-            tx: Some((hash_tx, write_tx)),
+            hash_tx: Some(hash_tx),
             hasher,
-            writer,
+            sink: Some(sink),
+            file,
             size: 0,
             limit,
             label: label.to_string(),
@@ -129,20 +112,19 @@ impl Stager {
                 human_size(self.limit)
             )));
         }
-        let Some((hash_tx, write_tx)) = &self.tx else {
+        let (Some(hash_tx), Some(sink)) = (&self.hash_tx, &mut self.sink) else {
             return Err(JukeboxError::Storage("staging file already closed".into()));
         };
-        let sent = match write_tx.send(chunk.clone()).await {
-            Ok(()) => hash_tx.send(chunk).await.is_ok(),
-            Err(_) => false,
-        };
+        let sent = sink.send(chunk.clone()).await && hash_tx.send(chunk).await.is_ok();
         if !sent {
             // A worker stopped: report the writer's error.
-            self.tx = None;
-            return Err(match (&mut self.writer).await {
-                Ok(Err(e)) => JukeboxError::io("cannot write the uploaded file", e),
-                Ok(Ok(_)) => JukeboxError::Storage("the upload writer stopped early".into()),
-                Err(e) => JukeboxError::io("the upload writer failed", e),
+            self.hash_tx = None;
+            return Err(match self.sink.take() {
+                Some(sink) => match sink.finish().await {
+                    Err(e) => JukeboxError::io("cannot write the uploaded file", e),
+                    Ok(_) => JukeboxError::Storage("the upload hasher stopped early".into()),
+                },
+                None => JukeboxError::Storage("staging file already closed".into()),
             });
         }
         Ok(())
@@ -150,17 +132,20 @@ impl Stager {
 
     /// Close the file and return it with its MD5.
     pub async fn finish(mut self) -> Result<Staged, JukeboxError> {
-        self.tx = None;
-        let (file, size) = match (&mut self.writer).await {
-            Ok(Ok(x)) => x,
-            Ok(Err(e)) => return Err(JukeboxError::io("cannot write the uploaded file", e)),
-            Err(e) => return Err(JukeboxError::io("the upload writer failed", e)),
-        };
+        self.hash_tx = None;
+        let sink = self
+            .sink
+            .take()
+            .ok_or_else(|| JukeboxError::Storage("staging file already closed".into()))?;
+        let (_, size) = sink
+            .finish()
+            .await
+            .map_err(|e| JukeboxError::io("cannot write the uploaded file", e))?;
         let md5 = (&mut self.hasher)
             .await
             .map_err(|e| JukeboxError::io("the upload hasher failed", e))?;
         Ok(Staged {
-            path: file.into_temp_path(),
+            path: self.file.into_temp_path(),
             md5,
             size,
         })
@@ -168,8 +153,10 @@ impl Stager {
 
     /// Stop and remove the partial file before returning.
     pub async fn discard(mut self) {
-        self.tx = None;
-        let _ = (&mut self.writer).await;
+        self.hash_tx = None;
+        if let Some(sink) = self.sink.take() {
+            let _ = sink.finish().await;
+        }
         let _ = (&mut self.hasher).await;
     }
 }
