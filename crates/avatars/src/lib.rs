@@ -14,6 +14,7 @@ mod http;
 pub mod mmd;
 pub mod pngtuber;
 pub mod zipimport;
+mod zipstream;
 
 pub use error::AvatarError;
 

@@ -273,8 +273,8 @@ impl Mmd {
         }))
     }
 
-    /// `POST /upload_zip`: a ZIP of a model and its textures, streamed to a
-    /// temporary file, checked, extracted into a staging folder and moved into place.
+    /// `POST /upload_zip`: a ZIP of a model and its textures, extracted while it
+    /// streams in, checked, staged and moved into place.
     pub async fn upload_zip<S, E>(
         &self,
         file_name: Option<&str>,
@@ -298,29 +298,8 @@ impl Mmd {
             _ => "model.zip".to_string(),
         };
         self.ensure_dirs().await?;
-        let tmp = Cleanup::new(self.user.join(temp_name("zipupload", ".zip")));
-        let limit = self.limits.zip_archive_bytes;
-        let check = |head: &[u8]| {
-            if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
-                Ok(())
-            } else {
-                Err(AvatarError::invalid(
-                    "invalid_zip",
-                    "the upload is not a ZIP archive",
-                ))
-            }
-        };
-        let archive_size = stream_to_file(body, tmp.path(), limit, None, 4, &check, false)
-            .await
-            .map_err(|s| stop_to_error(s, limit, "the archive"))?;
-
-        let user = self.user.clone();
-        let limits = self.limits;
-        let zip_path = tmp.path().to_path_buf();
-        let stem_name = stem(&archive_name).to_string();
-        let mut staged =
-            blocking(move || zipimport::extract(&zip_path, &user, &limits, &stem_name)).await?;
-        drop(tmp);
+        let (mut staged, archive_size) =
+            zipimport::import(body, &self.user, &self.limits, stem(&archive_name)).await?;
 
         // Commit: rename the staging folder to its final name under the folder lock.
         let dest = safe_join(&self.user, &staged.dir_name)?;

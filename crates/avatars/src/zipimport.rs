@@ -1,19 +1,27 @@
 //! Model ZIP import (interface.md § MMD models, ZIP rules).
 //!
-//! The archive has already been streamed to a temporary file. [`extract`]:
+//! [`import`] extracts while the upload streams in (`zipstream`): every entry's
+//! data is written once, to a numbered file in a private work folder, with the
+//! uncompressed limit counted on the real bytes and each CRC checked. When the
+//! central directory has arrived, [`place`]:
 //! 1. refuses more than `zip_entries` entries, symlink and encrypted entries,
 //!    absolute paths and `..` (checked on the decoded names with the shared
 //!    path rules), and archives without a `.pmx`/`.pmd`;
 //! 2. recovers legacy names: entries without the UTF-8 flag whose raw bytes are
 //!    not UTF-8 are decoded as Shift-JIS, GBK/GB18030, Big5 or EUC-KR, chosen by
 //!    `chardetng` over all such names together and confirmed by an error-free decode;
-//! 3. extracts into a hidden staging folder through a counting reader, so the
-//!    uncompressed limit holds whatever the headers declare;
-//! 4. returns the staging folder (removed on drop) for the caller to rename into place.
+//! 3. moves the numbered files to their names in a hidden staging folder and
+//!    returns it (removed on drop) for the caller to rename into place.
+//!
+//! Nothing is ever created under a name taken from the archive before that name
+//! has been checked, and a failed import leaves neither folder behind.
 
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Write};
 use std::path::Path;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
 
 use companiond_core::paths::{clean_segments, safe_join, safe_name};
 use encoding_rs::{Encoding, BIG5, EUC_KR, GB18030, GBK, SHIFT_JIS};
@@ -21,6 +29,7 @@ use encoding_rs::{Encoding, BIG5, EUC_KR, GB18030, GBK, SHIFT_JIS};
 use crate::error::AvatarError;
 use crate::fsutil::{ext_lower, stem, temp_name, Cleanup};
 use crate::mmd::{ANIMATION_DIR, EMOTION_DIR};
+use crate::zipstream::{bad_zip, cp437, read_archive, Input, Streamed};
 use crate::{human_size, Limits};
 
 /// A finished extraction, still in its staging folder.
@@ -44,11 +53,6 @@ struct Entry {
 
 const S_IFMT: u32 = 0o170000;
 const S_IFLNK: u32 = 0o120000;
-const COPY_BUF: usize = 256 * 1024;
-
-fn bad_zip(msg: impl Into<String>) -> AvatarError {
-    AvatarError::invalid("invalid_zip", msg)
-}
 
 /// Legacy encodings tried for names without the UTF-8 flag.
 const LEGACY: &[&Encoding] = &[SHIFT_JIS, GBK, BIG5, EUC_KR];
@@ -137,17 +141,78 @@ fn is_model(name: &str) -> bool {
     matches!(ext_lower(name).as_str(), "pmx" | "pmd")
 }
 
-/// Extract the archive at `zip_path` into a staging folder under `user_root`.
-pub fn extract(
-    zip_path: &Path,
+/// Receive the archive from `body` and extract it into a staging folder under
+/// `user_root`. Returns the staged model and the archive's size.
+pub async fn import<S, E>(
+    body: &mut S,
+    user_root: &Path,
+    limits: &Limits,
+    archive_stem: &str,
+) -> Result<(Staged, u64), AvatarError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let work = Cleanup::new(user_root.join(temp_name("zipwork", "")));
+    tokio::fs::create_dir(work.path())
+        .await
+        .map_err(|e| AvatarError::io("cannot create the extraction folder", e))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(companiond_core::sink::QUEUE);
+    let (work_path, root, lim, stem_name) = (
+        work.path().to_path_buf(),
+        user_root.to_path_buf(),
+        *limits,
+        archive_stem.to_string(),
+    );
+    let extractor = tokio::task::spawn_blocking(move || {
+        let mut input = Input::new(rx);
+        let streamed = read_archive(
+            &mut input,
+            &work_path,
+            lim.zip_entries,
+            lim.zip_uncompressed_bytes,
+        )?;
+        place(streamed, &root, &lim, &stem_name)
+    });
+    let mut received = 0u64;
+    let fed = loop {
+        match body.next().await {
+            None => break Ok(()),
+            Some(Err(e)) => break Err(AvatarError::Aborted(format!("upload interrupted: {e}"))),
+            Some(Ok(chunk)) => {
+                received += chunk.len() as u64;
+                if received > limits.zip_archive_bytes {
+                    break Err(AvatarError::TooLarge(format!(
+                        "the archive exceeds the size limit of {}",
+                        human_size(limits.zip_archive_bytes)
+                    )));
+                }
+                // A closed channel means the extractor stopped: its error is reported.
+                if tx.send(chunk).await.is_err() {
+                    break Ok(());
+                }
+            }
+        }
+    };
+    drop(tx);
+    let extracted = extractor
+        .await
+        .map_err(|e| AvatarError::Internal(format!("the extraction task failed: {e}")));
+    drop(work);
+    fed?;
+    Ok((extracted??, received))
+}
+
+/// Check the streamed entries against the central directory, decide the names
+/// and move the extracted files into a staging folder under `user_root`.
+pub fn place(
+    streamed: Streamed,
     user_root: &Path,
     limits: &Limits,
     archive_stem: &str,
 ) -> Result<Staged, AvatarError> {
-    let file = File::open(zip_path).map_err(|e| AvatarError::io("cannot read the archive", e))?;
-    let mut zip = zip::ZipArchive::new(file)
-        .map_err(|e| bad_zip(format!("the upload is not a readable ZIP archive: {e}")))?;
-    let count = zip.len();
+    let Streamed { locals, central } = streamed;
+    let count = central.len();
     if count > limits.zip_entries {
         return Err(AvatarError::invalid(
             "too_many_entries",
@@ -157,36 +222,43 @@ pub fn extract(
             ),
         ));
     }
-
-    // Pass 1: metadata only (no decompression).
+    let by_offset: HashMap<u64, usize> = locals
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.offset, i))
+        .collect();
+    let mut used = vec![false; locals.len()];
+    let mut data = Vec::with_capacity(count);
     let mut raw = Vec::with_capacity(count);
-    let mut kinds = Vec::with_capacity(count);
-    let mut declared: u64 = 0;
-    for i in 0..count {
-        let f = zip
-            .by_index_raw(i)
-            .map_err(|e| bad_zip(format!("entry {i} is unreadable: {e}")))?;
-        let name_raw = f.name_raw().to_vec();
-        let zip_name = f.name().to_string();
-        let flagged = std::str::from_utf8(&name_raw).is_ok_and(|s| s == zip_name);
-        if f.unix_mode().is_some_and(|m| m & S_IFMT == S_IFLNK) {
+    for c in &central {
+        let zip_name = c.utf8_name.clone().unwrap_or_else(|| cp437(&c.name_raw));
+        if c.unix_mode.is_some_and(|m| m & S_IFMT == S_IFLNK) {
             return Err(AvatarError::invalid(
                 "unsafe_zip_entry",
                 format!("entry {zip_name:?} is a symbolic link; links are not allowed"),
             ));
         }
-        if f.encrypted() {
+        if c.encrypted {
             return Err(bad_zip(format!("entry {zip_name:?} is encrypted")));
         }
-        declared = declared.saturating_add(f.size());
-        kinds.push(f.is_dir());
-        raw.push((name_raw, zip_name, flagged));
-    }
-    if declared > limits.zip_uncompressed_bytes {
-        return Err(AvatarError::TooLarge(format!(
-            "the archive expands to more than {}",
-            human_size(limits.zip_uncompressed_bytes)
-        )));
+        let local = by_offset
+            .get(&c.offset)
+            .copied()
+            .filter(|&i| !used[i])
+            .ok_or_else(|| {
+                bad_zip(format!(
+                    "entry {zip_name:?} of the central directory has no data in the archive"
+                ))
+            })?;
+        used[local] = true;
+        let l = &locals[local];
+        if l.size != c.size || l.crc != c.crc {
+            return Err(bad_zip(format!(
+                "entry {zip_name:?}: the central directory does not match its data"
+            )));
+        }
+        data.push(l);
+        raw.push((c.name_raw.clone(), zip_name, c.utf8_name.is_some()));
     }
     let (names, recovered) = decode_names(&raw);
 
@@ -196,7 +268,7 @@ pub fn extract(
         if segs.is_empty() || is_junk(&segs) {
             continue;
         }
-        let is_dir = kinds[i] || name.ends_with('/') || name.ends_with('\\');
+        let is_dir = name.ends_with('/') || name.ends_with('\\');
         entries.push(Entry {
             index: i,
             segs,
@@ -273,13 +345,12 @@ pub fn extract(
         )));
     }
 
-    // Pass 2: extract into the staging folder, counting real bytes.
+    // Move the extracted files to their names inside the staging folder.
     let staging = Cleanup::new(user_root.join(temp_name("zipstage", "")));
     std::fs::create_dir(staging.path())
         .map_err(|e| AvatarError::io("cannot create the staging folder", e))?;
     let mut total: u64 = 0;
     let mut file_count = 0usize;
-    let mut buf = vec![0u8; COPY_BUF];
     for e in &entries {
         let rel = &e.segs[strip..];
         if rel.is_empty() {
@@ -295,40 +366,19 @@ pub fn extract(
             std::fs::create_dir_all(parent)
                 .map_err(|err| AvatarError::io("cannot create a folder", err))?;
         }
-        let mut out = match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(bad_zip(format!(
-                    "entry {} appears twice in the archive",
-                    rel.join("/")
-                )))
-            }
-            Err(err) => return Err(AvatarError::io("cannot write an extracted file", err)),
-        };
-        let mut reader = zip
-            .by_index(e.index)
-            .map_err(|err| bad_zip(format!("entry {} is unreadable: {err}", rel.join("/"))))?;
-        loop {
-            let n = reader
-                .read(&mut buf)
-                .map_err(|err| bad_zip(format!("entry {} is corrupt: {err}", rel.join("/"))))?;
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
-            if total > limits.zip_uncompressed_bytes {
-                return Err(AvatarError::TooLarge(format!(
-                    "the archive expands to more than {}",
-                    human_size(limits.zip_uncompressed_bytes)
-                )));
-            }
-            out.write_all(&buf[..n])
-                .map_err(|err| AvatarError::io("cannot write an extracted file", err))?;
+        if path.symlink_metadata().is_ok() {
+            return Err(bad_zip(format!(
+                "entry {} appears twice in the archive",
+                rel.join("/")
+            )));
         }
+        let l = data[e.index];
+        match &l.file {
+            Some(src) => std::fs::rename(src, &path),
+            None => File::create(&path).map(|_| ()),
+        }
+        .map_err(|err| AvatarError::io("cannot move an extracted file", err))?;
+        total += l.size;
         file_count += 1;
     }
     Ok(Staged {

@@ -630,6 +630,258 @@ async fn zip_import_refuses_hostile_archives_and_leaves_nothing() {
     assert_user_mmd_clean(&s);
 }
 
+/// One entry of a hand-written archive (layouts the zip crate does not write).
+struct RawEntry<'a> {
+    name: &'a str,
+    data: &'a [u8],
+    deflate: bool,
+    /// Sizes and CRC after the data (flag bit 3), with or without the signature.
+    descriptor: Option<bool>,
+}
+
+/// Write a ZIP by hand: local headers, data, descriptors, central directory.
+fn zip_raw(entries: &[RawEntry]) -> Vec<u8> {
+    fn u16le(v: &mut Vec<u8>, x: u16) {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    fn u32le(v: &mut Vec<u8>, x: u32) {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    let mut out = Vec::new();
+    let mut cd = Vec::new();
+    for e in entries {
+        let offset = out.len() as u32;
+        let crc = crc32fast::hash(e.data);
+        let body = if e.deflate {
+            let mut enc =
+                flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(e.data).unwrap();
+            enc.finish().unwrap()
+        } else {
+            e.data.to_vec()
+        };
+        let method = if e.deflate { 8 } else { 0 };
+        let flags = if e.descriptor.is_some() { 8 } else { 0 };
+        let (hc, hcs, hus) = match e.descriptor {
+            Some(_) => (0, 0, 0),
+            None => (crc, body.len() as u32, e.data.len() as u32),
+        };
+        out.extend_from_slice(b"PK\x03\x04");
+        for x in [20, flags, method, 0, 0x21] {
+            u16le(&mut out, x);
+        }
+        for x in [hc, hcs, hus] {
+            u32le(&mut out, x);
+        }
+        u16le(&mut out, e.name.len() as u16);
+        u16le(&mut out, 0);
+        out.extend_from_slice(e.name.as_bytes());
+        out.extend_from_slice(&body);
+        if let Some(signed) = e.descriptor {
+            if signed {
+                out.extend_from_slice(b"PK\x07\x08");
+            }
+            for x in [crc, body.len() as u32, e.data.len() as u32] {
+                u32le(&mut out, x);
+            }
+        }
+        cd.extend_from_slice(b"PK\x01\x02");
+        for x in [0x031e, 20, flags, method, 0, 0x21] {
+            u16le(&mut cd, x);
+        }
+        for x in [crc, body.len() as u32, e.data.len() as u32] {
+            u32le(&mut cd, x);
+        }
+        for x in [e.name.len() as u16, 0, 0, 0, 0] {
+            u16le(&mut cd, x);
+        }
+        u32le(&mut cd, 0o100644 << 16);
+        u32le(&mut cd, offset);
+        cd.extend_from_slice(e.name.as_bytes());
+    }
+    let cd_offset = out.len() as u32;
+    out.extend_from_slice(&cd);
+    out.extend_from_slice(b"PK\x05\x06");
+    for x in [0, 0, entries.len() as u16, entries.len() as u16] {
+        u16le(&mut out, x);
+    }
+    u32le(&mut out, cd.len() as u32);
+    u32le(&mut out, cd_offset);
+    u16le(&mut out, 0);
+    out
+}
+
+/// Send `data` as the `file` part in pieces of `chunk` bytes.
+async fn upload_chunked(s: &TestServer, filename: &str, data: &[u8], chunk: usize) -> (u16, Value) {
+    let mut items: Vec<Result<Bytes, std::io::Error>> =
+        vec![Ok(Bytes::from(part_head("file", Some(filename))))];
+    items.extend(data.chunks(chunk).map(|c| Ok(Bytes::copy_from_slice(c))));
+    items.push(Ok(Bytes::from(format!("\r\n--{BOUNDARY}--\r\n"))));
+    let r = s
+        .http
+        .post(s.url("/api/model/mmd/upload_zip"))
+        .header(
+            "Content-Type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(items)))
+        .send()
+        .await
+        .expect("request");
+    split(r).await
+}
+
+#[tokio::test]
+async fn zip_import_streams_descriptors_zip64_and_small_chunks() {
+    let s = TestServer::start(&[companiond_avatars::api]).await;
+    // Data with descriptor signatures inside it (false candidates for the scan).
+    let mut model = pmx(3000);
+    for i in 0..20 {
+        let at = 100 + i * 97;
+        model[at..at + 4].copy_from_slice(b"PK\x07\x08");
+    }
+    let noise: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let text = b"hello hello hello hello hello".repeat(500);
+    let files: Vec<(&str, &[u8])> = vec![
+        ("model.pmx", &model),
+        ("tex/noise.bin", &noise),
+        ("tex/text.txt", &text),
+        ("empty.txt", b""),
+    ];
+    let layouts: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "descriptors",
+            zip_raw(&[
+                RawEntry {
+                    name: "S/model.pmx",
+                    data: &model,
+                    deflate: false,
+                    descriptor: Some(true),
+                },
+                RawEntry {
+                    name: "S/tex/noise.bin",
+                    data: &noise,
+                    deflate: true,
+                    descriptor: Some(false),
+                },
+                RawEntry {
+                    name: "S/tex/text.txt",
+                    data: &text,
+                    deflate: true,
+                    descriptor: Some(true),
+                },
+                RawEntry {
+                    name: "S/empty.txt",
+                    data: b"",
+                    deflate: false,
+                    descriptor: Some(true),
+                },
+            ]),
+        ),
+        ("zip64 stored", {
+            let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            let o = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored)
+                .large_file(true);
+            for (n, d) in &files {
+                w.start_file(format!("S/{n}"), o).unwrap();
+                w.write_all(d).unwrap();
+            }
+            w.finish().unwrap().into_inner()
+        }),
+        ("zip64 deflated", {
+            let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            let o = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Deflated)
+                .large_file(true);
+            for (n, d) in &files {
+                w.start_file(format!("S/{n}"), o).unwrap();
+                w.write_all(d).unwrap();
+            }
+            w.finish().unwrap().into_inner()
+        }),
+    ];
+    for (what, z) in &layouts {
+        for chunk in [7, 4096, 1 << 20] {
+            let (st, b) = upload_chunked(&s, "s.zip", z, chunk).await;
+            assert_eq!(st, 200, "{what} / {chunk}: {b}");
+            assert_eq!(b["file_count"], 4, "{what}");
+            assert_eq!(b["file_size"], z.len(), "{what}");
+            for (n, d) in &files {
+                let got = std::fs::read(user_mmd(&s).join("S").join(n)).unwrap();
+                assert!(got == *d, "{what} / {chunk}: {n} differs");
+            }
+            std::fs::remove_dir_all(user_mmd(&s).join("S")).unwrap();
+            assert_user_mmd_clean(&s);
+        }
+    }
+
+    // Damaged archives are refused whole, whatever was already extracted.
+    let good = zip_raw(&[
+        RawEntry {
+            name: "D/model.pmx",
+            data: &model,
+            deflate: false,
+            descriptor: None,
+        },
+        RawEntry {
+            name: "D/noise.bin",
+            data: &noise,
+            deflate: true,
+            descriptor: Some(true),
+        },
+    ]);
+    let mut bad_crc = good.clone();
+    bad_crc[30 + "D/model.pmx".len() + 1000] ^= 0xff;
+    let truncated = good[..good.len() / 2].to_vec();
+    let mut bad_offset = good.clone();
+    let cd_at = good.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+    bad_offset[cd_at + 42] = 9;
+    let mut bad_descriptor = good.clone();
+    let d_at = good.windows(4).rposition(|w| w == b"PK\x07\x08").unwrap();
+    bad_descriptor[d_at + 8] ^= 1;
+    let mut bad_deflate = zip_raw(&[
+        RawEntry {
+            name: "D/model.pmx",
+            data: &model,
+            deflate: false,
+            descriptor: None,
+        },
+        RawEntry {
+            name: "D/noise.bin",
+            data: &noise,
+            deflate: true,
+            descriptor: None,
+        },
+    ]);
+    let n_at = bad_deflate
+        .windows(11)
+        .rposition(|w| w == b"D/noise.bin")
+        .unwrap();
+    let first_local_noise = bad_deflate
+        .windows(11)
+        .position(|w| w == b"D/noise.bin")
+        .unwrap();
+    assert!(n_at > first_local_noise);
+    for b in &mut bad_deflate[first_local_noise + 11..first_local_noise + 11 + 64] {
+        *b = 0xff;
+    }
+    for (what, z) in [
+        ("crc", bad_crc),
+        ("truncated", truncated),
+        ("central offset", bad_offset),
+        ("descriptor", bad_descriptor),
+        ("deflate stream", bad_deflate),
+    ] {
+        let (st, b) = upload_chunked(&s, "d.zip", &z, 4096).await;
+        assert_eq!(st, 400, "{what}: {b}");
+        assert_eq!(b["error_code"], "invalid_zip", "{what}: {b}");
+        assert_user_mmd_clean(&s);
+    }
+}
+
 #[tokio::test]
 async fn zip_bomb_with_lying_sizes_is_stopped_while_extracting() {
     let s = TestServer::start(&[small]).await;

@@ -70,29 +70,67 @@ impl FileSink {
 }
 
 fn write_all(file: File, mut rx: mpsc::Receiver<Bytes>, durable: bool) -> io::Result<(File, u64)> {
-    let mut out = io::BufWriter::with_capacity(WRITE_BUFFER, file);
-    let mut written = 0u64;
-    let mut started = 0u64;
+    let mut out = FileWriter::new(file);
     while let Some(chunk) = rx.blocking_recv() {
-        if chunk.len() >= DIRECT_WRITE {
-            out.flush()?;
-            out.get_mut().write_all(&chunk)?;
+        out.write(&chunk)?;
+    }
+    out.finish(durable)
+}
+
+/// The blocking half of [`FileSink`], for code that already runs on a blocking
+/// thread (archive extraction): buffered writes of small pieces, direct writes
+/// of large ones, writeback started every [`WRITEBACK_EVERY`] bytes.
+pub struct FileWriter {
+    out: io::BufWriter<File>,
+    written: u64,
+    started: u64,
+}
+
+impl FileWriter {
+    pub fn new(file: File) -> FileWriter {
+        FileWriter {
+            out: io::BufWriter::with_capacity(WRITE_BUFFER, file),
+            written: 0,
+            started: 0,
+        }
+    }
+
+    /// Append `data`.
+    pub fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        if data.len() >= DIRECT_WRITE {
+            self.out.flush()?;
+            self.out.get_mut().write_all(data)?;
         } else {
-            out.write_all(&chunk)?;
+            self.out.write_all(data)?;
         }
-        written += chunk.len() as u64;
-        if written - started >= WRITEBACK_EVERY {
-            out.flush()?;
-            start_writeback(out.get_ref(), started, written - started);
-            started = written;
+        self.written += data.len() as u64;
+        if self.written - self.started >= WRITEBACK_EVERY {
+            self.out.flush()?;
+            start_writeback(
+                self.out.get_ref(),
+                self.started,
+                self.written - self.started,
+            );
+            self.started = self.written;
         }
+        Ok(())
     }
-    out.flush()?;
-    let file = out.into_inner().map_err(|e| e.into_error())?;
-    if durable {
-        file.sync_data()?;
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
     }
-    Ok((file, written))
+
+    /// Flush (and with `durable`, sync the data); the file and the byte count.
+    pub fn finish(mut self, durable: bool) -> io::Result<(File, u64)> {
+        self.out.flush()?;
+        let written = self.written;
+        let file = self.out.into_inner().map_err(|e| e.into_error())?;
+        if durable {
+            file.sync_data()?;
+        }
+        Ok((file, written))
+    }
 }
 
 /// Ask the kernel to start writing `len` bytes at `offset` to disk, without
