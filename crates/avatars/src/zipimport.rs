@@ -351,6 +351,7 @@ pub fn place(
         .map_err(|e| AvatarError::io("cannot create the staging folder", e))?;
     let mut total: u64 = 0;
     let mut file_count = 0usize;
+    let mut kept = Vec::new();
     for e in &entries {
         let rel = &e.segs[strip..];
         if rel.is_empty() {
@@ -378,8 +379,17 @@ pub fn place(
             None => File::create(&path).map(|_| ()),
         }
         .map_err(|err| AvatarError::io("cannot move an extracted file", err))?;
+        kept.push(path);
         total += l.size;
         file_count += 1;
+    }
+    // The import is durable once it answers, like a single model upload: the
+    // data of every kept file is synced (writeback began while it streamed in,
+    // so this mostly waits for the tail). Refused archives never pay for it.
+    for path in &kept {
+        File::open(path)
+            .and_then(|f| f.sync_data())
+            .map_err(|err| AvatarError::io("cannot sync an extracted file", err))?;
     }
     Ok(Staged {
         staging,
