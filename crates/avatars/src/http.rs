@@ -2,6 +2,8 @@
 //! bodies become plain values, and every answer of the domain modules is put
 //! into the `{success, ...}` / `{success:false, error}` envelopes.
 
+use std::time::Duration;
+
 use axum::extract::{DefaultBodyLimit, Multipart, RawQuery, Request};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
@@ -9,6 +11,7 @@ use axum::routing::post;
 use serde_json::{json, Map, Value};
 
 use companiond_core::envelope::{no_store, ok_json, JsonBody};
+use companiond_core::multipart::{with_drain_cap, DrainCap};
 use companiond_core::{Api, AppState};
 
 use crate::error::AvatarError;
@@ -16,9 +19,13 @@ use crate::mmd::Mmd;
 use crate::pngtuber::Pngtuber;
 use crate::Limits;
 
-/// After a refused upload, read (and discard) at most this much of the rest of
-/// the request so that the client can read the answer instead of a reset.
-const DRAIN_CAP: u64 = 64 * 1024 * 1024;
+/// After a refused upload, at most this much of the rest of the request is read
+/// and discarded (by core's `drain_unread`) so that the client can read the answer
+/// instead of a reset.
+const REFUSED_UPLOAD_DRAIN: DrainCap = DrainCap {
+    bytes: 64 * 1024 * 1024,
+    time: Duration::from_secs(10),
+};
 
 #[derive(Clone)]
 struct Ctx {
@@ -182,18 +189,9 @@ enum Upload {
     Zip,
 }
 
-/// Read and discard what is left of a refused upload (bounded).
-async fn drain(mut mp: Multipart) {
-    let mut left = DRAIN_CAP;
-    while let Ok(Some(mut f)) = mp.next_field().await {
-        while let Ok(Some(c)) = f.chunk().await {
-            let n = c.len() as u64;
-            if n >= left {
-                return;
-            }
-            left -= n;
-        }
-    }
+/// A refused upload's answer, with the larger drain allowance.
+fn refused(e: AvatarError) -> Response {
+    with_drain_cap(e.into_response(), REFUSED_UPLOAD_DRAIN)
 }
 
 /// The multipart extractor, with its rejection in the family's envelope.
@@ -232,10 +230,11 @@ async fn mmd_upload(c: Ctx, which: Upload, mut mp: Multipart) -> Response {
             Upload::Zip => c.mmd.upload_zip(name.as_deref(), &mut field).await,
         };
     };
-    if result.is_err() {
-        drain(mp).await;
+    drop(mp);
+    match result {
+        Ok(v) => ok_json(v),
+        Err(e) => refused(e),
     }
-    done(result)
 }
 
 async fn pngtuber_upload(c: Ctx, mut mp: Multipart) -> Response {
@@ -261,8 +260,8 @@ async fn pngtuber_upload(c: Ctx, mut mp: Multipart) -> Response {
         Ok(()) => done(c.png.finish_upload(up).await),
         Err(e) => {
             drop(up);
-            drain(mp).await;
-            e.into_response()
+            drop(mp);
+            refused(e)
         }
     }
 }

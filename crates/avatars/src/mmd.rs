@@ -150,7 +150,9 @@ impl Mmd {
             for e in rd.flatten() {
                 let n = e.file_name().to_string_lossy().into_owned();
                 if n.starts_with(".upload-")
+                    // (archives were stored whole before streaming extraction)
                     || n.starts_with(".zipupload-")
+                    || n.starts_with(".zipwork-")
                     || n.starts_with(".zipstage-")
                 {
                     remove_any(&e.path());

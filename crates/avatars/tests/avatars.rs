@@ -711,6 +711,19 @@ fn zip_raw(entries: &[RawEntry]) -> Vec<u8> {
     out
 }
 
+/// A ZIP written with Zip64 extra fields (`large_file`), entries under `top/`.
+fn zip64_of(top: &str, files: &[(&str, &[u8])], method: zip::CompressionMethod) -> Vec<u8> {
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default()
+        .compression_method(method)
+        .large_file(true);
+    for (n, d) in files {
+        w.start_file(format!("{top}/{n}"), o).unwrap();
+        w.write_all(d).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
 /// Send `data` as the `file` part in pieces of `chunk` bytes.
 async fn upload_chunked(s: &TestServer, filename: &str, data: &[u8], chunk: usize) -> (u16, Value) {
     let mut items: Vec<Result<Bytes, std::io::Error>> =
@@ -780,28 +793,14 @@ async fn zip_import_streams_descriptors_zip64_and_small_chunks() {
                 },
             ]),
         ),
-        ("zip64 stored", {
-            let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            let o = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Stored)
-                .large_file(true);
-            for (n, d) in &files {
-                w.start_file(format!("S/{n}"), o).unwrap();
-                w.write_all(d).unwrap();
-            }
-            w.finish().unwrap().into_inner()
-        }),
-        ("zip64 deflated", {
-            let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            let o = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Deflated)
-                .large_file(true);
-            for (n, d) in &files {
-                w.start_file(format!("S/{n}"), o).unwrap();
-                w.write_all(d).unwrap();
-            }
-            w.finish().unwrap().into_inner()
-        }),
+        (
+            "zip64 stored",
+            zip64_of("S", &files, zip::CompressionMethod::Stored),
+        ),
+        (
+            "zip64 deflated",
+            zip64_of("S", &files, zip::CompressionMethod::Deflated),
+        ),
     ];
     for (what, z) in &layouts {
         for chunk in [7, 4096, 1 << 20] {
@@ -817,6 +816,32 @@ async fn zip_import_streams_descriptors_zip64_and_small_chunks() {
             assert_user_mmd_clean(&s);
         }
     }
+
+    // A client that goes away mid-archive leaves nothing behind either.
+    let z = &layouts[1].1;
+    let items: Vec<Result<Bytes, std::io::Error>> = vec![
+        Ok(Bytes::from(part_head("file", Some("gone.zip")))),
+        Ok(Bytes::copy_from_slice(&z[..z.len() / 2])),
+        Err(std::io::Error::other("client gone")),
+    ];
+    let r = s
+        .http
+        .post(s.url("/api/model/mmd/upload_zip"))
+        .header(
+            "Content-Type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(items)))
+        .send()
+        .await;
+    assert!(r.is_err() || r.unwrap().status() != 200);
+    let clean = eventually(|| {
+        tree(&user_mmd(&s))
+            .iter()
+            .all(|p| p == "animation" || p == "emotion_config")
+    })
+    .await;
+    assert!(clean, "partial import left: {:?}", tree(&user_mmd(&s)));
 
     // Damaged archives are refused whole, whatever was already extracted.
     let good = zip_raw(&[
@@ -880,6 +905,62 @@ async fn zip_import_streams_descriptors_zip64_and_small_chunks() {
         assert_eq!(b["error_code"], "invalid_zip", "{what}: {b}");
         assert_user_mmd_clean(&s);
     }
+}
+
+/// A refusal at the first bytes of a big body: the rest (past core's default
+/// 8 MiB) is read and discarded before the answer, so a client still sending is
+/// not cut off. Raw TCP, to see every write succeed.
+async fn refused_big_body_is_drained(s: &TestServer, route: &str, file: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // More than the socket buffers can hold (≈ 36 MiB here), less than the 64 MiB allowance.
+    let total = 56usize << 20;
+    let head = part_head("file", Some(file));
+    let tail = format!("\r\n--{BOUNDARY}--\r\n");
+    let len = head.len() + total + tail.len();
+    let stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let (mut rd, mut wr) = stream.into_split();
+    let route = route.to_string();
+    let writer = tokio::spawn(async move {
+        let req = format!(
+            "POST /api/model/mmd/{route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {len}\r\n\r\n"
+        );
+        wr.write_all(req.as_bytes()).await?;
+        wr.write_all(&head).await?;
+        let chunk = vec![0x5a; 1 << 20];
+        for _ in 0..total >> 20 {
+            wr.write_all(&chunk).await?;
+        }
+        wr.write_all(tail.as_bytes()).await?;
+        wr.flush().await?;
+        // Kept open (dropping it half-closes the socket, which a browser does not do).
+        Ok::<_, std::io::Error>(wr)
+    });
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !String::from_utf8_lossy(&answer).contains("invalid_") {
+        let n = tokio::time::timeout(Duration::from_secs(20), rd.read(&mut buf))
+            .await
+            .expect("an answer in time");
+        let n = n.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("invalid_"), "{answer}");
+    writer.await.unwrap().expect("the whole body was accepted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_big_uploads_are_drained_before_the_answer() {
+    let s = TestServer::start(&[companiond_avatars::api]).await;
+    for _ in 0..5 {
+        refused_big_body_is_drained(&s, "upload", "big.pmx").await;
+        refused_big_body_is_drained(&s, "upload_zip", "big.zip").await;
+    }
+    assert_user_mmd_clean(&s);
 }
 
 #[tokio::test]

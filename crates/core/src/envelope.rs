@@ -178,14 +178,6 @@ impl Envelope for DetailEnvelope {
     }
 }
 
-/// The cloud-save envelope.
-pub struct CloudEnvelope;
-impl Envelope for CloudEnvelope {
-    fn reject(status: StatusCode, code: &str, message: &str) -> Response {
-        CloudError::new(&code.to_ascii_uppercase(), message, None).status(status)
-    }
-}
-
 /// A JSON body. Malformed JSON, a non-matching shape or a wrong field type is
 /// answered with HTTP 422 in the family's envelope `E`. The body is parsed
 /// whatever its Content-Type; an empty body counts as `{}`.

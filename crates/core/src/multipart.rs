@@ -22,8 +22,24 @@ pub const DRAIN_CAP: u64 = 8 << 20;
 /// Longest time spent discarding a refused body.
 pub const DRAIN_TIME: Duration = Duration::from_secs(2);
 
+/// A larger allowance for one answer: a handler that refuses big uploads puts
+/// this in its response's extensions (see [`with_drain_cap`]) so that a client
+/// still sending a large body reads the refusal rather than a reset.
+#[derive(Clone, Copy, Debug)]
+pub struct DrainCap {
+    pub bytes: u64,
+    pub time: Duration,
+}
+
+/// `response` with a [`DrainCap`] for the unread rest of its request's body.
+pub fn with_drain_cap(mut response: Response, cap: DrainCap) -> Response {
+    response.extensions_mut().insert(cap);
+    response
+}
+
 /// Middleware: after the handler answered, discard what it left unread of the
-/// request body (at most [`DRAIN_CAP`] bytes within [`DRAIN_TIME`]).
+/// request body (at most [`DRAIN_CAP`] bytes within [`DRAIN_TIME`], or the
+/// response's own [`DrainCap`]).
 pub async fn drain_unread(req: Request, next: Next) -> Response {
     let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
         || req
@@ -43,10 +59,11 @@ pub async fn drain_unread(req: Request, next: Next) -> Response {
     let response = next
         .run(Request::from_parts(parts, Body::from_stream(handler_side)))
         .await;
+    let cap = response.extensions().get::<DrainCap>().copied();
+    let (mut left, time) = cap.map_or((DRAIN_CAP, DRAIN_TIME), |c| (c.bytes, c.time));
     let mut rest = shared.lock().await;
-    let mut left = DRAIN_CAP;
     // Nothing to do when the handler read it all: the stream just ends.
-    let _ = tokio::time::timeout(DRAIN_TIME, async {
+    let _ = tokio::time::timeout(time, async {
         while let Some(Ok(chunk)) = rest.next().await {
             let n = chunk.len() as u64;
             if n >= left {

@@ -4,7 +4,9 @@
 //!
 //! Environment: `JUKEBOX_BENCH_MB` (size of the uploaded song, default 300),
 //! `JUKEBOX_BENCH_SONGS` (library size for the config timing, default 10000),
-//! `JUKEBOX_BENCH_REQUESTS` (GET /config requests, default 500).
+//! `JUKEBOX_BENCH_REQUESTS` (GET /config requests, default 500),
+//! `JUKEBOX_BENCH_LIBRARY_SONGS` (songs of that size in the exported and imported
+//! library, default 1: e.g. 3 × 1024 MiB for a multi-GB import).
 //!
 //! Measures, in one process (server and client share it, so the RSS figures
 //! include the client):
@@ -68,7 +70,7 @@ fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-fn write_pseudo_random(path: &Path, mb: u64) {
+fn write_pseudo_random(path: &Path, mb: u64, seed: u64) {
     let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
     // A real WAV header (16-bit stereo 44.1 kHz PCM) so the tag reader sees a WAV.
     let data_len = (mb << 20) - 44;
@@ -85,7 +87,7 @@ fn write_pseudo_random(path: &Path, mb: u64) {
     h.extend_from_slice(&16u16.to_le_bytes());
     h.extend_from_slice(b"data");
     h.extend_from_slice(&(data_len as u32).to_le_bytes());
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ seed.wrapping_mul(0x2545_F491_4F6C_DD1D);
     let mut buf = vec![0u8; 1 << 20];
     for _ in 0..mb {
         for chunk in buf.chunks_mut(8) {
@@ -128,6 +130,26 @@ async fn stream_file_part(path: &Path, name: &str) -> Part {
     Part::stream_with_length(body, len).file_name(name.to_string())
 }
 
+/// POST `path` as a multipart body with `file` streamed as part `field`.
+async fn post_file(
+    s: &TestServer,
+    path: &str,
+    field: &str,
+    file: &Path,
+    name: &str,
+) -> (reqwest::StatusCode, Value) {
+    let form = Form::new().part(field.to_string(), stream_file_part(file, name).await);
+    let r = s
+        .http
+        .post(s.url(path))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap())
+}
+
 async fn time_gets(s: &TestServer, path: &str, n: u64) -> (f64, Duration, Duration, usize) {
     let mut lat = Vec::with_capacity(n as usize);
     let mut size = 0;
@@ -164,7 +186,7 @@ async fn run() {
     let requests = env_num("JUKEBOX_BENCH_REQUESTS", 500);
     let work = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
     let song = work.path().join("big.wav");
-    write_pseudo_random(&song, mb);
+    write_pseudo_random(&song, mb, 0);
     let bytes = mb << 20;
     println!("jukebox bench: {mb} MiB song, {songs} songs for config, {requests} requests");
 
@@ -199,16 +221,7 @@ async fn run() {
     let mut upload_times = Vec::new();
     for round in 0..ROUNDS {
         let t = Instant::now();
-        let form = Form::new().part("files", stream_file_part(&song, "big.wav").await);
-        let r = a
-            .http
-            .post(a.url("/api/jukebox/songs"))
-            .multipart(form)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        let body: Value = r.json().await.unwrap();
+        let (status, body) = post_file(&a, "/api/jukebox/songs", "files", &song, "big.wav").await;
         upload_times.push(t.elapsed());
         assert_eq!(status, 200, "{body}");
         assert_eq!(
@@ -238,6 +251,17 @@ async fn run() {
         peak,
         peak - base_rss
     );
+
+    // More songs of the same size for a multi-GB export / import.
+    let library_songs = env_num("JUKEBOX_BENCH_LIBRARY_SONGS", 1).max(1);
+    for i in 1..library_songs {
+        let extra = work.path().join(format!("extra{i}.wav"));
+        write_pseudo_random(&extra, mb, i);
+        let name = format!("extra{i}.wav");
+        let (status, body) = post_file(&a, "/api/jukebox/songs", "files", &extra, &name).await;
+        assert_eq!(status, 200, "{body}");
+        std::fs::remove_file(&extra).unwrap();
+    }
 
     // 2. Export (streamed to disk) and import into a second server.
     let zip_path = work.path().join("export.zip");
@@ -277,22 +301,17 @@ async fn run() {
     let base_rss = rss_mib();
     reset_peak();
     let t = Instant::now();
-    let form = Form::new().part(
+    let (status, body) = post_file(
+        &b,
+        "/api/jukebox/import",
         "file",
-        stream_file_part(&zip_path, "jukebox_export.zip").await,
-    );
-    let r = b
-        .http
-        .post(b.url("/api/jukebox/import"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    let body: Value = r.json().await.unwrap();
+        &zip_path,
+        "jukebox_export.zip",
+    )
+    .await;
     let import_time = t.elapsed();
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["stats"]["songsAdded"], 1, "{body}");
+    assert_eq!(body["stats"]["songsAdded"], library_songs, "{body}");
     let peak = peak_rss_mib();
     println!(
         "import:           {:>8.1} MiB/s ({:.2} s); peak RSS {:.1} MiB (+{:.1})",
