@@ -386,6 +386,7 @@ fn inflate(
     name: &str,
 ) -> Result<u64, AvatarError> {
     let mut d = Decompress::new(false);
+    let mut buf = Vec::with_capacity(INFLATE_BUF);
     loop {
         if !input.fill() {
             return Err(truncated());
@@ -398,7 +399,7 @@ fn inflate(
         if avail == 0 {
             return Err(corrupt(name, "the compressed data ends early"));
         }
-        let mut buf = Vec::with_capacity(INFLATE_BUF);
+        buf.clear();
         let (in0, out0) = (d.total_in(), d.total_out());
         let status = d
             .decompress_vec(&input.cur[..avail], &mut buf, FlushDecompress::None)
