@@ -173,6 +173,36 @@ impl Mmd {
         .await
     }
 
+    /// Stream `body` into the new file `dir/name` (size limit and header check
+    /// `(magic, format name)` while streaming, synced) and move it into place
+    /// under the folder lock. Returns the size.
+    async fn store_upload<S, E>(
+        &self,
+        dir: &Path,
+        name: &str,
+        (magic, what): (&'static [u8], &'static str),
+        body: &mut S,
+        label: &str,
+    ) -> Result<u64, AvatarError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        self.ensure_dirs().await?;
+        let dest = safe_join(dir, name)?;
+        if dest.symlink_metadata().is_ok() {
+            return Err(AvatarError::Exists(format!("{name} already exists")));
+        }
+        let mut tmp = Cleanup::new(dir.join(temp_name("upload", ".part")));
+        let limit = self.limits.mmd_file_bytes;
+        let check = magic_check(magic, what);
+        let size = stream_to_file(body, tmp.path(), limit, None, magic.len(), &check, true)
+            .await
+            .map_err(|s| stop_to_error(s, limit, label))?;
+        self.commit_file(&mut tmp, dest).await?;
+        Ok(size)
+    }
+
     /// Move a finished temporary file to `dest` unless `dest` exists (checked
     /// under the folder lock, so two uploads of one name cannot both win).
     async fn commit_file(&self, tmp: &mut Cleanup, dest: PathBuf) -> Result<(), AvatarError> {
@@ -216,18 +246,9 @@ impl Mmd {
                 ))
             }
         };
-        self.ensure_dirs().await?;
-        let dest = safe_join(&self.user, &name)?;
-        if dest.symlink_metadata().is_ok() {
-            return Err(AvatarError::Exists(format!("{name} already exists")));
-        }
-        let mut tmp = Cleanup::new(self.user.join(temp_name("upload", ".part")));
-        let limit = self.limits.mmd_file_bytes;
-        let check = magic_check(magic, what);
-        let size = stream_to_file(body, tmp.path(), limit, None, magic.len(), &check, true)
-            .await
-            .map_err(|s| stop_to_error(s, limit, "the model file"))?;
-        self.commit_file(&mut tmp, dest).await?;
+        let size = self
+            .store_upload(&self.user, &name, (magic, what), body, "the model file")
+            .await?;
         Ok(json!({
             "success": true,
             "message": format!("model {name} uploaded"),
@@ -254,19 +275,9 @@ impl Mmd {
                 "only .vmd animation files are accepted",
             ));
         }
-        self.ensure_dirs().await?;
         let dir = self.user.join(ANIMATION_DIR);
-        let dest = safe_join(&dir, &name)?;
-        if dest.symlink_metadata().is_ok() {
-            return Err(AvatarError::Exists(format!("{name} already exists")));
-        }
-        let mut tmp = Cleanup::new(dir.join(temp_name("upload", ".part")));
-        let limit = self.limits.mmd_file_bytes;
-        let check = magic_check(VMD_MAGIC, "VMD");
-        stream_to_file(body, tmp.path(), limit, None, VMD_MAGIC.len(), &check, true)
-            .await
-            .map_err(|s| stop_to_error(s, limit, "the animation file"))?;
-        self.commit_file(&mut tmp, dest).await?;
+        self.store_upload(&dir, &name, (VMD_MAGIC, "VMD"), body, "the animation file")
+            .await?;
         Ok(json!({
             "success": true,
             "message": format!("animation {name} uploaded"),
