@@ -16,4 +16,5 @@ pub const FAMILIES: &[Family] = &[
     companiond_tools::api,
     companiond_avatars::api,
     companiond_jukebox::api,
+    companiond_console::api,
 ];

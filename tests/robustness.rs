@@ -83,3 +83,216 @@ async fn hostile_input_never_yields_a_server_error() {
     assert_eq!((st, body["status"].as_str()), (200, Some("ready")));
     assert!(!s.data.parent().expect("parent").join("x").exists());
 }
+
+/// JSON field and query names that carry numbers somewhere in the interface
+/// (timeouts, sizes, counts, offsets, seconds, indexes, scores, revisions).
+const NUMERIC_FIELDS: &[&str] = &[
+    "timeout_seconds",
+    "timeout",
+    "limit",
+    "offset",
+    "days",
+    "day",
+    "since",
+    "seq",
+    "cursor",
+    "index",
+    "idx",
+    "order",
+    "size",
+    "count",
+    "revision",
+    "expectedRevision",
+    "version",
+    "score",
+    "finalScore",
+    "total",
+    "totals",
+    "seconds",
+    "idle_seconds",
+    "play_time_seconds",
+    "playtime_seconds",
+    "duration",
+    "foreground_ms",
+    "now_ms",
+    "ms",
+    "x",
+    "y",
+    "w",
+    "h",
+    "dx",
+    "dy",
+    "zindex",
+    "temperature",
+    "max_tokens",
+    "sequence_number",
+    "write_id",
+    "writeId",
+    "started_at",
+    "last_activity",
+    "ended_at",
+    "endedAt",
+    "updated_at",
+    "at",
+    "ts",
+    "delta",
+    "interval",
+    "proactiveChatInterval",
+    "proactiveVisionInterval",
+    "chat_rate_limit",
+    "home_interactions",
+    "input_count",
+    "net_touch_count",
+    "max_distance_px",
+    "anim_speed",
+    "page",
+    "entry_count",
+    "retry_after_seconds",
+    "minutes",
+    "hours",
+    "level",
+    "round",
+    "rounds",
+    "hits",
+    "misses",
+    "combo",
+    "streak",
+    "bpm",
+    "volume",
+    "speed",
+    "width",
+    "height",
+    "port",
+    "max_bytes",
+    "max_entries",
+    "confidence",
+    "n",
+    "value",
+    "amount",
+];
+
+/// Extreme numbers and number-like values (issue: a client number panicked a worker).
+fn extremes() -> Vec<Value> {
+    vec![
+        serde_json::from_str("18446744073709551616").expect("2^64"),
+        json!(u64::MAX),
+        json!(-1),
+        json!(i64::MIN),
+        serde_json::from_str("1e308").expect("1e308"),
+        serde_json::from_str("-1e308").expect("-1e308"),
+        json!(-0.0),
+        serde_json::from_str("1e-320").expect("subnormal"),
+        json!("NaN"),
+        json!("18446744073709551616"),
+        json!({"nested": [1]}),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extreme_numbers_never_yield_a_server_error() {
+    let s = TestServer::start(companiond::FAMILIES).await;
+    let (_, doc) = s.get("/openapi.json").await;
+    let paths = doc["paths"].as_object().expect("paths").clone();
+    // Fields a route needs before it looks at numbers.
+    let base = json!({"persona_name": "Companion", "lanlan_name": "Companion", "name": "Companion",
+        "character_name": "Companion", "session_id": "s1", "sessionId": "s1", "text": "hi",
+        "game_type": "badminton", "role": "Companion", "mode": "chat"});
+    let mut checked = 0;
+    let mut failures: Vec<String> = Vec::new();
+    for (path, ops) in &paths {
+        let url = s.url(&concrete(path, "Companion"));
+        for (method, _) in ops.as_object().expect("ops") {
+            let m = method.to_ascii_uppercase();
+            for v in extremes() {
+                if m == "GET" {
+                    let q: String = NUMERIC_FIELDS
+                        .iter()
+                        .map(|f| {
+                            let raw = match &v {
+                                Value::String(s) => s.clone(),
+                                other => other.to_string(),
+                            };
+                            format!("{f}={}", url_escape(&raw))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("&");
+                    let r = s
+                        .http
+                        .get(format!("{url}?{q}"))
+                        .send()
+                        .await
+                        .expect("no dropped connection");
+                    let st = r.status().as_u16();
+                    if !(st < 500 || st == 501 || st == 503) {
+                        failures.push(format!("GET {path} with {v} → {st}"));
+                    }
+                    checked += 1;
+                    continue;
+                }
+                // One field at a time in groups, over a plausible base body.
+                for group in NUMERIC_FIELDS.chunks(12) {
+                    let mut body = base.clone();
+                    for f in group {
+                        body[*f] = v.clone();
+                    }
+                    let r = s
+                        .http
+                        .request(m.parse().expect("method"), &url)
+                        .header("X-CSRF-Token", CSRF)
+                        .header("content-type", "application/json")
+                        .body(body.to_string())
+                        .send()
+                        .await
+                        .expect("no dropped connection");
+                    let st = r.status().as_u16();
+                    let text = r.text().await.unwrap_or_default();
+                    if !(st < 500 || (501..=504).contains(&st)) {
+                        failures.push(format!(
+                            "{m} {path} with {group:?} = {v} → {st}: {}",
+                            text.chars().take(200).collect::<String>()
+                        ));
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // The report that opened this test: a timeout of 2^64 seconds panicked a worker.
+    for body in [
+        r#"{"timeout_seconds": 18446744073709551616}"#,
+        r#"{"api_url": "ws://127.0.0.1:9/", "voice_id": "v", "timeout_seconds": 18446744073709551616}"#,
+        r#"{"api_url": "ws://127.0.0.1:9/", "voice_id": "v", "timeout_seconds": 1e308}"#,
+    ] {
+        let r = s
+            .http
+            .post(s.url("/api/config/voiceserver/test_connectivity"))
+            .header("X-CSRF-Token", CSRF)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("no dropped connection");
+        let st = r.status().as_u16();
+        if !(st < 500 || (502..=504).contains(&st)) {
+            failures.push(format!("voiceserver test_connectivity {body} → {st}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(checked > 5000, "{checked}");
+    let (st, body) = s.get("/api/system/status").await;
+    assert_eq!((st, body["status"].as_str()), (200, Some("ready")));
+}
+
+fn url_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

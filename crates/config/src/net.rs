@@ -75,7 +75,10 @@ impl NetFail {
 /// no larger than `default`, else `default`.
 pub fn pick_timeout(requested: Option<f64>, default: Duration) -> Duration {
     match requested {
-        Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s.max(0.05)).min(default),
+        // Clamped as a float first: `Duration::from_secs_f64` panics on overflow.
+        Some(s) if s.is_finite() && s > 0.0 => {
+            Duration::from_secs_f64(s.clamp(0.05, default.as_secs_f64().max(0.05)))
+        }
         _ => default,
     }
 }

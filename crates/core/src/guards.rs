@@ -1,11 +1,11 @@
 //! The loopback guard and the CSRF guard of runtime.md.
 
 use std::marker::PhantomData;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use subtle::ConstantTimeEq;
@@ -13,15 +13,7 @@ use subtle::ConstantTimeEq;
 use crate::envelope::{Envelope, OkEnvelope, SuccessEnvelope, MAX_JSON_BODY};
 use crate::state::AppState;
 
-/// Is this address loopback (IPv4-mapped loopback included)?
-pub fn is_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => {
-            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-    }
-}
+pub use crate::net::is_loopback;
 
 /// The TCP peer address of a request (never taken from a header).
 pub fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
@@ -49,33 +41,6 @@ impl<S: Send + Sync, E: Envelope> FromRequestParts<S> for LoopbackPeer<E> {
     }
 }
 
-/// Is `origin` (an Origin value or a Referer URL) a loopback HTTP(S) origin?
-pub fn is_loopback_origin(origin: &str) -> bool {
-    let Ok(u) = url::Url::parse(origin.trim()) else {
-        return false;
-    };
-    if !matches!(u.scheme(), "http" | "https") {
-        return false;
-    }
-    match u.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => is_loopback(IpAddr::V6(ip)),
-        None => false,
-    }
-}
-
-/// Does the request carry a foreign (non-loopback) Origin, or without Origin a foreign Referer?
-pub fn has_foreign_origin(headers: &HeaderMap) -> bool {
-    if let Some(o) = headers.get(header::ORIGIN) {
-        return !o.to_str().is_ok_and(is_loopback_origin);
-    }
-    if let Some(r) = headers.get(header::REFERER) {
-        return !r.to_str().is_ok_and(is_loopback_origin);
-    }
-    false
-}
-
 /// Constant-time token comparison.
 pub fn token_matches(expected: &str, given: &str) -> bool {
     expected.len() == given.len() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
@@ -91,7 +56,7 @@ async fn csrf_check<E: Envelope>(state: &AppState, req: Request) -> Result<Reque
             "CSRF validation failed",
         )
     };
-    if has_foreign_origin(req.headers()) {
+    if state.host_policy().has_foreign_origin(req.headers()) {
         return Err(fail());
     }
     let expected = state.csrf_token();
@@ -167,18 +132,5 @@ mod tests {
         assert!(!is_loopback("::ffff:10.0.0.1".parse().unwrap()));
         assert!(!is_loopback("192.168.1.2".parse().unwrap()));
         assert!(!is_loopback("0.0.0.0".parse().unwrap()));
-    }
-
-    #[test]
-    fn origins() {
-        assert!(is_loopback_origin("http://127.0.0.1:48911"));
-        assert!(is_loopback_origin("http://localhost:1"));
-        assert!(is_loopback_origin("http://[::1]:5"));
-        assert!(is_loopback_origin("http://127.0.0.1:48911/page?x=1"));
-        assert!(!is_loopback_origin("null"));
-        assert!(!is_loopback_origin("https://evil.example"));
-        assert!(!is_loopback_origin("http://localhost.evil.example"));
-        assert!(!is_loopback_origin("http://127.0.0.1.evil.example"));
-        assert!(!is_loopback_origin("file:///etc/passwd"));
     }
 }

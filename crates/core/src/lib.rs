@@ -19,6 +19,7 @@
 pub mod api;
 pub mod characters;
 pub mod envelope;
+pub mod front;
 pub mod guards;
 pub mod llm;
 pub mod multipart;

@@ -16,6 +16,16 @@ fn env_any(names: &[&str]) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Is this address loopback (IPv4-mapped loopback included)?
+pub fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
 /// Is `host` excluded from proxying by a `NO_PROXY` list?
 pub fn no_proxy_matches(no_proxy: &str, host: &str) -> bool {
     let host = host.trim_matches(['[', ']']).to_ascii_lowercase();
@@ -37,7 +47,7 @@ fn is_loopback_host(url: &url::Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => crate::guards::is_loopback(std::net::IpAddr::V6(ip)),
+        Some(url::Host::Ipv6(ip)) => is_loopback(std::net::IpAddr::V6(ip)),
         None => false,
     }
 }

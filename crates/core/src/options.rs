@@ -63,6 +63,13 @@ pub struct ServeArgs {
     #[arg(long, env = "COMPANIOND_ALLOW_REMOTE", action = clap::ArgAction::SetTrue,
           value_parser = clap::builder::FalseyValueParser::new())]
     pub allow_remote: bool,
+    /// More `Host` names to serve (e.g. behind a reverse proxy); repeatable.
+    #[arg(
+        long = "allowed-host",
+        env = "COMPANIOND_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Resolved options: every default applied.
@@ -76,6 +83,8 @@ pub struct Options {
     pub legacy_memory_roots: Vec<PathBuf>,
     pub csrf_token: String,
     pub allow_remote: bool,
+    /// Extra `Host` names served besides loopback, `localhost` and the `--listen` host.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ServeArgs {
@@ -118,6 +127,12 @@ impl ServeArgs {
             legacy_memory_roots,
             csrf_token,
             allow_remote: self.allow_remote,
+            allowed_hosts: self
+                .allowed_hosts
+                .into_iter()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .collect(),
         })
     }
 }

@@ -41,6 +41,11 @@ pub fn build_app(state: &AppState, families: &[Family]) -> Router {
         .with_state(state.clone())
         .route("/openapi.json", get(openapi_json).with_state(doc))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+        .layer(axum::middleware::from_fn(crate::front::catch_panic))
+        .layer(axum::middleware::from_fn_with_state(
+            state.host_policy.clone(),
+            crate::front::front_door,
+        ))
         .layer(axum::middleware::from_fn(crate::multipart::drain_unread))
 }
 
@@ -72,6 +77,15 @@ pub async fn serve(
     state: AppState,
     shutdown: CancellationToken,
 ) {
+    let started = std::time::SystemTime::now();
+    let root = state.data_dir().to_path_buf();
+    // Crash leftovers are swept beside the server, never before its first answer.
+    tokio::task::spawn_blocking(move || {
+        let n = crate::store::sweep_leftover_temps(&root, started);
+        if n > 0 {
+            tracing::info!("removed {n} temporary file(s) left by an interrupted write");
+        }
+    });
     let graceful = shutdown.clone();
     let server = axum::serve(
         listener,

@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::characters::Characters;
+use crate::front::HostPolicy;
 use crate::llm::LlmClient;
 use crate::notices::Notices;
 use crate::options::Options;
@@ -143,6 +144,8 @@ pub struct StorageStatus {
 
 pub struct Inner {
     pub opts: Options,
+    /// Which `Host` names and `Origin`s are ours (the front door and the CSRF guard).
+    pub host_policy: Arc<HostPolicy>,
     pub store: Store,
     /// Client honouring the system proxy settings (remote services).
     pub http: crate::net::LazyClient,
@@ -197,6 +200,7 @@ impl AppState {
         Ok(AppState(Arc::new(Inner {
             tools: ToolHub::new(local_http.clone()),
             local_http,
+            host_policy: Arc::new(HostPolicy::from_options(&opts)),
             opts,
             store,
             http,
@@ -229,6 +233,9 @@ impl AppState {
         }
     }
 
+    pub fn host_policy(&self) -> &HostPolicy {
+        &self.host_policy
+    }
     pub fn csrf_token(&self) -> &str {
         &self.opts.csrf_token
     }

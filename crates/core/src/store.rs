@@ -82,6 +82,54 @@ fn tempfile_in(dir: &Path, target: &Path) -> std::io::Result<(PathBuf, std::fs::
     Err(std::io::Error::other("cannot create a temporary file"))
 }
 
+/// Is `name` one of [`atomic_write`]'s temporary files: `.<target>.<32 hex>.tmp`?
+pub fn is_leftover_temp(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let Some((target, token)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    !target.is_empty()
+        && token.len() == 32
+        && token
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Remove the temporary files that an interrupted [`atomic_write`] left under
+/// `root` (a kill -9 between create and rename), walking the tree without
+/// following symbolic links. Only files of exactly that name pattern and last
+/// modified before `started` are removed, so a write in flight now is never
+/// touched. Returns how many were removed.
+pub fn sweep_leftover_temps(root: &Path, started: std::time::SystemTime) -> usize {
+    let mut removed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(ft) = entry.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            if !ft.is_file() || !entry.file_name().to_str().is_some_and(is_leftover_temp) {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < started);
+            if old && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
 /// Read and parse a JSON document; `Ok(None)` when the file does not exist.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
     match std::fs::read(path) {
@@ -208,6 +256,26 @@ async fn blocking<R: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leftover_names() {
+        assert!(is_leftover_temp(
+            ".core_config.json.0123456789abcdef0123456789abcdef.tmp"
+        ));
+        assert!(is_leftover_temp(
+            ".a.b.0123456789abcdef0123456789abcdef.tmp"
+        ));
+        assert!(!is_leftover_temp(
+            "core_config.json.0123456789abcdef0123456789abcdef.tmp"
+        ));
+        assert!(!is_leftover_temp("..0123456789abcdef0123456789abcdef.tmp"));
+        assert!(!is_leftover_temp(".x.0123456789ABCDEF0123456789abcdef.tmp"));
+        assert!(!is_leftover_temp(".x.0123.tmp"));
+        assert!(!is_leftover_temp(".song.tmp"));
+        assert!(!is_leftover_temp(
+            ".x.0123456789abcdef0123456789abcdef.tmpx"
+        ));
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writers_leave_valid_json_and_no_temp_files() {

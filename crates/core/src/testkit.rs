@@ -76,6 +76,7 @@ impl TestServer {
             legacy_memory_roots: Vec::new(),
             csrf_token: CSRF.into(),
             allow_remote: false,
+            allowed_hosts: Vec::new(),
         };
         if let Some(e) = o.edit.take() {
             e(&mut opts);

@@ -7,7 +7,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::{no_store, ok_json};
-use companiond_core::guards::{has_foreign_origin, token_matches, LoopbackPeer};
+use companiond_core::guards::{token_matches, LoopbackPeer};
 use companiond_core::{now_millis, AppState};
 use serde_json::{json, Map, Value};
 
@@ -477,7 +477,7 @@ pub async fn screenshot_interactive(
             .get("x-csrf-token")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| token_matches(st.csrf_token(), t));
-        if !token_ok || has_foreign_origin(&headers) {
+        if !token_ok || st.host_policy().has_foreign_origin(&headers) {
             return SystemError::forbidden("csrf_validation_failed", "CSRF validation failed")
                 .no_store()
                 .into_response();

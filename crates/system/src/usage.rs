@@ -69,7 +69,8 @@ pub fn window_start(now: i64) -> i64 {
 
 /// Aggregate `rows` for the last `days` UTC calendar days ending today.
 pub fn aggregate(rows: &[UsageRow], days: i64, now: i64) -> Value {
-    let days = days.min(MAX_DAYS);
+    // Clamped first: a client's `days` may be any i64.
+    let days = days.clamp(0, MAX_DAYS);
     let today = now - now.rem_euclid(DAY);
     let from = today - (days - 1) * DAY;
     let mut daily: BTreeMap<i64, Day> = BTreeMap::new();

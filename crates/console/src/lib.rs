@@ -1,0 +1,57 @@
+//! The built-in web console (docs/console.md).
+//!
+//! Plain HTML, CSS and JavaScript of our own under `crates/console/web/`, embedded
+//! in the binary with `rust-embed` (a release build or `cargo install` carries it;
+//! a debug build reads the folder at run time so page edits need no rebuild).
+//! Served at `/console/` always, and at `/` too (a later `--frontend-dir` takes `/`).
+//! The console speaks only the public HTTP interface and the chat WebSocket.
+
+use axum::extract::Path as UrlPath;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::Router;
+use companiond_core::{Api, AppState};
+use rust_embed::RustEmbed;
+
+#[derive(RustEmbed)]
+#[folder = "web/"]
+struct Assets;
+
+/// The console's routes (pages, not operations: they are not in `/openapi.json`).
+pub fn api(state: &AppState) -> Api {
+    Api::new(state, "console").raw(
+        Router::new()
+            .route("/", get(|| async { asset("index.html") }))
+            .route(
+                "/console",
+                get(|| async { Redirect::permanent("/console/") }),
+            )
+            .route("/console/", get(|| async { asset("index.html") }))
+            .route(
+                "/console/{*path}",
+                get(|UrlPath(path): UrlPath<String>| async move { asset(&path) }),
+            ),
+    )
+}
+
+/// One embedded file, or 404. Names come from the embedded table only, so a
+/// request path can never reach the file system.
+fn asset(path: &str) -> Response {
+    let path = if path.is_empty() { "index.html" } else { path };
+    match Assets::get(path) {
+        Some(file) => {
+            let mime = file.metadata.mimetype().to_string();
+            (
+                [
+                    (header::CONTENT_TYPE, mime),
+                    (header::CACHE_CONTROL, "no-cache".to_string()),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+                ],
+                file.data.into_owned(),
+            )
+                .into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "not found").into_response(),
+    }
+}

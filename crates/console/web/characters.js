@@ -1,0 +1,87 @@
+// Characters: list, create, switch current, rename (the rename transaction), delete.
+import * as api from './api.js';
+import { el, say, confirmButton } from './ui.js';
+
+let app;
+const $ = (id) => document.getElementById(id);
+
+/** Words for a refused name; opens the rules so the person sees them. */
+function refused(r, what) {
+  const code = r.body && (r.body.code || r.body.error_code);
+  const nameRule = ['empty', 'contains_path_separator', 'path_traversal', 'unsafe_dot', 'contains_dot',
+    'reserved_device_name', 'reserved_route_name', 'invalid_character', 'too_long_units'].includes(code);
+  if (nameRule) $('chars-rules').open = true;
+  const words = code === 'empty' ? 'The name is empty.' : api.explain(r);
+  return `${what}: ${words}${nameRule ? ' See the name rules below.' : ''}`;
+}
+
+function render() {
+  const body = $('chars-body');
+  body.replaceChildren(...app.characters.map((name) => {
+    const isCurrent = name === app.current;
+    const actions = el('td', { class: 'actions' });
+    if (!isCurrent) {
+      actions.append(el('button', { type: 'button', onclick: () => switchTo(name) }, 'Make current'));
+    }
+    actions.append(el('button', { type: 'button', onclick: () => startRename(name, actions) }, 'Rename'));
+    actions.append(confirmButton('Delete', `Really delete ${name}?`, () => remove(name)));
+    return el('tr', { 'data-name': name },
+      el('th', { scope: 'row', class: 'name' }, name),
+      el('td', {}, isCurrent ? el('span', { class: 'pill good' }, 'current') : ''),
+      actions);
+  }));
+}
+
+async function create(ev) {
+  ev.preventDefault();
+  const name = $('chars-new-name').value.trim();
+  if (!name) { say('chars-result', 'Enter a name first.', 'error'); return; }
+  const r = await api.post('/api/characters/profile', { name });
+  if (!r.ok) { say('chars-result', refused(r, `“${name}” was not created`), 'error'); return; }
+  $('chars-new-name').value = '';
+  await app.refreshCharacters();
+  say('chars-result', `Created ${r.body.name}. Use “Make current” to talk to them.`, 'ok');
+}
+
+async function switchTo(name) {
+  const r = await api.post('/api/characters/current', { name });
+  if (!r.ok) { say('chars-result', `Could not switch: ${api.explain(r)}`, 'error'); return; }
+  await app.refreshCharacters();
+  say('chars-result', `${r.body.current} is now the current character.`, 'ok');
+}
+
+function startRename(name, cell) {
+  const input = el('input', { value: name, 'aria-label': `New name for ${name}`, maxlength: '60' });
+  const f = el('form', { class: 'inline' }, input,
+    el('button', { type: 'submit', class: 'primary' }, 'Rename'),
+    el('button', { type: 'button', onclick: render }, 'Cancel'));
+  f.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const newName = input.value.trim();
+    const r = await api.post(`/api/characters/profile/${encodeURIComponent(name)}/rename`, { new_name: newName });
+    if (!r.ok) { say('chars-result', refused(r, `Could not rename ${name}`), 'error'); return; }
+    await app.refreshCharacters();
+    say('chars-result', r.body.already_renamed
+      ? `${name} had already been renamed to ${newName}.`
+      : `Renamed ${name} to ${newName}; its memory moved along.`, 'ok');
+  });
+  cell.replaceChildren(f);
+  input.focus();
+  input.select();
+}
+
+async function remove(name) {
+  const r = await api.del(`/api/characters/profile/${encodeURIComponent(name)}`);
+  if (!r.ok) { say('chars-result', `Could not delete ${name}: ${api.explain(r)}`, 'error'); return; }
+  await app.refreshCharacters();
+  say('chars-result', `Deleted ${name}.`, 'ok');
+}
+
+export default {
+  init(a) {
+    app = a;
+    $('chars-create').addEventListener('submit', create);
+    app.onCharacters(render);
+  },
+  async show() { await app.refreshCharacters(); },
+};

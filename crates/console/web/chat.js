@@ -1,0 +1,192 @@
+// Chat: the current character's recent history, then the WebSocket /ws/{name}.
+// Client frame: {"type":"user_text","text":...}. Server frames: assistant_delta,
+// turn_end, tool_call, tool_result, error {code, error}, and notifications.
+import * as api from './api.js';
+import { el } from './ui.js';
+
+let app;
+let ws = null;
+let wsName = null;
+let wanted = false;         // keep a connection open while the Chat section is shown
+let retry = 0;
+let retryTimer = null;
+let bubble = null;          // the assistant message being streamed
+const queue = [];           // messages typed while disconnected
+const $ = (id) => document.getElementById(id);
+
+function conn(text, kind) {
+  const c = $('chat-conn');
+  c.textContent = text;
+  c.className = `pill ${kind || ''}`;
+}
+
+function scroll() { const log = $('chat-log'); log.scrollTop = log.scrollHeight; }
+
+function add(role, text, extra = '') {
+  const who = { human: 'You', ai: app.current, system: 'System', note: '', error: '' }[role] ?? role;
+  const li = el('li', { class: `msg ${role} ${extra}` },
+    who ? el('span', { class: 'who name' }, who) : null,
+    el('span', { class: 'text' }, text));
+  $('chat-log').append(li);
+  scroll();
+  return li;
+}
+
+/** Text of a stored message: a string or a list of parts. */
+function contentText(c) {
+  if (typeof c === 'string') return c;
+  if (Array.isArray(c)) return c.map((p) => (typeof p === 'string' ? p : p.text || '')).join('');
+  return '';
+}
+
+async function loadHistory(name) {
+  $('chat-log').replaceChildren();
+  const r = await api.get(`/api/memory/recent_file?filename=${encodeURIComponent(`recent_${name}.json`)}`);
+  if (!r.ok) {
+    if (r.status !== 404) add('note', `The history could not be loaded: ${api.explain(r)}`);
+    return;
+  }
+  let entries = [];
+  try { entries = JSON.parse(r.body.content || '[]'); } catch { add('note', 'The stored history is not readable.'); }
+  if (!Array.isArray(entries)) entries = [];
+  for (const e of entries.slice(-200)) {
+    const role = e.type === 'human' || e.type === 'ai' || e.type === 'system' ? e.type : 'system';
+    const text = contentText(e.data && e.data.content);
+    if (text) add(role, text);
+  }
+  if (!entries.length) add('note', 'No messages yet. Say hello!');
+}
+
+function connect() {
+  clearTimeout(retryTimer);
+  if (!wanted) return;
+  const name = app.current;
+  wsName = name;
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  conn(retry ? 'reconnecting…' : 'connecting…', 'wait');
+  const sock = new WebSocket(`${proto}//${location.host}/ws/${encodeURIComponent(name)}`);
+  ws = sock;
+  sock.onopen = () => {
+    if (retry) api.forgetCsrf(); // a restarted companiond has a new CSRF token
+    retry = 0;
+    conn('connected', 'good');
+    while (queue.length && sock.readyState === WebSocket.OPEN) sock.send(queue.shift());
+  };
+  sock.onmessage = (ev) => {
+    let f;
+    try { f = JSON.parse(ev.data); } catch { return; }
+    onFrame(f);
+  };
+  sock.onclose = () => {
+    if (ws !== sock) return;
+    ws = null;
+    finishBubble();
+    if (!wanted) { conn('not connected'); return; }
+    retry += 1;
+    const delay = Math.min(10000, 500 * 2 ** Math.min(retry, 5));
+    conn(`disconnected — retrying in ${Math.round(delay / 1000)} s`, 'bad');
+    retryTimer = setTimeout(connect, delay);
+  };
+}
+
+function disconnect() {
+  wanted = false;
+  clearTimeout(retryTimer);
+  if (ws) { const s = ws; ws = null; s.close(); }
+  conn('not connected');
+}
+
+function finishBubble() {
+  if (bubble) bubble.classList.remove('streaming');
+  bubble = null;
+  $('chat-send').disabled = false;
+}
+
+function onFrame(f) {
+  switch (f.type) {
+    case 'assistant_delta':
+      if (!bubble) bubble = add('ai', '', 'streaming');
+      bubble.querySelector('.text').textContent += f.text || '';
+      scroll();
+      break;
+    case 'turn_end':
+      if (bubble && !bubble.querySelector('.text').textContent) bubble.remove();
+      finishBubble();
+      break;
+    case 'tool_call':
+      add('tool', `Using the tool “${f.name}”…`);
+      bubble = null;
+      break;
+    case 'tool_result':
+      add('tool', f.is_error ? `The tool “${f.name}” failed.` : `The tool “${f.name}” answered.`);
+      break;
+    case 'error': {
+      let text = api.codeWords(f.code) || f.error || 'The reply failed.';
+      if (f.code === 'no_provider') text = 'No language model is set up yet, so I cannot answer. Open Start to connect one.';
+      else if (f.code === 'connection_failed' || f.code === 'timeout') text = `The language model is unreachable: ${f.error || api.codeWords(f.code)} Check that the model server is running, or change it on Start.`;
+      else if (f.error && api.codeWords(f.code)) text += ` (${f.error})`;
+      const li = add('error', text);
+      if (f.code === 'no_provider' || f.code === 'connection_failed' || f.code === 'timeout') {
+        li.append(' ', el('a', { href: '#start' }, 'Set up the model'));
+      }
+      finishBubble();
+      break;
+    }
+    case 'game_input':
+      add('note', 'A mini-game is running: your message went to the game.');
+      break;
+    case 'provider_changed':
+      add('note', 'The model settings changed; the next reply uses the new model.');
+      break;
+    case 'character_renamed':
+      add('note', `The character was renamed from ${f.old_name} to ${f.new_name}.`);
+      app.refreshCharacters();
+      break;
+    case 'reload_page':
+      add('note', 'This character was replaced by a cloud-save download; reloading the history.');
+      loadHistory(app.current);
+      break;
+    default:
+      break;
+  }
+}
+
+function send(ev) {
+  ev.preventDefault();
+  const input = $('chat-input');
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = '';
+  add('human', text);
+  finishBubble();
+  $('chat-send').disabled = true;
+  const frame = JSON.stringify({ type: 'user_text', text });
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(frame);
+  else { queue.push(frame); add('note', 'Not connected right now; the message will be sent when the connection is back.'); }
+  setTimeout(() => { $('chat-send').disabled = false; }, 15000);
+}
+
+async function open() {
+  $('chat-name').textContent = app.current;
+  if (ws && wsName === app.current) return;
+  disconnect();
+  await loadHistory(app.current);
+  wanted = true;
+  retry = 0;
+  connect();
+}
+
+export default {
+  init(a) {
+    app = a;
+    $('chat-form').addEventListener('submit', send);
+    $('chat-input').addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) send(e);
+    });
+    app.onCharacters(() => { if (wanted && wsName !== app.current) open(); });
+  },
+  show() { open(); $('chat-input').focus(); },
+  // Leave the socket only while the Chat section is shown, so a cloud-save
+  // download of this character is not blocked by the console itself.
+  hide() { disconnect(); },
+};

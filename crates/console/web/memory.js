@@ -1,0 +1,152 @@
+// Memory: the review / powerful-memory toggles and the recent-history editor.
+// Editing follows docs/memory.md: read (content + fingerprint + identity_token),
+// edit, save with both tokens and source_index per kept entry. A 409
+// RECENT_FILE_CONFLICT means someone else changed the file: say so, never retry.
+import * as api from './api.js';
+import { el, say } from './ui.js';
+
+let app;
+let doc = null;      // {filename, fingerprint, identity_token, entries:[{role,text,source_index,theater}]}
+let dirty = false;
+const $ = (id) => document.getElementById(id);
+
+function contentText(c) {
+  if (typeof c === 'string') return c;
+  if (Array.isArray(c)) return c.map((p) => (typeof p === 'string' ? p : p.text || '')).join('');
+  return c == null ? '' : JSON.stringify(c);
+}
+
+async function loadToggles() {
+  for (const [id, path] of [['mem-review', '/api/memory/review_config'], ['mem-powerful', '/api/memory/powerful_memory_config']]) {
+    const r = await api.get(path);
+    const box = $(id);
+    if (r.status === 200 && typeof r.body.enabled === 'boolean') {
+      box.checked = r.body.enabled;
+      box.indeterminate = false;
+    } else {
+      box.indeterminate = true;
+      say('mem-toggle-result', `A memory option could not be read: ${api.explain(r)}`, 'error');
+    }
+  }
+}
+
+async function setToggle(id, path, label) {
+  const box = $(id);
+  const r = await api.post(path, { enabled: box.checked });
+  if (!r.ok) {
+    box.checked = !box.checked;
+    say('mem-toggle-result', `${label} was not changed: ${api.explain(r)}`, 'error');
+    return;
+  }
+  say('mem-toggle-result', `${label} is now ${r.body.enabled ? 'on' : 'off'}.`, 'ok');
+}
+
+async function loadFileList() {
+  const r = await api.get('/api/memory/recent_files');
+  const files = new Set(r.ok ? r.body.files || [] : []);
+  for (const n of app.characters) files.add(`recent_${n}.json`);
+  const sel = $('mem-file');
+  const keep = sel.value || `recent_${app.current}.json`;
+  sel.replaceChildren(...[...files].sort().map((f) => el('option', { value: f }, f.replace(/^recent_/, '').replace(/\.json$/, ''))));
+  sel.value = files.has(keep) ? keep : `recent_${app.current}.json`;
+}
+
+async function loadFile() {
+  const filename = $('mem-file').value;
+  if (!filename) return;
+  say('mem-result', '');
+  const r = await api.get(`/api/memory/recent_file?filename=${encodeURIComponent(filename)}`);
+  if (!r.ok) {
+    doc = null;
+    $('mem-entries').replaceChildren();
+    $('mem-info').textContent = r.status === 404 ? 'This character has no history yet.' : `Could not read the history: ${api.explain(r)}`;
+    return;
+  }
+  let raw = [];
+  try { raw = JSON.parse(r.body.content || '[]'); } catch { raw = []; }
+  if (!Array.isArray(raw)) raw = [];
+  doc = {
+    filename,
+    fingerprint: r.body.fingerprint,
+    identity_token: r.body.identity_token,
+    entries: raw.map((e, i) => {
+      const data = (e && e.data) || {};
+      const theater = !!(data.metadata && data.metadata.source === 'theater_numeric_v2');
+      return { role: (e && e.type) || 'system', text: contentText(data.content), source_index: i, theater };
+    }),
+  };
+  dirty = false;
+  render();
+}
+
+function render() {
+  const n = doc.entries.length;
+  $('mem-info').textContent = `${n} message${n === 1 ? '' : 's'}. Edit the text, change who said it, remove or add messages, then save.`;
+  $('mem-entries').replaceChildren(...doc.entries.map((e, i) => {
+    const li = el('li', { class: `mem-entry ${e.role}` });
+    if (e.theater) {
+      li.append(el('span', { class: 'pill' }, 'theater (read-only)'), el('p', {}, e.text));
+      return li;
+    }
+    const role = el('select', { 'aria-label': `Who said message ${i + 1}` },
+      ...[['human', 'You'], ['ai', 'Character'], ['system', 'System']].map(([v, t]) => el('option', { value: v, selected: v === e.role }, t)));
+    role.addEventListener('change', () => { e.role = role.value; dirty = true; });
+    const text = el('textarea', { rows: Math.min(6, Math.max(1, Math.ceil(e.text.length / 70))), 'aria-label': `Text of message ${i + 1}` });
+    text.value = e.text;
+    text.addEventListener('input', () => { e.text = text.value; dirty = true; });
+    const rm = el('button', { type: 'button', class: 'danger', 'aria-label': `Remove message ${i + 1}`,
+      onclick: () => { doc.entries.splice(i, 1); dirty = true; render(); } }, 'Remove');
+    li.append(role, text, rm);
+    return li;
+  }));
+}
+
+async function save() {
+  if (!doc) return;
+  const chat = doc.entries.map((e) => {
+    const m = { role: e.role, text: e.text };
+    if (e.source_index !== null) m.source_index = e.source_index;
+    if (e.theater) m.theater = true;
+    return m;
+  });
+  $('mem-save').disabled = true;
+  const r = await api.post('/api/memory/recent_file/save', {
+    filename: doc.filename, fingerprint: doc.fingerprint, identity_token: doc.identity_token, chat,
+  });
+  $('mem-save').disabled = false;
+  const code = r.body && (r.body.code || r.body.error_code);
+  if (r.status === 409 && (code === 'RECENT_FILE_CONFLICT' || !code)) {
+    // never replay the old edit over the newer file
+    say('mem-result', 'Not saved: this history was changed elsewhere — reload it to see the latest version, then make your edit again.', 'error');
+    $('mem-reload').focus();
+    return;
+  }
+  if (!r.ok) { say('mem-result', `Not saved: ${api.explain(r)}`, 'error'); return; }
+  await loadFile();
+  say('mem-result', `Saved ${chat.length} message${chat.length === 1 ? '' : 's'}.`, 'ok');
+}
+
+export default {
+  init(a) {
+    app = a;
+    $('mem-review').addEventListener('change', () => setToggle('mem-review', '/api/memory/review_config', 'Automatic review'));
+    $('mem-powerful').addEventListener('change', () => setToggle('mem-powerful', '/api/memory/powerful_memory_config', 'Powerful memory'));
+    $('mem-file').addEventListener('change', loadFile);
+    $('mem-reload').addEventListener('click', async () => { await loadFile(); say('mem-result', 'Reloaded the latest version.', 'info'); });
+    $('mem-add').addEventListener('click', () => {
+      if (!doc) return;
+      doc.entries.push({ role: 'human', text: '', source_index: null, theater: false });
+      dirty = true;
+      render();
+      const areas = $('mem-entries').querySelectorAll('textarea');
+      if (areas.length) areas[areas.length - 1].focus();
+    });
+    $('mem-save').addEventListener('click', save);
+    window.addEventListener('beforeunload', (e) => { if (dirty) e.preventDefault(); });
+  },
+  async show() {
+    await loadToggles();
+    await loadFileList();
+    if (!dirty || !doc || doc.filename !== $('mem-file').value) await loadFile();
+  },
+};

@@ -1,0 +1,157 @@
+// Settings: proactive-chat mode and fields, conversation settings (with the
+// revision / If-Match rule), proxy mode.
+import * as api from './api.js';
+import { el, say } from './ui.js';
+
+const $ = (id) => document.getElementById(id);
+
+const PRO_FIELDS = [
+  ['proactiveChatEnabled', 'Start conversations by itself'],
+  ['proactivePersonalChatEnabled', 'Personal topics'],
+  ['proactiveVisionChatEnabled', 'Talk about what is on screen'],
+  ['proactiveNewsChatEnabled', 'News'],
+  ['proactiveVideoChatEnabled', 'Videos'],
+  ['proactiveCommunityChatEnabled', 'Community posts'],
+  ['proactiveMusicEnabled', 'Music'],
+  ['proactiveMemeEnabled', 'Memes'],
+  ['proactiveMiniGameInviteEnabled', 'Mini-game invitations'],
+  ['proactiveChatInterval', 'Chat interval (seconds)', 'int'],
+  ['proactiveVisionInterval', 'Screen-look interval (seconds)', 'int'],
+];
+
+const CONV_FIELDS = [
+  ['proactiveVisionEnabled', 'Let the character look at the screen (privacy)'],
+  ['mergeMessagesEnabled', 'Merge quick consecutive messages'],
+  ['focusModeEnabled', 'Focus mode'],
+  ['subtitleEnabled', 'Subtitles'],
+  ['avatarReactionBubbleEnabled', 'Reaction bubbles over the avatar'],
+  ['slopFilterEnabled', 'Filter clichéd phrases'],
+  ['noiseReductionEnabled', 'Microphone noise reduction'],
+  ['independentAsrEnabled', 'Separate speech recognition'],
+  ['textGuardMaxLength', 'Longest message the character reads (0–2000 characters)', 'int'],
+  ['userLanguage', 'Your language (e.g. en, zh-CN, ja)', 'text'],
+];
+
+let convRevision = null;
+let convDirty = false;   // the person edited the conversation form since it was read
+
+function fieldInput(prefix, [key, label, type], value) {
+  const id = `${prefix}-${key}`;
+  if (!type) {
+    const box = el('input', { type: 'checkbox', id, 'data-key': key, checked: value === true });
+    return el('label', { class: 'check' }, box, ' ', label);
+  }
+  const input = el('input', { id, 'data-key': key, type: type === 'int' ? 'number' : 'text', class: type === 'int' ? 'short' : '' });
+  input.value = value ?? '';
+  return el('label', { class: 'field' }, label, ' ', input);
+}
+
+function readFields(container, only) {
+  const out = {};
+  for (const i of container.querySelectorAll('[data-key]')) {
+    if (only && !only.has(i.dataset.key)) continue;
+    if (i.type === 'checkbox') out[i.dataset.key] = i.checked;
+    else if (i.type === 'number') { if (i.value !== '') out[i.dataset.key] = Number(i.value); }
+    else if (i.value.trim() !== '') out[i.dataset.key] = i.value.trim();
+  }
+  return out;
+}
+
+async function loadProactive() {
+  const r = await api.get('/api/proactive/mode');
+  if (!r.ok) { say('pro-result', `Could not read the proactive settings: ${api.explain(r)}`, 'error'); return; }
+  const mode = r.body.mode;
+  for (const radio of document.querySelectorAll('input[name="pro-mode"]')) radio.checked = radio.value === mode;
+  $('pro-mode-now').textContent = mode === 'custom' ? '(now: custom — individual fields differ from every preset)' : `(now: ${mode})`;
+  const s = r.body.settings || {};
+  $('pro-fields').replaceChildren(...PRO_FIELDS.map((f) => fieldInput('pro', f, s[f[0]])));
+}
+
+function describeWrite(b) {
+  const bad = [...(b.rejected || []), ...(b.rejected_user_owned || [])];
+  return bad.length ? ` Not applied: ${bad.join(', ')}.` : '';
+}
+
+/** Proactive fields live in the conversation-settings document: a proactive
+ * write bumps its revision, so re-read the form below unless it holds edits. */
+async function afterProactiveWrite() {
+  await loadProactive();
+  if (!convDirty) await loadConversation();
+}
+
+async function setMode(mode) {
+  const r = await api.post('/api/proactive/mode', { mode });
+  if (!r.ok) { say('pro-result', `Mode not changed: ${api.explain(r)}`, 'error'); return; }
+  await afterProactiveWrite();
+  say('pro-result', `Proactive chat is now “${r.body.mode}”.${describeWrite(r.body)}`, 'ok');
+}
+
+async function saveProactive() {
+  const r = await api.post('/api/proactive/settings', readFields($('pro-fields')));
+  if (!r.ok) { say('pro-result', `Not saved: ${api.explain(r)}`, 'error'); return; }
+  await afterProactiveWrite();
+  say('pro-result', `Saved; the mode is now “${r.body.mode}”.${describeWrite(r.body)}`, 'ok');
+}
+
+let convLoaded = {};
+
+async function loadConversation() {
+  const r = await api.get('/api/config/conversation-settings');
+  if (!r.ok) { say('conv-result', `Could not read the conversation settings: ${api.explain(r)}`, 'error'); return; }
+  convRevision = r.headers.get('ETag') || (r.body.revision != null ? String(r.body.revision) : null);
+  const s = r.body.settings || {};
+  convLoaded = readFieldsFrom(s);
+  convDirty = false;
+  $('conv-fields').replaceChildren(...CONV_FIELDS.map((f) => fieldInput('conv', f, s[f[0]])));
+}
+
+function readFieldsFrom(s) {
+  const o = {};
+  for (const [k] of CONV_FIELDS) o[k] = s[k];
+  return o;
+}
+
+async function saveConversation() {
+  const all = readFields($('conv-fields'));
+  // send only what the person changed, so unset fields stay unset
+  const body = {};
+  for (const [k, v] of Object.entries(all)) {
+    if (convLoaded[k] !== v && !(convLoaded[k] === undefined && v === false)) body[k] = v;
+  }
+  if (!Object.keys(body).length) { say('conv-result', 'Nothing changed.', 'info'); return; }
+  const headers = convRevision ? { 'If-Match': convRevision } : {};
+  const r = await api.request('POST', '/api/config/conversation-settings', body, headers);
+  if (r.status === 412) {
+    say('conv-result', 'Not saved: these settings were changed elsewhere — reload them and make the change again.', 'error');
+    return;
+  }
+  if (!r.ok) { say('conv-result', `Not saved: ${api.explain(r)}`, 'error'); return; }
+  await loadConversation();
+  const rej = [...(r.body.rejected || []), ...(r.body.ignored || [])];
+  say('conv-result', `Saved.${rej.length ? ` Not accepted: ${rej.map((x) => (typeof x === 'string' ? x : x.field || JSON.stringify(x))).join(', ')}.` : ''}`, rej.length ? 'error' : 'ok');
+}
+
+async function proxy(direct) {
+  const r = await api.post('/api/config/set_proxy_mode', { direct });
+  if (!r.ok) { say('proxy-result', `Not changed: ${api.explain(r)}`, 'error'); return; }
+  const p = Object.entries(r.body.proxies_after || {}).map(([k, v]) => `${k}: ${v}`).join(', ');
+  say('proxy-result', direct
+    ? 'Requests now go directly, without a proxy (until companiond restarts).'
+    : `Requests follow the system proxy again${p ? ` (${p})` : ' (none is set)'}.`, 'ok');
+}
+
+export default {
+  init() {
+    for (const radio of document.querySelectorAll('input[name="pro-mode"]')) {
+      radio.addEventListener('change', () => { if (radio.checked) setMode(radio.value); });
+    }
+    $('pro-save').addEventListener('click', saveProactive);
+    $('conv-save').addEventListener('click', saveConversation);
+    $('conv-reload').addEventListener('click', async () => { await loadConversation(); say('conv-result', 'Reloaded.', 'info'); });
+    $('conv-fields').addEventListener('input', () => { convDirty = true; });
+    $('conv-fields').addEventListener('change', () => { convDirty = true; });
+    $('proxy-direct').addEventListener('click', () => proxy(true));
+    $('proxy-system').addEventListener('click', () => proxy(false));
+  },
+  show() { loadProactive(); loadConversation(); },
+};
