@@ -292,10 +292,18 @@ async fn crash_leftovers_are_swept_at_start() {
                     format!("config/keep.{TOKEN}.tmp"),
                     "state/user-file.json".to_string(),
                 ] {
-                    std::fs::write(data.join(f), b"{\"half\":").expect("leftover");
+                    std::fs::write(data.join(&f), b"{\"half\":").expect("leftover");
+                    // Left by a process that crashed a minute ago.
+                    let file = std::fs::File::options()
+                        .write(true)
+                        .open(data.join(&f))
+                        .expect("open");
+                    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+                        .expect("mtime");
                 }
-                // Modified before this start (one second of mtime resolution slack).
-                std::thread::sleep(Duration::from_millis(1100));
+                // Written just now: it may be a write in flight, never removed.
+                std::fs::write(data.join(format!("state/.fresh.json.{TOKEN}.tmp")), b"{")
+                    .expect("fresh");
             })),
             ..Default::default()
         },
@@ -312,6 +320,7 @@ async fn crash_leftovers_are_swept_at_start() {
         waited += 1;
     }
     for kept in [
+        format!("state/.fresh.json.{TOKEN}.tmp"),
         "config/.notes.tmp".to_string(),
         format!("config/keep.{TOKEN}.tmp"),
         "state/user-file.json".to_string(),

@@ -100,9 +100,13 @@ pub fn is_leftover_temp(name: &str) -> bool {
 /// Remove the temporary files that an interrupted [`atomic_write`] left under
 /// `root` (a kill -9 between create and rename), walking the tree without
 /// following symbolic links. Only files of exactly that name pattern and last
-/// modified before `started` are removed, so a write in flight now is never
-/// touched. Returns how many were removed.
+/// modified well before `started` are removed, so a write in flight now is never
+/// touched (file times come from a coarser clock than `SystemTime::now`, hence
+/// the margin). Returns how many were removed.
 pub fn sweep_leftover_temps(root: &Path, started: std::time::SystemTime) -> usize {
+    let cutoff = started
+        .checked_sub(std::time::Duration::from_secs(2))
+        .unwrap_or(std::time::UNIX_EPOCH);
     let mut removed = 0;
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -121,7 +125,7 @@ pub fn sweep_leftover_temps(root: &Path, started: std::time::SystemTime) -> usiz
             let old = entry
                 .metadata()
                 .and_then(|m| m.modified())
-                .is_ok_and(|t| t < started);
+                .is_ok_and(|t| t < cutoff);
             if old && std::fs::remove_file(entry.path()).is_ok() {
                 removed += 1;
             }

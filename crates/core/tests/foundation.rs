@@ -637,7 +637,7 @@ async fn unread_request_bodies_are_discarded_and_the_connection_kept() {
     let body = vec![b'x'; 512 * 1024];
     for _ in 0..3 {
         let head = format!(
-            "POST /api/probe/local HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+            "POST /api/probe/local HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
             body.len()
         );
         conn.write_all(head.as_bytes()).await.unwrap();
