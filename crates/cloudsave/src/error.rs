@@ -61,6 +61,16 @@ pub enum CloudSaveError {
     },
 }
 
+impl From<companiond_core::fence::FenceUp> for CloudSaveError {
+    fn from(f: companiond_core::fence::FenceUp) -> Self {
+        CloudSaveError::FenceActive {
+            mode: f.mode,
+            operation: f.operation,
+            target: f.target,
+        }
+    }
+}
+
 impl std::fmt::Display for CloudSaveError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message())

@@ -126,7 +126,7 @@ async fn download(svc: Arc<CloudSave>, raw: String, req: Request) -> Response {
 
 /// The five routes of interface.md § Cloud save.
 pub fn api(state: &AppState) -> Api {
-    crate::local::recover_stale_fence(&state.store);
+    companiond_core::fence::recover_stale(&state.store);
     let svc = Arc::new(CloudSave::new(state));
     let (s1, s2, s3, s4, s5) = (svc.clone(), svc.clone(), svc.clone(), svc.clone(), svc);
     Api::new(state, "cloudsave")

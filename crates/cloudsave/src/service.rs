@@ -435,7 +435,7 @@ impl CloudSave {
         }
 
         // A consistent local snapshot, taken under the fence.
-        let fence = local::raise(
+        let fence = companiond_core::fence::raise(
             &self.state.store,
             "character_upload",
             &format!("memory/{name}"),
@@ -664,7 +664,7 @@ impl CloudSave {
         let _op = self.op_lock.lock().await;
         let fetched = self.fetch_payload(&target, name, &meta).await?;
 
-        let fence = local::raise(
+        let fence = companiond_core::fence::raise(
             &self.state.store,
             "character_download",
             &format!("memory/{name}"),
@@ -692,10 +692,7 @@ impl CloudSave {
                     .map_err(CloudSaveError::MemoryReleaseFailed)?;
             }
             // Chat appends to recent.json wait until the import is complete.
-            let recent = self
-                .state
-                .store
-                .lock_for(format!("memory/{name}/recent.json"));
+            let recent = self.state.history.lock(name);
             let _guard = recent.lock().await;
             self.import(name, &meta, fetched, opts, local_exists).await
         }

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 /// The flat files of a unit, when they exist (interface.md § Character unit).
 /// Everything else in the memory folder (archive dirs, recent_meta.json,
 /// recovery state, worker sidecars, SQLite -wal/-shm) stays local.
-pub const MANAGED_FILES: &[&str] = companiond_core::state::docs::CHARACTER_UNIT_FILES;
+pub const MANAGED_FILES: &[&str] = companiond_core::layout::CHARACTER_UNIT_FILES;
 
 /// The SQLite member, exported as a backup-API snapshot.
 pub const SQLITE_FILE: &str = "time_indexed.db";

@@ -7,7 +7,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json, read_json_body, JsonBody, SuccessError};
-use companiond_core::state::docs;
+use companiond_core::layout as docs;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 

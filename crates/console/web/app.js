@@ -1,5 +1,5 @@
-// The console shell: hash navigation (#start, #chat, ...), the current character,
-// and small DOM helpers shared by the sections.
+// The console shell: hash navigation (#start, #chat, ...) and the current
+// character, shared with the sections (one module each).
 import * as api from './api.js';
 import { banner } from './ui.js';
 import start from './start.js';
@@ -14,7 +14,7 @@ const sections = { start, chat, characters, memory, library, cloud, settings };
 let active = null;
 
 /** Shared state and helpers the sections use. */
-export const app = {
+const app = {
   current: '',
   characters: [],
   listeners: [],

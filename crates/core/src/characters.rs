@@ -15,8 +15,9 @@ use serde_json::{json, Map, Value};
 
 use crate::api::Api;
 use crate::envelope::{ok_json, JsonBody, SuccessError};
+use crate::layout as docs;
 use crate::notices::Notices;
-use crate::state::{docs, AppState};
+use crate::state::AppState;
 use crate::store::{self, Store};
 
 /// The name of the character of a fresh data dir.

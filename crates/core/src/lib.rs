@@ -19,8 +19,11 @@
 pub mod api;
 pub mod characters;
 pub mod envelope;
+pub mod fence;
 pub mod front;
 pub mod guards;
+pub mod history;
+pub mod layout;
 pub mod llm;
 pub mod multipart;
 pub mod net;

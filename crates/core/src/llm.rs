@@ -8,8 +8,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use crate::layout as docs;
 use crate::providers::{self, Endpoint, Slot};
-use crate::state::docs;
 use crate::store::Store;
 use crate::usage::{TokenUsage, UsageRow};
 

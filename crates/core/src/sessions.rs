@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::envelope::SuccessError;
+use crate::history::{Entry, Speaker};
 use crate::llm::{CallOptions, ChatMessage, LlmError};
 use crate::providers::Slot;
 use crate::state::{AppState, InputSource};
@@ -416,6 +417,22 @@ async fn run_turn(
         let e = LlmError::NotConfigured;
         return send(json!({"type": "error", "code": e.code(), "error": e.to_string()}));
     };
+    // The context starts from the stored history, so a restart, a reconnect or a
+    // second window continues the same conversation, and lines other features
+    // wrote (onboarding, proactive chat, a memory-browser edit) are seen.
+    let prior: Vec<ChatMessage> = st
+        .history
+        .tail(&name, CONTEXT_MESSAGES)
+        .await
+        .into_iter()
+        .map(|e| match e.speaker {
+            Speaker::Human => ChatMessage::user(e.text().to_string()),
+            Speaker::Ai => ChatMessage::assistant(e.text().to_string()),
+            Speaker::System => ChatMessage::system(e.text().to_string()),
+        })
+        .collect();
+    // This turn's messages: the input, then model rounds and tool results.
+    let mut turn = vec![ChatMessage::user(text.clone())];
     mgr.push_history(ChatMessage::user(text.clone())).await;
     let opts = CallOptions {
         character: name.clone(),
@@ -424,9 +441,8 @@ async fn run_turn(
     let mut final_text = String::new();
     for _round in 0..MAX_TOOL_ROUNDS {
         let mut messages = vec![ChatMessage::system(system_prompt(st, &name))];
-        let hist = mgr.history().await;
-        let start = context_start(&hist);
-        messages.extend(hist[start..].iter().cloned());
+        messages.extend(prior.iter().cloned());
+        messages.extend(turn.iter().cloned());
         let tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
         let on_delta = |d: &str| send(json!({"type": "assistant_delta", "text": d}));
         let c = match st
@@ -444,13 +460,14 @@ async fn run_turn(
             mgr.push_history(ChatMessage::assistant(c.content)).await;
             break;
         }
-        mgr.push_history(ChatMessage {
+        let asked = ChatMessage {
             role: "assistant".into(),
             content: Some(c.content.clone()).filter(|s| !s.is_empty()),
             tool_calls: c.tool_calls.clone(),
             tool_call_id: None,
-        })
-        .await;
+        };
+        turn.push(asked.clone());
+        mgr.push_history(asked).await;
         for call in &c.tool_calls {
             send(json!({"type": "tool_call", "name": call.function.name, "call_id": call.id}));
             let result = match mgr.tool(&call.function.name) {
@@ -470,42 +487,20 @@ async fn run_turn(
             send(
                 json!({"type": "tool_result", "name": call.function.name, "call_id": call.id, "is_error": result.is_error}),
             );
-            mgr.push_history(ChatMessage::tool(&call.id, result.content))
-                .await;
+            let answer = ChatMessage::tool(&call.id, result.content);
+            turn.push(answer.clone());
+            mgr.push_history(answer).await;
         }
     }
     // The character may have been renamed during the turn: write under its current name.
     persist_exchange(st, &mgr.name(), &text, &final_text).await;
 }
 
-/// Start of the context window, never splitting a tool-call group.
-fn context_start(hist: &[ChatMessage]) -> usize {
-    let mut start = hist.len().saturating_sub(CONTEXT_MESSAGES);
-    while start > 0 && start < hist.len() && hist[start].role == "tool" {
-        start -= 1;
-    }
-    start
-}
-
-/// Append the exchange to `memory/<name>/recent.json` (reference § 3.3 format).
-/// A corrupt history file is left untouched.
+/// Append the exchange to the character's history. A corrupt history file is
+/// left untouched.
 async fn persist_exchange(st: &AppState, name: &str, user: &str, assistant: &str) {
-    let rel = std::path::Path::new("memory")
-        .join(name)
-        .join("recent.json");
-    let entries = vec![
-        json!({"type": "human", "data": {"content": user}}),
-        json!({"type": "ai", "data": {"content": assistant}}),
-    ];
-    let r = st
-        .store
-        .update(rel, move |cur: Option<Vec<Value>>| {
-            let mut v = cur.unwrap_or_default();
-            v.extend(entries);
-            (v, ())
-        })
-        .await;
-    if let Err(e) = r {
+    let entries = vec![Entry::human(user), Entry::ai(assistant)];
+    if let Err(e) = st.history.append(name, entries).await {
         tracing::warn!("cannot append to the recent history of {name}: {e}");
     }
 }

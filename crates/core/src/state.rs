@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::characters::Characters;
 use crate::front::HostPolicy;
+use crate::history::History;
 use crate::llm::LlmClient;
 use crate::notices::Notices;
 use crate::options::Options;
@@ -17,29 +18,6 @@ use crate::sessions::Sessions;
 use crate::store::Store;
 use crate::tools::ToolHub;
 use crate::usage::TokenUsage;
-
-/// Relative paths of the fixed documents of the data dir (runtime.md § Data directory layout).
-pub mod docs {
-    /// Provider settings, `recent_memory_auto_review`, `powerful_memory_enabled`.
-    pub const CORE_CONFIG: &str = "config/core_config.json";
-    /// The characters file.
-    pub const CHARACTERS: &str = "config/characters.json";
-    /// The flat files of a character unit (interface.md § Character unit), in
-    /// that order, inside `memory/<character>/`: the memory family creates them,
-    /// cloud save exports exactly those that exist.
-    pub const CHARACTER_UNIT_FILES: &[&str] = &[
-        "recent.json",
-        "settings.json",
-        "facts.json",
-        "facts_archive.json",
-        "persona.json",
-        "persona_corrections.json",
-        "reflections.json",
-        "reflections_archive.json",
-        "surfaced.json",
-        "time_indexed.db",
-    ];
-}
 
 /// Where a chat input came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +125,8 @@ pub struct Inner {
     /// Which `Host` names and `Origin`s are ours (the front door and the CSRF guard).
     pub host_policy: Arc<HostPolicy>,
     pub store: Store,
+    /// Every character's chat history (`memory/<name>/recent.json`).
+    pub history: History,
     /// Client honouring the system proxy settings (remote services).
     pub http: crate::net::LazyClient,
     /// Client that never uses a proxy (loopback services).
@@ -189,7 +169,7 @@ impl AppState {
         for name in characters.names() {
             sessions.ensure(&name);
         }
-        let usage = TokenUsage::new(opts.data_dir.join("state").join("token_usage.db"));
+        let usage = TokenUsage::new(opts.data_dir.join(crate::layout::TOKEN_USAGE_DB));
         let llm = LlmClient::new(
             http.clone(),
             local_http.clone(),
@@ -202,6 +182,7 @@ impl AppState {
             local_http,
             host_policy: Arc::new(HostPolicy::from_options(&opts)),
             opts,
+            history: History::new(store.clone()),
             store,
             http,
             characters,

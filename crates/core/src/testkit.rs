@@ -178,7 +178,7 @@ impl TestServer {
         }
         self.state
             .store
-            .write(crate::state::docs::CORE_CONFIG, cfg)
+            .write(crate::layout::CORE_CONFIG, cfg)
             .await
             .expect("write core config");
     }

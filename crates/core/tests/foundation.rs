@@ -655,3 +655,100 @@ async fn unread_request_bodies_are_discarded_and_the_connection_kept() {
         );
     }
 }
+
+/// One chat turn on a fresh socket; returns the streamed reply.
+async fn one_turn(s: &TestServer, text: &str) -> String {
+    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Companion"))
+        .await
+        .unwrap();
+    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
+    ws.send(Message::Text(
+        json!({"type": "user_text", "text": text}).to_string(),
+    ))
+    .await
+    .unwrap();
+    let mut reply = String::new();
+    loop {
+        let f = next_frame(&mut ws).await;
+        match f["type"].as_str() {
+            Some("assistant_delta") => reply.push_str(f["text"].as_str().unwrap_or("")),
+            Some("turn_end") => break,
+            other => panic!("unexpected frame {other:?}: {f}"),
+        }
+    }
+    let _ = ws.close(None).await;
+    reply
+}
+
+/// The (role, content) pairs of one recorded model request, system prompt dropped.
+fn conversation(req: &Value) -> Vec<(String, String)> {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_continues_from_the_stored_history() {
+    let llm = MockLlm::start("noted").await;
+    // History written before this process started (a restart), in both accepted shapes.
+    let s = TestServer::start_with(
+        &[],
+        TestOptions {
+            prepare: Some(Box::new(|data, _| {
+                std::fs::create_dir_all(data.join("memory/Companion")).unwrap();
+                std::fs::write(
+                    data.join("memory/Companion/recent.json"),
+                    json!([
+                        {"type": "human", "data": {"content": "My cat is called Miso."}},
+                        {"type": "ai", "data": {"content": "Miso is a lovely name!"}},
+                        {"role": "user", "content": "Remember that."}
+                    ])
+                    .to_string(),
+                )
+                .unwrap();
+            })),
+            ..Default::default()
+        },
+    )
+    .await;
+    s.configure_llm(&llm.base()).await;
+
+    assert_eq!(one_turn(&s, "What is my cat called?").await, "noted");
+    let first = conversation(&llm.chat_requests()[0]);
+    assert_eq!(
+        first,
+        vec![
+            ("user".into(), "My cat is called Miso.".into()),
+            ("assistant".into(), "Miso is a lovely name!".into()),
+            ("user".into(), "Remember that.".into()),
+            ("user".into(), "What is my cat called?".into()),
+        ]
+    );
+
+    // A reconnect continues; an edit made elsewhere (the memory browser) is seen.
+    let path = s.data.join("memory/Companion/recent.json");
+    let mut stored: Vec<Value> = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(stored.len(), 5, "the exchange was appended");
+    stored[0] = json!({"type": "human", "data": {"content": "My cat is called Tofu."}});
+    std::fs::write(&path, serde_json::to_vec(&stored).unwrap()).unwrap();
+    one_turn(&s, "And again?").await;
+    let second = conversation(&llm.chat_requests()[1]);
+    assert_eq!(second[0].1, "My cat is called Tofu.");
+    assert_eq!(
+        &second[second.len() - 3..],
+        &[
+            ("user".to_string(), "What is my cat called?".to_string()),
+            ("assistant".to_string(), "noted".to_string()),
+            ("user".to_string(), "And again?".to_string()),
+        ]
+    );
+}

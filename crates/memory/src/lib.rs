@@ -103,7 +103,7 @@ impl MemoryService for Service {
 /// Create the memory unit of every configured character (best effort; skipped
 /// while the cloud-storage fence is up).
 pub fn ensure_all(state: &AppState) {
-    if fence::mode(state.data_dir()) != "normal" {
+    if companiond_core::fence::mode(state.data_dir()) != "normal" {
         return;
     }
     for name in state.characters.names() {

@@ -91,12 +91,6 @@ pub fn parse_filename(filename: &str) -> Result<String, MemoryError> {
     Ok(name.to_string())
 }
 
-/// `<data>/memory/<name>/recent.json`: the file the chat appends to and the
-/// key of the per-character lock.
-pub fn runtime_recent_path(data_dir: &Path, name: &str) -> PathBuf {
-    unit::memory_root(data_dir).join(name).join(unit::RECENT)
-}
-
 /// Where a name's history is read from and written to.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -218,7 +212,7 @@ fn resolve_or_init(
     if let Some(read) = r.read {
         return Ok(Some((read, r.write)));
     }
-    if configured && fence::mode(data) == "normal" {
+    if configured && companiond_core::fence::mode(data) == "normal" {
         let dir = unit::character_dir(data, name).map_err(MemoryError::BadRequest)?;
         unit::ensure_memory_files(&dir)
             .map_err(|e| MemoryError::Storage(format!("cannot create the memory files: {e}")))?;
@@ -270,7 +264,7 @@ pub async fn list(state: &AppState) -> Result<Vec<String>, MemoryError> {
     let data = state.data_dir().to_path_buf();
     let bundle = state.bundle_dir().to_path_buf();
     blocking(move || {
-        if fence::mode(&data) == "normal" {
+        if companiond_core::fence::mode(&data) == "normal" {
             for n in &names {
                 if let Ok(dir) = unit::character_dir(&data, n) {
                     if let Err(e) = unit::ensure_memory_files(&dir) {
@@ -417,9 +411,7 @@ pub async fn save(
     let rt = rt.clone();
     let task = tokio::spawn(async move {
         let _no_rename = rt.rename_lock.read().await;
-        let lock = st
-            .store
-            .lock_for(runtime_recent_path(st.data_dir(), &req.name));
+        let lock = st.history.lock(&req.name);
         let _g = lock.lock_owned().await;
         let name = req.name.clone();
         let configured = st.characters.exists(&name);

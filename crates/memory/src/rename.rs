@@ -20,7 +20,6 @@ use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
 use crate::error::MemoryError;
-use crate::recent::runtime_recent_path;
 use crate::{fence, unit, MemoryRuntime};
 
 /// Rename events kept in a profile.
@@ -108,13 +107,10 @@ pub async fn rename(state: &AppState, old_raw: &str, new_raw: &str) -> Result<Va
         }
     };
     // History locks of both names, in a fixed order.
-    let mut lock_paths = [
-        runtime_recent_path(&data, &old),
-        runtime_recent_path(&data, &new),
-    ];
-    lock_paths.sort();
-    let l0 = state.store.lock_for(&lock_paths[0]).lock_owned().await;
-    let l1 = state.store.lock_for(&lock_paths[1]).lock_owned().await;
+    let mut names = [old.as_str(), new.as_str()];
+    names.sort();
+    let l0 = state.history.lock(names[0]).lock_owned().await;
+    let l1 = state.history.lock(names[1]).lock_owned().await;
 
     let result = transaction(state, &old, &new).await;
     drop((l1, l0));

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::recent::{runtime_recent_path, snapshot};
+use crate::recent::snapshot;
 use crate::tasks::{Refused, TaskInfo, TaskKind};
 use crate::theater::{is_theater, message_text, message_type};
 use crate::toggles::{self, Toggle};
@@ -76,7 +76,7 @@ pub fn start(state: &AppState, name: &str) -> Result<ReviewHandle, Refused> {
 }
 
 async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> ReviewOutcome {
-    let path = runtime_recent_path(state.data_dir(), name);
+    let path = state.history.path(name);
     let p = path.clone();
     let snap = match tokio::task::spawn_blocking(move || snapshot(&p)).await {
         Ok(Ok(s)) => s,
@@ -140,7 +140,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
         return ReviewOutcome::Unchanged;
     }
     // Apply under the history lock, only if nothing changed meanwhile.
-    let lock = state.store.lock_for(&path);
+    let lock = state.history.lock(name);
     let _g = tokio::select! {
         _ = cancel.cancelled() => return ReviewOutcome::Cancelled,
         g = lock.lock_owned() => g,
@@ -226,7 +226,7 @@ async fn watch_once(state: &AppState, seen: &mut HashMap<String, usize>) {
         return;
     }
     for name in state.characters.names() {
-        let path = runtime_recent_path(state.data_dir(), &name);
+        let path = state.history.path(&name);
         let len = tokio::task::spawn_blocking(move || {
             std::fs::read(&path)
                 .ok()

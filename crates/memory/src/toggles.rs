@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use companiond_core::state::docs::CORE_CONFIG;
+use companiond_core::layout::CORE_CONFIG;
 use companiond_core::store::StoreError;
 use companiond_core::AppState;
 use serde_json::{Map, Value};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use companiond_core::paths;
 
 /// The character-unit files (interface.md § Character unit), in that order.
-pub const UNIT_FILES: &[&str] = companiond_core::state::docs::CHARACTER_UNIT_FILES;
+pub const UNIT_FILES: &[&str] = companiond_core::layout::CHARACTER_UNIT_FILES;
 
 /// Files and folders of a memory directory that are never part of the unit.
 pub const LOCAL_ONLY: &[&str] = &[

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use companiond_core::history::{Entry, Speaker};
 use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
@@ -833,25 +834,19 @@ fn system_prompt(st: &AppState, name: &str) -> String {
 }
 
 async fn recent_context(st: &AppState, name: &str) -> String {
-    let rel = std::path::Path::new("memory")
-        .join(name)
-        .join("recent.json");
-    let Ok(Some(Value::Array(items))) = st.store.read::<Value>(rel).await else {
-        return String::new();
-    };
-    let start = items.len().saturating_sub(6);
-    items[start..]
+    st.history
+        .tail(name, 6)
+        .await
         .iter()
         .filter_map(|e| {
-            let who = match e.get("type").and_then(Value::as_str)? {
-                "human" => "User",
-                "ai" => name,
-                _ => return None,
+            let who = match e.speaker {
+                Speaker::Human => "User",
+                Speaker::Ai => name,
+                Speaker::System => return None,
             };
-            let text = e.get("data")?.get("content")?.as_str()?;
             Some(format!(
                 "{who}: {}",
-                text.chars().take(300).collect::<String>()
+                e.text().chars().take(300).collect::<String>()
             ))
         })
         .collect::<Vec<_>>()
@@ -859,19 +854,7 @@ async fn recent_context(st: &AppState, name: &str) -> String {
 }
 
 async fn append_recent(st: &AppState, name: &str, text: &str) {
-    let rel = std::path::Path::new("memory")
-        .join(name)
-        .join("recent.json");
-    let entry = json!({"type": "ai", "data": {"content": text}});
-    let r = st
-        .store
-        .update(rel, move |cur: Option<Vec<Value>>| {
-            let mut v = cur.unwrap_or_default();
-            v.push(entry);
-            (v, ())
-        })
-        .await;
-    if let Err(e) = r {
+    if let Err(e) = st.history.append(name, vec![Entry::ai(text)]).await {
         tracing::warn!("cannot append the proactive message to the history of {name}: {e}");
     }
 }

@@ -11,7 +11,8 @@
 
 use std::path::Path;
 
-use companiond_core::state::{docs, StorageStatus};
+use companiond_core::layout as docs;
+use companiond_core::state::StorageStatus;
 use companiond_core::AppState;
 use serde_json::{json, Value};
 

@@ -7,6 +7,7 @@ use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::Extension;
 use companiond_core::characters::{validate_name, NameRules};
+use companiond_core::history::{Entry, Speaker};
 use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
@@ -109,7 +110,7 @@ pub async fn route_state(
     })
 }
 
-/// Append a line to `memory/<name>/recent.json` (the chat's recent history).
+/// Append a line to the character's chat history, marked as onboarding's.
 async fn cache_in_memory(st: &AppState, persona: &str, role: &str, text: &str) -> bool {
     let Ok(name) = validate_name(persona, NameRules::EXISTING) else {
         return false;
@@ -117,19 +118,13 @@ async fn cache_in_memory(st: &AppState, persona: &str, role: &str, text: &str) -
     if !st.characters.exists(&name) {
         return false;
     }
-    let rel = std::path::Path::new("memory")
-        .join(&name)
-        .join("recent.json");
-    let entry = json!({"type": if role == "user" { "human" } else { "ai" }, "data": {"content": text},
-                       "source": SOURCE});
-    st.store
-        .update(rel, move |cur: Option<Vec<Value>>| {
-            let mut v = cur.unwrap_or_default();
-            v.push(entry);
-            (v, ())
-        })
-        .await
-        .is_ok()
+    let speaker = if role == "user" {
+        Speaker::Human
+    } else {
+        Speaker::Ai
+    };
+    let entry = Entry::new(speaker, text).from_source(SOURCE);
+    st.history.append(&name, vec![entry]).await.is_ok()
 }
 
 pub async fn context(State(st): State<AppState>, Extension(o): O, body: Body) -> Response {
