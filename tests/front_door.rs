@@ -328,3 +328,39 @@ async fn crash_leftovers_are_swept_at_start() {
         assert!(s.data.join(&kept).exists(), "{kept} was removed");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_origin_cannot_mutate() {
+    let s = TestServer::start(companiond::FAMILIES).await;
+    let mut open = Vec::new();
+    for (m, path) in operations(&s).await {
+        if m == "GET" {
+            continue;
+        }
+        for (header, value) in [
+            ("Origin", "https://evil.example"),
+            ("Referer", "https://evil.example/page"),
+        ] {
+            let r = s
+                .http
+                .request(m.parse().expect("method"), s.url(&path))
+                .header("X-CSRF-Token", CSRF)
+                .header(header, value)
+                .header("content-type", "application/json")
+                .body(json!({"name": "Evil", "_csrf_token": CSRF}).to_string())
+                .send()
+                .await
+                .expect("answer");
+            if r.status() != 403 {
+                open.push(format!("{m} {path} with {header} → {}", r.status()));
+            }
+        }
+    }
+    assert!(
+        open.is_empty(),
+        "mutations a foreign page could send:\n{}",
+        open.join("\n")
+    );
+    let (_, chars) = s.get("/api/characters").await;
+    assert!(!chars.to_string().contains("Evil"), "{chars}");
+}

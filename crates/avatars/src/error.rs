@@ -4,6 +4,17 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::SuccessError;
+use companiond_core::paths::NameProblem;
+
+/// A name for a message: at most 80 characters (the rest elided), debug-quoted.
+pub fn shown_name(name: &str) -> String {
+    if name.chars().count() > 80 {
+        let head: String = name.chars().take(80).collect();
+        format!("{head:?}…")
+    } else {
+        format!("{name:?}")
+    }
+}
 
 /// Every failure of the MMD and PNGTuber routes.
 #[derive(Debug)]
@@ -52,8 +63,27 @@ impl AvatarError {
             warnings,
         }
     }
-    pub fn io(context: &str, e: impl std::fmt::Display) -> Self {
+    /// A storage failure (500), except when the file system refused a *name*
+    /// (too long, invalid there): that is the client's input, 400 `invalid_filename`.
+    pub fn io<E: std::fmt::Display + 'static>(context: &str, e: E) -> Self {
+        let refused = (&e as &dyn std::any::Any)
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(companiond_core::paths::is_name_refused);
+        if refused {
+            return AvatarError::invalid(
+                "invalid_filename",
+                format!("{context}: the file system refused the name ({e})"),
+            );
+        }
         AvatarError::Internal(format!("{context}: {e}"))
+    }
+    /// A client-supplied file or folder name that cannot be stored (400
+    /// `invalid_filename`, naming the problem).
+    pub fn bad_name(what: &str, name: &str, problem: NameProblem) -> Self {
+        AvatarError::invalid(
+            "invalid_filename",
+            format!("{what} {}: {problem}", shown_name(name)),
+        )
     }
     pub fn status(&self) -> StatusCode {
         match self {
@@ -121,5 +151,29 @@ impl IntoResponse for AvatarError {
                 .status(status),
             AvatarError::Internal(m) => SuccessError::new(m).code("internal_error").status(status),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_name_from_the_file_system_is_the_clients_error() {
+        let e = AvatarError::io(
+            "cannot store the file",
+            std::io::Error::from(std::io::ErrorKind::InvalidFilename),
+        );
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert!(matches!(
+            e,
+            AvatarError::Invalid {
+                code: "invalid_filename",
+                ..
+            }
+        ));
+        let e = AvatarError::io("x", std::io::Error::other("disk on fire"));
+        assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(shown_name(&"a".repeat(100)).chars().count(), 83);
     }
 }

@@ -206,7 +206,8 @@ fn multipart_error(e: impl std::fmt::Display) -> AvatarError {
 }
 
 async fn mmd_upload(c: Ctx, which: Upload, mut mp: Multipart) -> Response {
-    // The first part carrying a file (preferably named "file").
+    // The file is read from the part named "file" only; other parts (even
+    // ones carrying a file) are skipped unread and nothing is stored for them.
     let result = loop {
         let field = match mp.next_field().await {
             Ok(Some(f)) => f,
@@ -218,8 +219,7 @@ async fn mmd_upload(c: Ctx, which: Upload, mut mp: Multipart) -> Response {
             }
             Err(e) => break Err(multipart_error(e)),
         };
-        let is_file = field.name() == Some("file") || field.file_name().is_some();
-        if !is_file {
+        if field.name() != Some("file") {
             continue;
         }
         let name = field.file_name().map(str::to_string);

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use futures::Stream;
 use serde_json::{json, Map, Value};
 
-use companiond_core::paths::{clean_segments, ensure_within, safe_join, safe_name};
+use companiond_core::paths::{
+    check_file_name, clean_segments, ensure_within, safe_join, safe_name,
+};
 use companiond_core::static_files::USER_MMD;
 use companiond_core::store::{read_json, Store};
 
@@ -62,10 +64,20 @@ fn url_of(prefix: &str, rel: &[String]) -> String {
 fn client_file_name(raw: Option<&str>) -> Result<String, AvatarError> {
     let raw = raw.unwrap_or("").trim();
     let base = raw.rsplit(['/', '\\']).next().unwrap_or("").trim();
-    if base.is_empty() || base.starts_with('.') {
+    if base.is_empty() {
         return Err(AvatarError::invalid(
             "invalid_filename",
             "a file with a name is required",
+        ));
+    }
+    check_file_name(base).map_err(|p| AvatarError::bad_name("file name", base, p))?;
+    if base.starts_with('.') {
+        return Err(AvatarError::invalid(
+            "invalid_filename",
+            format!(
+                "file name {}: hidden names (starting with a dot) are not accepted",
+                crate::error::shown_name(base)
+            ),
         ));
     }
     safe_name(base)

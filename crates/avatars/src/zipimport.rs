@@ -23,7 +23,7 @@ use std::path::Path;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
-use companiond_core::paths::{clean_segments, safe_join, safe_name};
+use companiond_core::paths::{check_file_name, clean_segments, safe_join, safe_name};
 use encoding_rs::{Encoding, BIG5, EUC_KR, GB18030, GBK, SHIFT_JIS};
 
 use crate::error::AvatarError;
@@ -118,15 +118,25 @@ pub fn decode_names(raw: &[(Vec<u8>, String, bool)]) -> (Vec<String>, usize) {
 /// Split and check an entry name: no absolute path, drive, `..` or control characters.
 fn entry_segments(name: &str) -> Result<Vec<String>, AvatarError> {
     let n = name.replace('\\', "/");
-    let unsafe_entry =
-        |why: &str| AvatarError::invalid("unsafe_zip_entry", format!("entry {name:?}: {why}"));
+    let unsafe_entry = |why: &str| {
+        AvatarError::invalid(
+            "unsafe_zip_entry",
+            format!("entry {}: {why}", crate::error::shown_name(name)),
+        )
+    };
     if n.starts_with('/') {
         return Err(unsafe_entry("absolute paths are not allowed"));
     }
     if n.split('/').any(|s| s == "..") {
         return Err(unsafe_entry("'..' is not allowed"));
     }
-    clean_segments(&n).map_err(|e| unsafe_entry(&e.to_string()))
+    let segs = clean_segments(&n).map_err(|e| unsafe_entry(&e.to_string()))?;
+    for s in &segs {
+        check_file_name(s).map_err(|p| {
+            unsafe_entry(&format!("component {}: {p}", crate::error::shown_name(s)))
+        })?;
+    }
+    Ok(segs)
 }
 
 /// Entries skipped silently: macOS resource forks and Finder metadata.

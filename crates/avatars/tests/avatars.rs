@@ -1858,3 +1858,269 @@ async fn every_route_is_in_the_openapi_document() {
         );
     }
 }
+
+// ---------------------------------------------------------------- issue 18
+
+#[tokio::test]
+async fn mmd_uploads_read_only_the_part_named_file() {
+    let s = TestServer::start(&[small]).await;
+    for (route, name, data) in [
+        ("/api/model/mmd/upload", "m.pmx", pmx(10)),
+        ("/api/model/mmd/upload_animation", "a.vmd", vmd()),
+        (
+            "/api/model/mmd/upload_zip",
+            "z.zip",
+            zip_of(&[("z/z.pmx", &pmx(4))]),
+        ),
+    ] {
+        for part in ["model", "files", "upload", "File"] {
+            let (st, b) = send_multipart(&s, route, multipart(&[(part, Some(name), &data)])).await;
+            assert!((400..500).contains(&st), "{route} part {part}: {st} {b}");
+            assert_eq!(b["success"], false);
+            assert_eq!(b["error_code"], "missing_file", "{b}");
+            assert_user_mmd_clean(&s);
+        }
+    }
+    // Other parts before the `file` part are skipped; the `file` part is stored.
+    let (st, b) = send_multipart(
+        &s,
+        "/api/model/mmd/upload",
+        multipart(&[
+            ("decoy", Some("decoy.pmx"), &pmx(3)),
+            ("file", Some("real.pmx"), &pmx(5)),
+        ]),
+    )
+    .await;
+    assert_eq!(st, 200, "{b}");
+    assert!(user_mmd(&s).join("real.pmx").is_file());
+    assert!(!user_mmd(&s).join("decoy.pmx").exists());
+}
+
+#[tokio::test]
+async fn over_long_and_odd_file_names_are_refused_on_every_avatar_upload() {
+    let s = TestServer::start(&[small]).await;
+    let long = |ext: &str| format!("{}.{ext}", "a".repeat(255 - ext.len())); // 256 bytes
+    let long_cjk = |ext: &str| format!("{}.{ext}", "模".repeat(84)); // 255 + 1 + ext bytes
+    for (route, ext, data) in [
+        ("/api/model/mmd/upload", "pmx", pmx(10)),
+        ("/api/model/mmd/upload_animation", "vmd", vmd()),
+        (
+            "/api/model/mmd/upload_zip",
+            "zip",
+            zip_of(&[("z/z.pmx", &pmx(4))]),
+        ),
+    ] {
+        for (name, why) in [
+            (long(ext), "too long"),
+            (long_cjk(ext), "too long"),
+            ("..".to_string(), "dots or spaces"),
+            ("...".to_string(), "dots or spaces"),
+            (". .".to_string(), "dots or spaces"),
+            (format!("a\u{85}b.{ext}"), "refuses"),
+        ] {
+            let (st, b) = upload(&s, route, &name, &data).await;
+            assert_eq!(st, 400, "{route} {name:?}: {b}");
+            assert_eq!(b["error_code"], "invalid_filename", "{route} {name:?}: {b}");
+            assert!(
+                b["error"].as_str().unwrap().contains(why),
+                "{route} {name:?}: {b}"
+            );
+            assert_user_mmd_clean(&s);
+        }
+        // a NUL cannot even pass the multipart parser: still a 400, nothing stored
+        let (st, _) = upload(&s, route, &format!("a\0b.{ext}"), &data).await;
+        assert_eq!(st, 400);
+        assert_user_mmd_clean(&s);
+    }
+    // ZIP entries: every component is checked; the whole archive is refused.
+    let deep = format!("{}/m.pmx", "d".repeat(256));
+    let long_file = format!("m/{}", long("png"));
+    for entry in [deep.as_str(), long_file.as_str()] {
+        let z = zip_of(&[("m/m.pmx", &pmx(4)), (entry, b"x")]);
+        let (st, b) = upload(&s, "/api/model/mmd/upload_zip", "m.zip", &z).await;
+        assert_eq!(st, 400, "{entry}: {b}");
+        assert_eq!(b["error_code"], "unsafe_zip_entry", "{b}");
+        assert!(b["error"].as_str().unwrap().contains("too long"), "{b}");
+        assert_user_mmd_clean(&s);
+    }
+    // 60-character CJK names work everywhere (180 bytes).
+    let cjk60 = "模".repeat(60);
+    let (st, b) = upload(
+        &s,
+        "/api/model/mmd/upload",
+        &format!("{cjk60}.pmx"),
+        &pmx(3),
+    )
+    .await;
+    assert_eq!(st, 200, "{b}");
+    let (st, b) = upload(
+        &s,
+        "/api/model/mmd/upload_animation",
+        &format!("{cjk60}.vmd"),
+        &vmd(),
+    )
+    .await;
+    assert_eq!(st, 200, "{b}");
+    let z = zip_of(&[
+        (&format!("{cjk60}/{cjk60}.pmx"), &pmx(4)),
+        (&format!("{cjk60}/{cjk60}.png"), b"t"),
+    ]);
+    let (st, b) = upload(&s, "/api/model/mmd/upload_zip", &format!("{cjk60}.zip"), &z).await;
+    assert_eq!(st, 200, "{b}");
+    assert!(user_mmd(&s)
+        .join(&cjk60)
+        .join(format!("{cjk60}.pmx"))
+        .is_file());
+}
+
+#[tokio::test]
+async fn pngtuber_names_are_checked_and_long_cjk_names_work() {
+    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let pt = s.data.join("user_pngtuber");
+    let idle = png(2, 2, [9, 9, 9, 255]);
+    let long_file = format!("{}.png", "a".repeat(252)); // 256 bytes
+    let long_dir = "目".repeat(86); // 258 bytes
+    let (long_model, long_idle) = (
+        format!("{long_dir}/model.json"),
+        format!("{long_dir}/idle.png"),
+    );
+    let bad: Vec<(Files, &str)> = vec![
+        (
+            vec![
+                ("model.json", model_json("A", json!({}))),
+                (long_file.as_str(), idle.clone()),
+            ],
+            "too long",
+        ),
+        (
+            vec![
+                (long_model.as_str(), model_json("B", json!({}))),
+                (long_idle.as_str(), idle.clone()),
+            ],
+            "too long",
+        ),
+        (
+            vec![("P/../model.json", model_json("C", json!({})))],
+            "dots or spaces",
+        ),
+        (
+            vec![("P/ . /model.json", model_json("C", json!({})))],
+            "dots or spaces",
+        ),
+        (vec![("P/.../idle.png", idle.clone())], "dots or spaces"),
+        (vec![("P/a\u{85}.png", idle.clone())], "refuses"),
+    ];
+    for (files, why) in bad {
+        let (st, b) = upload_pkg(&s, &files).await;
+        assert_eq!(st, 400, "{b}");
+        assert_eq!(b["error_code"], "invalid_upload_path", "{b}");
+        assert!(b["error"].as_str().unwrap().contains(why), "{b}");
+        assert!(tree(&pt).is_empty(), "left behind: {:?}", tree(&pt));
+    }
+    // 60-character CJK file and folder names: stored (they are 180 bytes).
+    let cjk60 = "猫".repeat(60);
+    let img = format!("{cjk60}.png");
+    let model = serde_json::to_vec(&json!({"name": cjk60, "model_type": "pngtuber",
+        "pngtuber": {"idle_image": img}}))
+    .unwrap();
+    let (st, b) = upload_pkg(
+        &s,
+        &[
+            (&format!("{cjk60}/model.json"), model),
+            (&format!("{cjk60}/{img}"), idle.clone()),
+        ],
+    )
+    .await;
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(b["folder"], cjk60);
+    assert!(pt.join(&cjk60).join(&img).is_file());
+    // A 100-character CJK model name: the folder slug is cut to 255 bytes, not an OS error.
+    let name100 = "犬".repeat(100);
+    let (st, b) = upload_pkg(
+        &s,
+        &[
+            (
+                "Pack/model.json",
+                model_json(&name100, json!({"pngtuber": {"idle_image": "idle.png"}})),
+            ),
+            ("Pack/idle.png", idle.clone()),
+        ],
+    )
+    .await;
+    assert_eq!(st, 200, "{b}");
+    let folder = b["folder"].as_str().unwrap();
+    assert!(folder.len() <= 255 && folder == "犬".repeat(85), "{folder}");
+    assert_eq!(b["name"], name100);
+    let (_, l) = s.get("/api/model/pngtuber/models").await;
+    assert_eq!(l["models"].as_array().unwrap().len(), 2, "{l}");
+}
+
+#[tokio::test]
+async fn extreme_numbers_inside_uploaded_projects_never_break_the_server() {
+    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let body = png(4, 4, [255, 0, 0, 255]);
+    let mouth = png(2, 2, [0, 0, 255, 255]);
+    for (i, v) in [
+        json!(1e308),
+        json!(-1e308),
+        json!(18446744073709551616.0),
+        json!(-1),
+        json!(-0.0),
+        json!("NaN"),
+        json!(1e-320),
+        json!({"nested": [1]}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut l1 = plus_layer(1, Value::Null, "Vector2(0, 0)", 0, 0, &body);
+        let mut l2 = plus_layer(2, json!(1), "Vector2(1, 1)", 2, 1, &mouth);
+        for k in ["zindex", "showTalk", "showBlink", "frames", "animSpeed"] {
+            l2[k] = v.clone();
+        }
+        l1["zindex"] = v.clone();
+        let save = json!({"1": l1, "2": l2});
+        let settings = json!({"costumeKeys": ["1"], "blinkSpeed": v, "blinkChance": v});
+        let dir = format!("P{i}");
+        let (st, b) = upload_pkg(
+            &s,
+            &[
+                (
+                    &format!("{dir}/x{i}.save"),
+                    serde_json::to_vec(&save).unwrap(),
+                ),
+                (
+                    &format!("{dir}/settings.pngtp"),
+                    serde_json::to_vec(&settings).unwrap(),
+                ),
+            ],
+        )
+        .await;
+        assert!(st == 200 || st == 400, "save {v}: {st} {b}");
+        // the same numbers in a layered project
+        let f = |x: f64| Variant::Float(x);
+        let x = v.as_f64().unwrap_or(f64::MAX);
+        let file = remix_file(
+            vec![
+                remix_sprite(1, None, &body, vec![("z_index", f(x))], vec![]),
+                remix_sprite(
+                    2,
+                    Some(1),
+                    &mouth,
+                    vec![
+                        ("should_talk", Variant::Bool(true)),
+                        ("hframes", f(x)),
+                        ("vframes", f(x)),
+                        ("frames", f(x)),
+                        ("frame", f(x)),
+                        ("z_index", f(-x)),
+                    ],
+                    vec![],
+                ),
+            ],
+            true,
+        );
+        let (st, b) = upload_pkg(&s, &[(&format!("R{i}/r{i}.pngRemix"), file)]).await;
+        assert!(st == 200 || st == 400, "remix {v}: {st} {b}");
+    }
+}

@@ -6,9 +6,14 @@
 //!   optional trailing dot), the host of `--listen`, or a name given with
 //!   `--allowed-host`; any port. Anything else (a DNS-rebinding page) gets 403
 //!   before any handler runs. A request without `Host` is refused too.
+//! * **Cross-site writes** — a request other than GET/HEAD/OPTIONS whose `Origin`
+//!   (or, without one, `Referer`) is not ours gets 403 on every route, guarded by
+//!   the CSRF token or not (a page can *send* a form or `fetch` to us without CORS).
 //! * **WebSocket Origin** — an upgrade that carries an `Origin` is accepted only
 //!   from an allowed origin (the same rule as the CSRF guard's Origin check:
 //!   [`HostPolicy::origin_allowed`]); without `Origin` (non-browser clients) it is accepted.
+//!
+//! Every refusal here is `Cache-Control: no-store`.
 //! * **Panics** — a handler that panics answers 500 in its family's envelope and
 //!   logs an ERROR line; the connection is never dropped.
 //!
@@ -19,12 +24,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::FutureExt;
 
-use crate::envelope::{CloudError, DetailEnvelope, Envelope, OkEnvelope, SuccessEnvelope};
+use crate::envelope::{
+    no_store, CloudError, DetailEnvelope, Envelope, OkEnvelope, SuccessEnvelope,
+};
 use crate::options::Options;
 
 /// Which `Host` names and `Origin`s this server answers.
@@ -185,23 +192,39 @@ pub async fn front_door(
             "refused a request for {path} with Host {:?} (not a name of this server)",
             host.as_deref().unwrap_or("")
         );
-        return reject_for_path(
+        return no_store(reject_for_path(
             path,
             StatusCode::FORBIDDEN,
             "host_not_allowed",
             "this server answers only requests addressed to localhost or its own address",
+        ));
+    }
+    // Anything but a read, sent by a page of another site (a cross-site form or
+    // `fetch` needs no CORS to be *sent*): refused whatever the route, guarded or
+    // not. Non-browser clients send no Origin and are not affected.
+    let reads = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if !reads && policy.has_foreign_origin(req.headers()) {
+        tracing::warn!(
+            "refused a {} of {path} sent by a page of another site",
+            req.method()
         );
+        return no_store(reject_for_path(
+            path,
+            StatusCode::FORBIDDEN,
+            "csrf_validation_failed",
+            "requests from pages of other sites are refused",
+        ));
     }
     if is_websocket_upgrade(req.headers()) {
         if let Some(origin) = req.headers().get(header::ORIGIN) {
             if !origin.to_str().is_ok_and(|o| policy.origin_allowed(o)) {
                 tracing::warn!("refused a WebSocket upgrade for {path} from a foreign Origin");
-                return reject_for_path(
+                return no_store(reject_for_path(
                     path,
                     StatusCode::FORBIDDEN,
                     "origin_not_allowed",
                     "WebSocket connections are accepted only from pages of this server",
-                );
+                ));
             }
         }
     }

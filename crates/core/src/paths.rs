@@ -181,6 +181,104 @@ pub fn safe_name(name: &str) -> Result<&str, PathError> {
     Ok(name)
 }
 
+/// Longest file or folder name (one path component) most file systems store:
+/// 255 bytes of UTF-8 (ext4, btrfs, APFS, XFS; NTFS counts 255 UTF-16 units,
+/// which a 255-byte UTF-8 name never exceeds).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Why a single file or folder name from a request cannot be stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameProblem {
+    Empty,
+    /// Over [`MAX_NAME_BYTES`] bytes of UTF-8 (the byte count).
+    TooLong(usize),
+    /// Only dots and/or spaces (`.`, `..`, `...`, `" "`, `". ."`).
+    OnlyDotsOrSpaces,
+    /// A character the file system refuses or that would split the name
+    /// (NUL, control characters, `/`, `\`; on Windows also `<>:"|?*`).
+    ForbiddenChar(char),
+    /// A name Windows reserves (`CON`, `NUL`, `COM1`..., also with an extension)
+    /// or one ending in a dot or space, which Windows silently alters.
+    #[cfg(windows)]
+    Reserved,
+}
+
+impl std::fmt::Display for NameProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameProblem::Empty => f.write_str("the name is empty"),
+            NameProblem::TooLong(n) => write!(
+                f,
+                "the name is too long ({n} bytes of UTF-8; at most {MAX_NAME_BYTES})"
+            ),
+            NameProblem::OnlyDotsOrSpaces => {
+                f.write_str("the name consists only of dots or spaces")
+            }
+            NameProblem::ForbiddenChar(c) => write!(
+                f,
+                "the name contains a character the file system refuses (U+{:04X})",
+                u32::from(*c)
+            ),
+            #[cfg(windows)]
+            NameProblem::Reserved => f.write_str("the name is reserved by the file system"),
+        }
+    }
+}
+
+impl std::error::Error for NameProblem {}
+
+/// Check one file or folder name (a single path component) from a request
+/// before anything is created under it: not empty, at most [`MAX_NAME_BYTES`]
+/// bytes of UTF-8 (bytes, not characters), not only dots or spaces, and free of
+/// characters the file system refuses. Every upload route checks each
+/// client-supplied component with this, so such names get a 400, not an OS error.
+pub fn check_file_name(name: &str) -> Result<(), NameProblem> {
+    if name.is_empty() {
+        return Err(NameProblem::Empty);
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(NameProblem::TooLong(name.len()));
+    }
+    if name.chars().all(|c| c == '.' || c.is_whitespace()) {
+        return Err(NameProblem::OnlyDotsOrSpaces);
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| c == '\0' || c.is_control() || c == '/' || c == '\\')
+    {
+        return Err(NameProblem::ForbiddenChar(c));
+    }
+    #[cfg(windows)]
+    {
+        if let Some(c) = name.chars().find(|c| "<>:\"|?*".contains(*c)) {
+            return Err(NameProblem::ForbiddenChar(c));
+        }
+        let base = name
+            .split('.')
+            .next()
+            .unwrap_or("")
+            .trim_end()
+            .to_ascii_uppercase();
+        let device = matches!(
+            base.as_str(),
+            "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$"
+        ) || ((base.starts_with("COM") || base.starts_with("LPT"))
+            && base.len() == 4
+            && base[3..].chars().all(|c| c.is_ascii_digit()));
+        if device || name.ends_with(['.', ' ']) {
+            return Err(NameProblem::Reserved);
+        }
+    }
+    Ok(())
+}
+
+/// Whether an I/O error means the file system refused a *name* (too long,
+/// invalid for this file system) rather than failed: such errors are the
+/// client's (400), not the server's.
+pub fn is_name_refused(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidFilename
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +393,44 @@ mod tests {
         assert_eq!(safe_join(dir.path(), "dangling"), Err(PathError::Escapes));
         assert!(safe_existing(dir.path(), "link/secret").is_err());
         assert!(safe_join(dir.path(), "ok/new.txt").is_ok());
+    }
+
+    #[test]
+    fn file_name_checks() {
+        assert_eq!(check_file_name("model.pmx"), Ok(()));
+        assert_eq!(check_file_name(&"猫".repeat(85)), Ok(()));
+        assert_eq!(
+            check_file_name(&"猫".repeat(86)),
+            Err(NameProblem::TooLong(258))
+        );
+        assert_eq!(check_file_name(&"a".repeat(255)), Ok(()));
+        assert_eq!(
+            check_file_name(&"a".repeat(256)),
+            Err(NameProblem::TooLong(256))
+        );
+        assert_eq!(check_file_name(""), Err(NameProblem::Empty));
+        for n in [".", "..", "...", " ", "  .  ", ". ."] {
+            assert_eq!(
+                check_file_name(n),
+                Err(NameProblem::OnlyDotsOrSpaces),
+                "{n:?}"
+            );
+        }
+        assert_eq!(
+            check_file_name("a\0b"),
+            Err(NameProblem::ForbiddenChar('\0'))
+        );
+        assert_eq!(
+            check_file_name("a\nb"),
+            Err(NameProblem::ForbiddenChar('\n'))
+        );
+        assert_eq!(check_file_name("a/b"), Err(NameProblem::ForbiddenChar('/')));
+        assert!(NameProblem::TooLong(300).to_string().contains("300 bytes"));
+        let e = std::io::Error::from(std::io::ErrorKind::InvalidFilename);
+        assert!(is_name_refused(&e));
+        assert!(!is_name_refused(&std::io::Error::from(
+            std::io::ErrorKind::NotFound
+        )));
     }
 
     #[test]

@@ -72,6 +72,41 @@ pub fn opt_bool(body: &Map<String, Value>, keys: &[&str], default: bool) -> Resu
     Ok(default)
 }
 
+/// Largest integer a JavaScript client represents exactly (2^53 - 1).
+pub const MAX_SAFE_INT: i64 = (1 << 53) - 1;
+
+/// An integer field (first of `keys`): a JSON integer or a string holding one,
+/// within `min..=max`. Absent or null is `None`; anything else — a fraction,
+/// NaN, a value outside the range (2^64, 1e308, -1 when `min` is 0), an
+/// object — is `invalid_body` naming the field and its range. No conversion
+/// happens before the check.
+pub fn opt_int(
+    body: &Map<String, Value>,
+    keys: &[&str],
+    min: i64,
+    max: i64,
+) -> Result<Option<i64>, Failure> {
+    for k in keys {
+        let bad = || {
+            Failure::new(Reason::InvalidBody).with(
+                "error",
+                format!("{k} must be an integer from {min} to {max}"),
+            )
+        };
+        let n = match body.get(*k) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Number(n)) => n.as_i64(),
+            Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+            Some(_) => None,
+        };
+        return match n {
+            Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(bad()),
+        };
+    }
+    Ok(None)
+}
+
 /// An object field (first of `keys`); a present non-object is `invalid_body`.
 pub fn opt_object(
     body: &Map<String, Value>,

@@ -1311,20 +1311,72 @@ async fn leaderboard_is_validated_against_server_totals() {
         )
         .await;
     assert_eq!(b["reason"], "invalid_session");
-    // malformed
-    let r = s.http.post(s.url(lb)).body("[]").send().await.unwrap();
-    assert_eq!(r.json::<Value>().await.unwrap()["reason"], "invalid_body");
+    // an unknown session with finalScore sent as a number (the score total)
     let (_, b) = s
         .post(
             lb,
-            json!({"persona_name": "Companion", "session_id": "r1", "score": "lots"}),
+            json!({"persona_name": "Companion", "session_id": "nope", "mode": "duel", "finalScore": 10}),
         )
         .await;
-    assert_eq!(b["reason"], "invalid_body");
-    let (_, b) = s
-        .post(lb, json!({"persona_name": "Companion", "session_id": "r1"}))
-        .await;
-    assert_eq!(b["reason"], "invalid_body");
+    assert_eq!(
+        (b["ok"].clone(), b["reason"].clone()),
+        (json!(false), json!("invalid_session"))
+    );
+    // only a body that is not a JSON object is invalid_body
+    for raw in ["[]", "3", "\"x\"", "{not json"] {
+        let r = s.http.post(s.url(lb)).body(raw).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.json::<Value>().await.unwrap()["reason"],
+            "invalid_body",
+            "{raw}"
+        );
+    }
+    // any JSON object goes to the session check: missing or mistyped totals,
+    // names or mode, extreme numbers — all invalid_session, never a 5xx
+    let objects = [
+        json!({}),
+        json!({"persona_name": "Companion", "session_id": "r1", "score": "lots"}),
+        json!({"persona_name": "Companion", "session_id": "r1"}),
+        json!({"persona_name": 5, "session_id": ["r1"], "mode": {}, "score": 1}),
+        json!({"persona_name": "Companion", "session_id": "r1", "finalScore": {"score": {"deep": [1]}}}),
+    ];
+    for body in objects {
+        let (st, b) = s.post(lb, body.clone()).await;
+        assert_eq!(
+            (st, b["reason"].clone()),
+            (200, json!("invalid_session")),
+            "{body}"
+        );
+    }
+    for v in [
+        json!(18446744073709551616.0),
+        json!(-1),
+        json!(1e308),
+        json!(-0.0),
+        json!("NaN"),
+        json!(1e-320),
+        json!("12"),
+        json!({"a": {"b": 1}}),
+    ] {
+        for key in [
+            "score",
+            "finalScore",
+            "streak",
+            "max_distance_px",
+            "line_in_count",
+        ] {
+            let mut body =
+                json!({"persona_name": "Companion", "session_id": "x", "mode": "duel", "score": 1});
+            body[key] = v.clone();
+            let (st, b) = s.post(lb, body).await;
+            assert_eq!(
+                (st, b["reason"].clone()),
+                (200, json!("invalid_session")),
+                "{key}={v}"
+            );
+        }
+    }
 
     let score = json!({"score": 120, "streak": 7, "max_distance_px": 393.7008});
     play_badminton(&s, "r1", "duel", score.clone()).await;
@@ -1400,6 +1452,43 @@ async fn leaderboard_is_validated_against_server_totals() {
     assert_eq!(b["your_best"], json!({"rank": 2, "score": 80}));
     let (st, b) = s.get(&format!("{lb}?limit=x")).await;
     assert_eq!((st, b["reason"].clone()), (400, json!("invalid_query")));
+    // extreme query numbers: 400 invalid_query or clamped, never a 5xx
+    for v in [
+        "18446744073709551616",
+        "-1",
+        "1e308",
+        "-0.0",
+        "NaN",
+        "1e-320",
+        "%7B%7D",
+        "-9223372036854775808",
+    ] {
+        for key in ["limit", "offset"] {
+            let (st, b) = s.get(&format!("{lb}?{key}={v}")).await;
+            assert!(
+                st == 200 || (st == 400 && b["reason"] == "invalid_query"),
+                "{key}={v}: {st} {b}"
+            );
+        }
+    }
+    let (_, b) = s.get(&format!("{lb}?limit=-1&offset=99999999999")).await;
+    assert_eq!(
+        (b["limit"].clone(), b["offset"].clone()),
+        (json!(0), json!(100000))
+    );
+    // finalScore sent as a number is the score total of a real round
+    play_badminton(&s, "r4", "duel", json!({"score": 42})).await;
+    let (_, b) = s
+        .post(
+            lb,
+            json!({"persona_name": "Companion", "session_id": "r4", "mode": "duel", "finalScore": 42}),
+        )
+        .await;
+    assert_eq!(
+        (b["ok"].clone(), b["score"].clone()),
+        (json!(true), json!(42)),
+        "{b}"
+    );
     assert!(s
         .data
         .join("state/game_scores/badminton_scores.db")
@@ -2013,4 +2102,215 @@ async fn perf_figures() {
     }
     let rounds = t.elapsed();
     println!("1000 log ingests: {ingest:?}; 1000 heartbeats: {beats:?}; 100 badminton rounds (start+end+submit): {rounds:?}");
+}
+
+// ==================================================================== issue 18
+
+#[tokio::test]
+async fn end_without_a_running_round_and_icebreaker_end_refused() {
+    let s = server().await;
+    // new_user_icebreaker has its own route family: route/end (and /end) are 400
+    for path in [
+        "/api/game/new_user_icebreaker/route/end",
+        "/api/game/New_User_Icebreaker/end",
+    ] {
+        let (st, b) = s
+            .post(
+                path,
+                json!({"persona_name": "Companion", "session_id": "x"}),
+            )
+            .await;
+        assert_eq!(
+            (st, b["reason"].clone()),
+            (400, json!("not_a_game_route")),
+            "{path}"
+        );
+        assert_eq!(b["route"], "/api/icebreaker/route/end");
+    }
+    // no running round: not an error, with or without persona_name
+    let cases = [
+        ("/api/game/soccer/end", json!({}), "default"),
+        ("/api/game/soccer/end", json!({"session_id": "abc"}), "abc"),
+        (
+            "/api/game/chess/end",
+            json!({"persona_name": "Companion", "session_id": "zzz"}),
+            "zzz",
+        ),
+        (
+            "/api/game/soccer/route/end",
+            json!({"session_id": "q"}),
+            "q",
+        ),
+        (
+            "/api/game/badminton/end",
+            json!({"persona_name": "Nobody", "session_id": "n", "finalScore": 3}),
+            "n",
+        ),
+    ];
+    for (path, body, sid) in cases {
+        let (st, b) = s.post(path, body.clone()).await;
+        assert_eq!(st, 200, "{path} {body}");
+        assert_eq!(
+            b,
+            json!({"ok": true, "closed": false, "session_id": sid, "route_closed": false, "archive": null}),
+            "{path} {body}"
+        );
+    }
+    // without persona_name a running round of the current character is ended
+    start(&s, "soccer", "live").await;
+    let (_, b) = s
+        .post("/api/game/soccer/end", json!({"session_id": "live"}))
+        .await;
+    assert_eq!(
+        (b["route_closed"].clone(), b["persona_name"].clone()),
+        (json!(true), json!("Companion")),
+        "{b}"
+    );
+    assert_eq!(active(&s).await["active"], false);
+}
+
+/// The numeric extremes of the robustness checks.
+fn extremes() -> Vec<Value> {
+    vec![
+        json!(18446744073709551616.0),
+        json!(18446744073709551615u64),
+        json!(-1),
+        json!(1e308),
+        json!(-1e308),
+        json!(-0.0),
+        json!("NaN"),
+        json!("inf"),
+        json!(1e-320),
+        json!("12abc"),
+        json!({"nested": {"n": 1}}),
+        json!([1, 2]),
+        json!(true),
+    ]
+}
+
+#[tokio::test]
+async fn numeric_fields_take_extreme_values_without_a_server_error() {
+    let s = server().await;
+    start(&s, "soccer", "n1").await;
+    let body_fields: &[(&str, &[&str])] = &[
+        ("/api/game/soccer/route/drain", &["limit"]),
+        (
+            "/api/game/soccer/route/heartbeat",
+            &["gameStartedElapsedMs", "game_started_elapsed_ms"],
+        ),
+        ("/api/game/soccer/route/voice-transcript", &["request_id"]),
+        ("/api/game/soccer/passive-guard", &["stage"]),
+        ("/api/game/soccer/leaderboard", &["score"]),
+        (
+            "/api/game/badminton/leaderboard",
+            &["score", "streak", "finalScore"],
+        ),
+        ("/api/game/logs", &["seq", "ts"]),
+    ];
+    for (path, keys) in body_fields {
+        for key in *keys {
+            for v in extremes() {
+                let mut body = json!({"persona_name": "Companion", "session_id": "n1",
+                    "game_type": "soccer", "transcript": "hi", "gameStarted": true});
+                body[*key] = v.clone();
+                let r = s
+                    .csrf(reqwest::Method::POST, path)
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("an answer, not a dropped connection");
+                let st = r.status().as_u16();
+                assert!(st < 500, "{path} {key}={v}: {st}");
+            }
+        }
+    }
+    // drain: an integer is clamped (reference), anything else is invalid_body
+    for (v, reason) in [
+        (json!(-5), Value::Null),
+        (json!(1e308), json!("invalid_body")),
+        (json!("NaN"), json!("invalid_body")),
+        (json!(1.5), json!("invalid_body")),
+        (json!({"n": 1}), json!("invalid_body")),
+        (json!("7"), Value::Null),
+    ] {
+        let (st, b) = s
+            .post(
+                "/api/game/soccer/route/drain",
+                json!({"persona_name": "Companion", "session_id": "n1", "limit": v}),
+            )
+            .await;
+        assert_eq!(
+            (st, b["reason"].clone()),
+            (200, reason.clone()),
+            "limit={v}: {b}"
+        );
+        if reason.is_null() {
+            assert_eq!(b["ok"], true);
+        }
+    }
+    // a start time from 1e308 ms ago is ignored: the round still ends normally
+    let (_, b) = s
+        .post(
+            "/api/game/soccer/route/end",
+            json!({"persona_name": "Companion", "session_id": "n1", "gameStarted": true,
+                "gameStartedElapsedMs": 1e308}),
+        )
+        .await;
+    assert_eq!(b["route_closed"], true, "{b}");
+    // query numbers: 400 invalid_query or a clamped answer
+    for v in [
+        "18446744073709551616",
+        "-1",
+        "1e308",
+        "-0.0",
+        "NaN",
+        "1e-320",
+        "%7B%7D",
+        "-9223372036854775808",
+        "9223372036854775807",
+    ] {
+        for q in ["since", "limit"] {
+            for route in ["/api/game/logs", "/api/game/logs/view"] {
+                let url = format!("{route}?session_id=n1&{q}={v}");
+                let r = s.http.get(s.url(&url)).send().await.expect("answer");
+                let st = r.status().as_u16();
+                assert!(st == 200 || st == 400, "{url}: {st}");
+            }
+        }
+    }
+    // onboarding numbers
+    let (_, b) = s
+        .post_csrf(
+            "/api/icebreaker/route/start",
+            json!({"persona_name": "Companion", "session_id": "i1"}),
+        )
+        .await;
+    assert_eq!(b["ok"], true, "{b}");
+    for key in ["day", "seq"] {
+        for v in extremes() {
+            let mut body = json!({"persona_name": "Companion", "session_id": "i1", "day": 1,
+                "node_id": "n", "choice": "A"});
+            body[key] = v.clone();
+            let r = s
+                .csrf(reqwest::Method::POST, "/api/icebreaker/choice")
+                .json(&body)
+                .send()
+                .await
+                .expect("answer");
+            assert!(r.status().as_u16() < 500, "choice {key}={v}");
+        }
+    }
+    for v in extremes() {
+        let r = s
+            .http
+            .post(s.url("/api/icebreaker/free-text/interpret"))
+            .json(
+                &json!({"persona_name": "Companion", "session_id": "i1", "user_text": "hm",
+                "options": ["a", "b"], "free_text_derail_streak": v}),
+            )
+            .send()
+            .await
+            .expect("answer");
+        assert!(r.status().as_u16() < 500);
+    }
 }

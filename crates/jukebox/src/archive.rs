@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use companiond_core::paths::clean_segments;
+use companiond_core::paths::{check_file_name, clean_segments};
 use indexmap::IndexMap;
 use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
-use crate::error::JukeboxError;
+use crate::error::{shown_name, JukeboxError};
 use crate::library::{human_size, Jukebox, Kind, Limits, Tx};
 use crate::model::{
     extension, file_stem, parse_bool, sanitize_id, unique_id, value_to_offset, Action, Binding,
@@ -48,7 +48,7 @@ fn entry_options(name: &str, size: u64) -> SimpleFileOptions {
 }
 
 fn zip_err(context: &str, e: impl std::fmt::Display) -> JukeboxError {
-    JukeboxError::io(context, e)
+    JukeboxError::Storage(format!("{context}: {e}"))
 }
 
 /// Finish a ZIP written to a temporary file and rewind it for streaming.
@@ -144,6 +144,11 @@ pub fn plan_export(
         let mut rec = s.clone();
         if let Some(name) = add_file(&s.audio, &mut files) {
             rec.audio = name;
+        }
+        // A default action that is not in the archive (hidden and excluded, or
+        // not selected) is cleared in the exported copy; the library keeps it.
+        if !rec.default_action.is_empty() && !action_ids.contains(&rec.default_action) {
+            rec.default_action = String::new();
         }
         songs.insert(id.clone(), json!(rec));
     }
@@ -298,6 +303,14 @@ fn index_entries(
         let segs = clean_segments(&raw).map_err(|_| unsafe_path())?;
         if e.enclosed_name().is_none() {
             return Err(unsafe_path());
+        }
+        for s in &segs {
+            check_file_name(s).map_err(|p| {
+                JukeboxError::bad(format!(
+                    "the archive contains an unusable file name {}: {p}",
+                    shown_name(s)
+                ))
+            })?;
         }
         if e.is_symlink() {
             return Err(JukeboxError::bad(format!(
@@ -752,9 +765,14 @@ pub struct Packer {
 /// The entry name for an uploaded relative path (400 when unsafe or empty).
 pub fn pack_entry_name(raw: &str) -> Result<String, JukeboxError> {
     let segs = clean_segments(raw)
-        .map_err(|e| JukeboxError::bad(format!("invalid file path {raw:?}: {e}")))?;
+        .map_err(|e| JukeboxError::bad(format!("invalid file path {}: {e}", shown_name(raw))))?;
     if segs.is_empty() {
         return Err(JukeboxError::bad("a file has no name"));
+    }
+    for s in &segs {
+        check_file_name(s).map_err(|p| {
+            JukeboxError::bad(format!("invalid file path {}: {p}", shown_name(raw)))
+        })?;
     }
     Ok(segs.join("/"))
 }

@@ -6,6 +6,17 @@ use companiond_core::envelope::Detail;
 use companiond_core::store::StoreError;
 use serde_json::Value;
 
+/// A client-supplied name for a message: at most 80 characters (the rest
+/// elided), debug-quoted.
+pub fn shown_name(name: &str) -> String {
+    if name.chars().count() > 80 {
+        let head: String = name.chars().take(80).collect();
+        format!("{head:?}…")
+    } else {
+        format!("{name:?}")
+    }
+}
+
 /// Every failure a jukebox route reports.
 #[derive(Debug)]
 pub enum JukeboxError {
@@ -36,7 +47,17 @@ impl JukeboxError {
     pub fn not_found(msg: impl Into<String>) -> Self {
         JukeboxError::NotFound(msg.into())
     }
-    pub fn io(context: &str, e: impl std::fmt::Display) -> Self {
+    /// A storage failure (500), except when the file system refused a *name*
+    /// (too long, invalid there): that is the client's input (400).
+    pub fn io<E: std::fmt::Display + 'static>(context: &str, e: E) -> Self {
+        let refused = (&e as &dyn std::any::Any)
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(companiond_core::paths::is_name_refused);
+        if refused {
+            return JukeboxError::BadRequest(format!(
+                "{context}: the file system refused the name ({e})"
+            ));
+        }
         JukeboxError::Storage(format!("{context}: {e}"))
     }
 
@@ -98,5 +119,21 @@ impl IntoResponse for JukeboxError {
             }
             .status(status),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_name_from_the_file_system_is_the_clients_error() {
+        let e = JukeboxError::io(
+            "cannot store the file",
+            std::io::Error::from(std::io::ErrorKind::InvalidFilename),
+        );
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        let e = JukeboxError::io("x", std::io::Error::other("disk on fire"));
+        assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -19,7 +19,7 @@ use tower_http::services::ServeFile;
 use crate::archive::{ExportSelection, Packer};
 use crate::error::JukeboxError;
 use crate::library::{bool_option, human_size, Jukebox, Kind};
-use crate::model::extension;
+use crate::model::{extension, MAX_OFFSET};
 use crate::stage::Stager;
 use crate::upload::{check_type, parse_metadata, upload_basename, Upload};
 
@@ -242,15 +242,20 @@ async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
         let name = field.name().unwrap_or("").to_string();
         match name.as_str() {
             "files" | "file" => {
-                let file_name = upload_basename(field.file_name().unwrap_or(""));
-                if let Err(e) = check_type(kind, &file_name) {
-                    // Not stored: the rest of this part is skipped by the parser.
-                    uploads.push(Upload {
-                        file_name,
-                        outcome: Err(e),
-                    });
-                    continue;
-                }
+                let raw_name = field.file_name().unwrap_or("").to_string();
+                let checked =
+                    upload_basename(&raw_name).and_then(|n| check_type(kind, &n).map(|_| n));
+                let file_name = match checked {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // Not stored: the rest of this part is skipped by the parser.
+                        uploads.push(Upload {
+                            file_name: raw_name,
+                            outcome: Err(e),
+                        });
+                        continue;
+                    }
+                };
                 let label = format!("{} {file_name}", kind.word());
                 let stager = Stager::start(&j.dir(kind), "upload", j.limits.file, &label)?;
                 let staged = stream_part(&mut field, stager).await?;
@@ -429,6 +434,11 @@ pub async fn bind(Extension(j): Jb, form: FormFields) -> Res {
     let song_id = form.required("songId")?;
     let action_id = form.required("actionId")?;
     let offset = form.integer("offset")?.unwrap_or(0);
+    if !(-MAX_OFFSET..=MAX_OFFSET).contains(&offset) {
+        return Err(JukeboxError::bad(format!(
+            "offset must be an integer between -{MAX_OFFSET} and {MAX_OFFSET}"
+        )));
+    }
     Ok(json_response(j.bind(song_id, action_id, offset).await?))
 }
 

@@ -54,16 +54,29 @@ fn lenient_offset<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     Ok(value_to_offset(&Value::deserialize(d)?))
 }
 
-/// An offset from any JSON value (integers, integral floats, numeric strings; else 0).
+/// Largest binding offset magnitude: the 32-bit signed range (offsets are
+/// small frame/millisecond counts; the bound keeps them exact in JavaScript).
+pub const MAX_OFFSET: i64 = i32::MAX as i64;
+
+/// An offset from any JSON value read leniently (stored library, import
+/// archives): integers, integral floats and numeric strings within
+/// ±[`MAX_OFFSET`]; anything else (out of range, NaN, text) is 0.
 pub fn value_to_offset(v: &Value) -> i64 {
+    let in_range = |i: i64| (-MAX_OFFSET..=MAX_OFFSET).contains(&i);
     match v {
-        Value::Number(n) => n
-            .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
-            .unwrap_or(0),
-        Value::String(s) => s.trim().parse().unwrap_or(0),
-        _ => 0,
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Some(i).filter(|i| in_range(*i)),
+            None => n
+                .as_f64()
+                .map(f64::trunc)
+                .filter(|f| f.is_finite() && f.abs() <= MAX_OFFSET as f64)
+                // In range by the filter, so the cast is exact.
+                .map(|f| f as i64),
+        },
+        Value::String(s) => s.trim().parse::<i64>().ok().filter(|i| in_range(*i)),
+        _ => None,
     }
+    .unwrap_or(0)
 }
 
 /// The boolean spellings accepted for form fields (those of the original app's

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use companiond_core::paths::safe_name;
+use companiond_core::paths::{check_file_name, safe_name, MAX_NAME_BYTES};
 use serde_json::{json, Value};
 
-use crate::error::JukeboxError;
+use crate::error::{shown_name, JukeboxError};
 use crate::library::{Jukebox, Kind};
 use crate::model::{extension, file_stem, sanitize_id, unique_id, Action, Library, Song};
 use crate::stage::Staged;
@@ -58,13 +58,16 @@ pub fn parse_metadata(raw: Option<&str>) -> Result<Vec<Meta>, JukeboxError> {
 const MAX_NAME_CHARS: usize = 150;
 
 /// Reduce an uploaded file name to a plain, safe base name (no folders, no
-/// control characters, no leading dots); `unnamed` when nothing is left.
-pub fn upload_basename(raw: &str) -> String {
+/// leading dots, `:` replaced, at most [`MAX_NAME_CHARS`] characters). The base
+/// name as sent must be a usable file name (`core::paths::check_file_name`: not
+/// empty, at most 255 bytes of UTF-8, not only dots or spaces, no NUL or control
+/// characters); otherwise the item is refused with the problem named.
+pub fn upload_basename(raw: &str) -> Result<String, String> {
     let base = raw.rsplit(['/', '\\']).next().unwrap_or("");
+    check_file_name(base).map_err(|p| format!("invalid file name {}: {p}", shown_name(base)))?;
     let cleaned: String = base
         .chars()
         .map(|c| if c == ':' { '_' } else { c })
-        .filter(|c| !c.is_control())
         .collect();
     let cleaned = cleaned.trim().trim_start_matches('.').trim().to_string();
     let cleaned = if cleaned.chars().count() > MAX_NAME_CHARS {
@@ -80,10 +83,12 @@ pub fn upload_basename(raw: &str) -> String {
         cleaned
     };
     if cleaned.is_empty() || safe_name(&cleaned).is_err() {
-        "unnamed".into()
-    } else {
-        cleaned
+        return Err(format!(
+            "invalid file name {}: not a plain file name",
+            shown_name(base)
+        ));
     }
+    Ok(cleaned)
 }
 
 /// Check the type of an uploaded file; the per-item error when unsupported.
@@ -98,17 +103,32 @@ pub fn check_type(kind: Kind, file_name: &str) -> Result<String, String> {
     }
 }
 
-/// `name`, or `stem_1.ext`, `stem_2.ext` ... — the first free one in `dir`.
+/// `stem` cut (at a character boundary) to at most `max` bytes.
+fn cut_bytes(stem: &str, max: usize) -> &str {
+    let mut end = stem.len().min(max);
+    while !stem.is_char_boundary(end) {
+        end -= 1;
+    }
+    &stem[..end]
+}
+
+/// `name`, or `stem_1.ext`, `stem_2.ext` ... — the first free one in `dir`. A
+/// suffixed name never grows past 255 bytes: the stem is shortened to make room.
 fn free_name(dir: &Path, name: &str, skip: &[String]) -> Result<String, String> {
+    check_file_name(name).map_err(|p| format!("invalid file name {}: {p}", shown_name(name)))?;
     let ext = extension(name);
     let stem = file_stem(name);
     for n in 0..10_000u32 {
         let cand = if n == 0 {
             name.to_string()
-        } else if ext.is_empty() {
-            format!("{stem}_{n}")
         } else {
-            format!("{stem}_{n}.{ext}")
+            let tail = if ext.is_empty() {
+                format!("_{n}")
+            } else {
+                format!("_{n}.{ext}")
+            };
+            let room = MAX_NAME_BYTES.saturating_sub(tail.len());
+            format!("{}{tail}", cut_bytes(stem, room))
         };
         if !skip.contains(&cand) && !dir.join(&cand).exists() {
             return Ok(cand);
@@ -268,16 +288,34 @@ mod tests {
 
     #[test]
     fn basenames() {
-        assert_eq!(upload_basename("a/b\\c.mp3"), "c.mp3");
-        assert_eq!(upload_basename("../../etc/passwd"), "passwd");
-        assert_eq!(upload_basename(".."), "unnamed");
-        assert_eq!(upload_basename("..mp3"), "mp3");
-        assert_eq!(upload_basename("C:evil.mp3"), "C_evil.mp3");
-        assert_eq!(upload_basename("x\u{0}y.wav"), "xy.wav");
-        assert_eq!(upload_basename(""), "unnamed");
-        let long = format!("{}.flac", "n".repeat(400));
-        let b = upload_basename(&long);
+        assert_eq!(upload_basename("a/b\\c.mp3").unwrap(), "c.mp3");
+        assert_eq!(upload_basename("../../etc/passwd").unwrap(), "passwd");
+        assert!(upload_basename("..").is_err());
+        assert!(upload_basename(". .").is_err());
+        assert_eq!(upload_basename("..mp3").unwrap(), "mp3");
+        assert_eq!(upload_basename("C:evil.mp3").unwrap(), "C_evil.mp3");
+        assert!(upload_basename("x\u{0}y.wav")
+            .unwrap_err()
+            .contains("refuses"));
+        assert!(upload_basename("").is_err());
+        let long = format!("{}.flac", "n".repeat(200));
+        let b = upload_basename(&long).unwrap();
         assert!(b.ends_with(".flac") && b.chars().count() <= MAX_NAME_CHARS);
+        let too_long = format!("{}.flac", "n".repeat(251));
+        assert!(upload_basename(&too_long)
+            .unwrap_err()
+            .contains("256 bytes"));
+        assert!(upload_basename(&format!("{}.mp3", "曲".repeat(84))).is_err());
+        assert!(upload_basename(&format!("{}.mp3", "曲".repeat(83))).is_ok());
+    }
+
+    #[test]
+    fn suffixed_names_stay_within_255_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("{}.mp3", "曲".repeat(83)); // 253 bytes
+        std::fs::write(dir.path().join(&name), b"x").unwrap();
+        let next = free_name(dir.path(), &name, &[]).unwrap();
+        assert!(next.len() <= 255 && next.ends_with("_1.mp3"), "{next}");
     }
 
     #[test]

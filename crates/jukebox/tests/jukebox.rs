@@ -1676,3 +1676,293 @@ async fn pack_folder_streams_a_zip_of_relative_paths_and_routes_are_documented()
         assert!(paths[path].get(method).is_some(), "{method} {path}");
     }
 }
+
+// ------------------------------------------------------------------ issue 18
+
+/// Every file under `dir` (recursive, hidden staging files included), relative.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A multipart body with one file part whose file name is sent byte for byte.
+fn raw_multipart(part: &str, filename: &str, data: &[u8]) -> (String, Vec<u8>) {
+    let b = "----jukeboxRawBoundary9f3";
+    let mut body = format!(
+        "--{b}\r\nContent-Disposition: form-data; name=\"{part}\"; filename=\"{filename}\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(data);
+    body.extend_from_slice(format!("\r\n--{b}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={b}"), body)
+}
+
+async fn send_raw(s: &TestServer, path: &str, (ct, body): (String, Vec<u8>)) -> (u16, Value) {
+    let r = s
+        .http
+        .post(s.url(path))
+        .header("Content-Type", ct)
+        .body(body)
+        .send()
+        .await
+        .expect("an answer");
+    split(r).await
+}
+
+#[tokio::test]
+async fn over_long_and_odd_file_names_are_refused_on_every_upload_route() {
+    let s = plain().await;
+    let lib = s.data.join("jukebox");
+    let long_ascii = format!("{}.wav", "a".repeat(252)); // 256 bytes
+    let long_cjk = format!("{}.wav", "曲".repeat(84)); // 256 bytes, 88 characters
+    let bad: Vec<(String, &str)> = vec![
+        (long_ascii.clone(), "too long"),
+        (long_cjk.clone(), "too long"),
+        ("..".into(), "dots or spaces"),
+        ("...".into(), "dots or spaces"),
+        ("   ".into(), "dots or spaces"),
+        (". . .".into(), "dots or spaces"),
+        // a C1 control character passes the multipart parser and is named
+        ("a\u{85}b.wav".into(), "refuses"),
+    ];
+    let before = tree(&lib);
+    for kind in ["songs", "actions"] {
+        for (name, why) in &bad {
+            let name = if kind == "actions" {
+                name.replace(".wav", ".vmd")
+            } else {
+                name.clone()
+            };
+            let data = if kind == "songs" {
+                wav(20, 3, None, None)
+            } else {
+                vmd("x")
+            };
+            let (st, b) = upload(&s, kind, &[(name.as_str(), data)], None).await;
+            assert_eq!(st, 400, "{kind} {name:?}: {b}");
+            assert!(detail(&b).contains(why), "{kind} {name:?}: {b}");
+            assert_eq!(tree(&lib), before, "{kind} {name:?} left files");
+        }
+    }
+    // The same names sent raw (no client re-encoding), and NUL: 400, nothing written.
+    for name in [long_cjk.as_str(), "..", "a\0b.wav", "a\u{1}b.wav"] {
+        let (st, b) = send_raw(
+            &s,
+            &format!("{J}/songs"),
+            raw_multipart("files", name, &wav(20, 4, None, None)),
+        )
+        .await;
+        assert_eq!(st, 400, "{name:?}: {b}");
+        assert_eq!(tree(&lib), before, "{name:?} left files");
+    }
+    // Several files: the bad one fails alone, naming the problem.
+    let (st, b) = upload(
+        &s,
+        "songs",
+        &[
+            (long_ascii.as_str(), wav(20, 5, None, None)),
+            ("fine.wav", wav(20, 6, None, None)),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(b["results"][0]["success"], false);
+    assert!(
+        b["results"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("256 bytes"),
+        "{b}"
+    );
+    assert_eq!(b["results"][1]["success"], true);
+
+    // A 60-character CJK name works; a 253-byte name that clashes gets a suffix
+    // that still fits in 255 bytes.
+    let cjk60 = format!("{}.wav", "歌".repeat(60));
+    let song = upload_ok(&s, "songs", &cjk60, wav(20, 7, None, None)).await;
+    assert_eq!(song["audio"], format!("songs/{cjk60}"));
+    let name253 = format!("{}.wav", "歌".repeat(83));
+    let first = upload_ok(&s, "songs", &name253, wav(20, 8, None, None)).await;
+    let second = upload_ok(&s, "songs", &name253, wav(20, 9, None, None)).await;
+    assert_eq!(first["audio"], format!("songs/{name253}"));
+    let stored = second["audio"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("songs/");
+    assert!(
+        stored.len() <= 255 && stored.ends_with("_1.wav"),
+        "{stored}"
+    );
+    assert!(lib.join("songs").join(stored).is_file());
+
+    // pack-folder: every component is checked.
+    let before = tree(&lib);
+    for path in [
+        format!("Dance/{}", long_ascii.replace(".wav", ".vmd")),
+        format!("{}/x.vmd", "d".repeat(256)),
+        "Dance/ . /x.vmd".to_string(),
+    ] {
+        let form = Form::new().part("files", Part::bytes(vmd("x")).file_name(path.clone()));
+        let r = s
+            .http
+            .post(s.url(&format!("{J}/pack-folder")))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        let (st, b) = split(r).await;
+        assert_eq!(st, 400, "{path}: {b}");
+    }
+    // import: an entry with an over-long or dot-only component refuses the archive.
+    for entry in [
+        format!("songs/{long_ascii}"),
+        format!("{}/a.wav", "s".repeat(300)),
+    ] {
+        let file = entry.clone();
+        let cfg = json!({"songs": {"x": {"id": "x", "name": "X", "audio": file}}});
+        let z = make_zip(
+            &[
+                ("config.json", serde_json::to_vec(&cfg).unwrap()),
+                (entry.as_str(), wav(10, 11, None, None)),
+            ],
+            zip::CompressionMethod::Stored,
+        );
+        let (st, e) = import(&s, z).await;
+        assert_eq!(st, 400, "{e}");
+        assert!(detail(&e).contains("too long"), "{e}");
+        let after: Vec<String> = tree(&lib)
+            .into_iter()
+            .filter(|p| !p.starts_with(".tmp"))
+            .collect();
+        let want: Vec<String> = before
+            .iter()
+            .filter(|p| !p.starts_with(".tmp"))
+            .cloned()
+            .collect();
+        assert_eq!(after, want, "import left files");
+    }
+}
+
+#[tokio::test]
+async fn bind_offsets_are_range_checked_and_hidden_defaults_are_not_exported() {
+    let s = with_bundle().await;
+    let sid = upload_ok(&s, "songs", "one.wav", wav(40, 21, None, None)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = upload_ok(&s, "actions", "shown.vmd", vmd("shown")).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hidden = upload_ok(&s, "actions", "hidden.vmd", vmd("hidden")).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // offsets: integers within the 32-bit range; anything else 400, never a 5xx
+    for off in [
+        "18446744073709551616",
+        "9223372036854775807",
+        "2147483648",
+        "-2147483649",
+        "1e308",
+        "-0.0",
+        "NaN",
+        "1e-320",
+        "1.5",
+        "{}",
+    ] {
+        let (st, b) = form(
+            &s,
+            Method::POST,
+            &format!("{J}/bind"),
+            &[("songId", &sid), ("actionId", &shown), ("offset", off)],
+        )
+        .await;
+        assert_eq!(st, 400, "offset={off}: {b}");
+    }
+    for v in [
+        json!(18446744073709551616.0),
+        json!(-1e308),
+        json!(-0.0),
+        json!("NaN"),
+        json!(1e-320),
+        json!({"n": {"m": 1}}),
+        json!([1]),
+    ] {
+        let r = s
+            .http
+            .post(s.url(&format!("{J}/bind")))
+            .json(&json!({"songId": sid, "actionId": shown, "offset": v}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "offset={v}");
+    }
+    for (aid, off) in [(&shown, "2147483647"), (&hidden, "-2147483647")] {
+        let (st, b) = form(
+            &s,
+            Method::POST,
+            &format!("{J}/bind"),
+            &[("songId", &sid), ("actionId", aid), ("offset", off)],
+        )
+        .await;
+        assert_eq!(st, 200, "{b}");
+    }
+    // the default action is the hidden one
+    let (st, _) = form(
+        &s,
+        Method::PUT,
+        &format!("{J}/songs/{sid}/default-action"),
+        &[("action_id", &hidden)],
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (st, _) = form(
+        &s,
+        Method::PUT,
+        &format!("{J}/actions/{hidden}/visibility"),
+        &[("visible", "false")],
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (st, _, z) = export(&s, &[("includeHidden", "false")]).await;
+    assert_eq!(st, 200);
+    let c: Value = serde_json::from_slice(&unzip(&z)["config.json"]).unwrap();
+    assert!(c["actions"].get(&hidden).is_none());
+    assert_eq!(c["songs"][&sid]["defaultAction"], "", "{c}");
+    assert_eq!(
+        c["bindings"][md5_hex(&wav(40, 21, None, None))][md5_hex(&vmd("shown"))],
+        json!({"offset": 2147483647})
+    );
+    // the library keeps its default; a full export keeps it too
+    assert_eq!(config(&s).await["songs"][&sid]["defaultAction"], hidden);
+    let (_, _, z) = export(&s, &[]).await;
+    let c: Value = serde_json::from_slice(&unzip(&z)["config.json"]).unwrap();
+    assert_eq!(c["songs"][&sid]["defaultAction"], hidden);
+    // an exported default that is exported stays
+    let (st, _) = form(
+        &s,
+        Method::PUT,
+        &format!("{J}/songs/{sid}/default-action"),
+        &[("action_id", &shown)],
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (_, _, z) = export(&s, &[("includeHidden", "false")]).await;
+    let c: Value = serde_json::from_slice(&unzip(&z)["config.json"]).unwrap();
+    assert_eq!(c["songs"][&sid]["defaultAction"], shown);
+}

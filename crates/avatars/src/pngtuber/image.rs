@@ -129,12 +129,12 @@ impl Rgba {
     /// Draw `src` over this image with its top-left corner at (`dx`, `dy`).
     pub fn draw_over(&mut self, src: &Rgba, dx: i64, dy: i64) {
         for sy in 0..src.h {
-            let ty = dy + i64::from(sy);
+            let ty = dy.saturating_add(i64::from(sy));
             if ty < 0 || ty >= i64::from(self.h) {
                 continue;
             }
             for sx in 0..src.w {
-                let tx = dx + i64::from(sx);
+                let tx = dx.saturating_add(i64::from(sx));
                 if tx < 0 || tx >= i64::from(self.w) {
                     continue;
                 }

@@ -18,7 +18,9 @@ use bytes::Bytes;
 use futures::Stream;
 use serde_json::{json, Map, Value};
 
-use companiond_core::paths::{clean_segments, safe_join, safe_name};
+use companiond_core::paths::{
+    check_file_name, clean_segments, safe_join, safe_name, MAX_NAME_BYTES,
+};
 use companiond_core::static_files::USER_PNGTUBER;
 use companiond_core::store::{atomic_write, Store};
 
@@ -180,11 +182,19 @@ pub fn slugify(raw: &str) -> String {
             in_run = true;
         }
     }
-    let s: String = out
+    // At most 100 characters (the reference) and, for wide scripts, at most
+    // MAX_NAME_BYTES bytes of UTF-8, the longest name a file system stores.
+    let mut s = String::new();
+    for c in out
         .trim_matches(|c| c == '.' || c == '_' || c == '-')
         .chars()
         .take(100)
-        .collect();
+    {
+        if s.len() + c.len_utf8() > MAX_NAME_BYTES {
+            break;
+        }
+        s.push(c);
+    }
     let s = s
         .trim_matches(|c| c == '.' || c == '_' || c == '-')
         .to_string();
@@ -573,6 +583,18 @@ impl StagedUpload {
                 format!("upload path invalid: {raw:?}"),
             )
         };
+        // Each component is checked first so that the answer names the problem.
+        for seg in norm.split('/').filter(|s| !s.is_empty()) {
+            check_file_name(seg).map_err(|p| {
+                AvatarError::invalid(
+                    "invalid_upload_path",
+                    format!(
+                        "upload path invalid: component {}: {p}",
+                        crate::error::shown_name(seg)
+                    ),
+                )
+            })?;
+        }
         let segs = relative_segments(norm).ok_or_else(invalid)?;
         if self.files.len() >= MAX_FILES {
             return Err(AvatarError::invalid(
@@ -924,6 +946,9 @@ mod tests {
         assert_eq!(slugify("..x.."), "x");
         assert_eq!(slugify("!!!"), "pngtuber_model");
         assert_eq!(slugify("  かわいい モデル "), "かわいい_モデル");
+        // 100 characters, but never more than 255 bytes
+        assert_eq!(slugify(&"猫".repeat(100)), "猫".repeat(85));
+        assert_eq!(slugify(&"a".repeat(300)), "a".repeat(100));
     }
 
     #[test]

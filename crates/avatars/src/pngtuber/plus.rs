@@ -37,8 +37,15 @@ pub fn num(v: Option<&Value>, default: f64) -> f64 {
     }
 }
 
+/// Most magnitude an integer of a save file is taken with: keeps every sum
+/// and product of these values far from overflow (a save is client input).
+const MAX_SAVE_INT: f64 = 1e9;
+
 fn int(v: Option<&Value>, default: i64) -> i64 {
-    num(v, default as f64) as i64
+    // Clamped before the cast, so the cast is exact.
+    num(v, default as f64)
+        .clamp(-MAX_SAVE_INT, MAX_SAVE_INT)
+        .trunc() as i64
 }
 
 fn boolean(v: Option<&Value>) -> bool {
@@ -416,8 +423,8 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
             };
         }
     }
-    let blink_speed = num(settings.get("blinkSpeed"), 1.0).max(0.1);
-    let blink_chance = int(settings.get("blinkChance"), 200).max(1);
+    let blink_speed = num(settings.get("blinkSpeed"), 1.0).clamp(0.1, 1000.0);
+    let blink_chance = int(settings.get("blinkChance"), 200).clamp(1, 1_000_000);
     let bounce = boolean(settings.get("bounceOnCostumeChange"));
     let base = (420.0 / 60.0 * blink_speed * 1000.0).round() as i64;
     let spread = (blink_chance as f64 / 60.0 * 1000.0).round() as i64;

@@ -219,14 +219,18 @@ impl<'a> Sprite<'a> {
     /// Frame size and the cell of the current frame for state `s`.
     fn frame(&self, s: usize) -> (u32, u32, u32, u32) {
         let st = self.st(s);
-        let h = st.f("hframes", 1.0).max(1.0) as u32;
-        let v = st.f("vframes", 1.0).max(1.0) as u32;
-        let frames =
-            (st.f("frames", f64::from(h * v)).max(1.0) as u32).min(h.saturating_mul(v).max(1) * 64);
+        // Numbers of the project file are clamped before any cast or product
+        // (at most 4096 cells per axis: 4096 * 4096 * 64 fits in u32).
+        let cells = |k: &str| st.f(k, 1.0).clamp(1.0, 4096.0) as u32;
+        let (h, v) = (cells("hframes"), cells("vframes"));
+        let max_frames = h * v * 64;
+        let frames = st
+            .f("frames", f64::from(h * v))
+            .clamp(1.0, f64::from(max_frames)) as u32;
         let rows = v.max(frames.div_ceil(h));
         let fw = (self.image.w / h).max(1);
         let fh = (self.image.h / rows).max(1);
-        let frame = (st.f("frame", 0.0).max(0.0) as u32).min(frames - 1);
+        let frame = st.f("frame", 0.0).clamp(0.0, f64::from(frames - 1)) as u32;
         (fw, fh, (frame % h) * fw, (frame / h) * fh)
     }
 }
@@ -687,7 +691,8 @@ pub fn convert(pkg: &Path, file: &Path) -> Result<Imported, String> {
         let mut z = 0i64;
         for &n in std::iter::once(&i).chain(chains[i].iter()) {
             let st = sprites[n].st(s);
-            z += st.f("z_index", 0.0) as i64;
+            // Clamped before the cast; the sum saturates (project numbers are client input).
+            z = z.saturating_add(st.f("z_index", 0.0).clamp(-1e9, 1e9) as i64);
             if !st.b("z_as_relative", true) {
                 break;
             }

@@ -19,8 +19,8 @@ use super::routes::{inactive_state, EndOutcome, Miss, Signals};
 use super::{character, Games, ICEBREAKER_GAME_TYPE};
 use crate::error::{respond, Failure, Outcome, Reason};
 use crate::util::{
-    clean_line, game_type as norm_game_type, opt_bool, opt_object, opt_str, parse_object,
-    parse_query, truncate_chars,
+    clean_line, game_type as norm_game_type, opt_bool, opt_int, opt_object, opt_str, parse_object,
+    parse_query, truncate_chars, MAX_SAFE_INT,
 };
 
 /// Largest JSON body of these routes.
@@ -102,10 +102,16 @@ fn query_int(
 
 fn read_query(raw: Option<&str>) -> Result<ReadQuery, Failure> {
     let q = parse_query(raw);
-    let since = query_int(&q, "since")?.map(|s| s.max(0) as u64);
+    // Integers only (else 400 invalid_query); a negative cursor is 0 and the
+    // limit is clamped to 1..=MAX_LIMIT (reference), before any conversion.
+    let since = query_int(&q, "since")?.map(|s| s.max(0).unsigned_abs());
     let limit = query_int(&q, "limit")?
-        .unwrap_or(DEFAULT_LIMIT as i64)
-        .clamp(1, MAX_LIMIT as i64) as usize;
+        .map(|l| {
+            usize::try_from(l.max(1))
+                .unwrap_or(MAX_LIMIT)
+                .min(MAX_LIMIT)
+        })
+        .unwrap_or(DEFAULT_LIMIT);
     let game_type = match q
         .get("game_type")
         .map(|s| s.trim())
@@ -319,11 +325,12 @@ pub async fn route_drain(Extension(g): G, Path(gt): Path<String>, body: Body) ->
         let b = body_map(body).await?;
         let persona = require_persona(&b)?;
         let session = session_of(&b)?;
-        let limit = b
-            .get("limit")
-            .and_then(Value::as_u64)
+        // Default 50; an integer is clamped to 1..=50 (reference); a value that
+        // is no integer at all (or beyond ±2^53) is invalid_body.
+        let limit = opt_int(&b, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
             .unwrap_or(50)
-            .clamp(1, 50) as usize;
+            .clamp(1, 50);
+        let limit = usize::try_from(limit).unwrap_or(50);
         let (outputs, state) = g
             .routes
             .drain(&persona, &game_type, session.as_deref(), limit);
@@ -435,9 +442,17 @@ async fn end_common(
     body: Body,
     default_reason: &str,
 ) -> Outcome {
+    if gt.trim().eq_ignore_ascii_case(ICEBREAKER_GAME_TYPE) {
+        return Err(not_a_game_route("/api/icebreaker/route/end"));
+    }
     let game_type = norm_game_type(&gt)?;
     let b = body_map(body).await?;
-    let persona = require_persona(&b)?;
+    // The body's character, else the current one; with neither there is no
+    // round to end (the no-round answer below).
+    let persona = match persona_of(&b)? {
+        Some(p) => p,
+        None => st.characters.resolve(None).unwrap_or_default(),
+    };
     let reason = opt_str(&b, &["reason"])?
         .map(|r| truncate_chars(&r, 64))
         .unwrap_or_else(|| default_reason.to_string());
@@ -492,10 +507,11 @@ async fn end_common(
             )
         }
         EndOutcome::NoRoute => {
+            // No running round is not an error: the cached model session (if any) is dropped.
             let closed = g.close_llm_session(&persona, &game_type, &session);
             Ok(
                 json!({"ok": true, "closed": closed, "session_id": session, "route_closed": false,
-                "archive": null, "state": inactive_state()}),
+                "archive": null}),
             )
         }
     }

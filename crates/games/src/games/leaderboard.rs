@@ -74,16 +74,25 @@ fn first<'a>(m: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a Value> {
     keys.iter().find_map(|k| m.get(*k).filter(|v| !v.is_null()))
 }
 
+/// A finite float as an integer total in `0..=MAX_INT` (clamped before the cast).
 fn clamp_int(f: f64) -> i64 {
-    (f.trunc() as i64).clamp(0, MAX_INT)
+    if !f.is_finite() {
+        return 0;
+    }
+    // In range by construction, so the cast is exact.
+    f.trunc().clamp(0.0, MAX_INT as f64) as i64
 }
 
-/// Read totals from an object (top level, then its `finalScore` object).
+/// Read totals from an object (top level, then its `finalScore` object; a
+/// `finalScore` that is a number is the score total itself).
 /// `Ok(None)` when no score is present; `Err` when a present total is not a number.
 pub fn totals_of(m: &Map<String, Value>) -> Result<Option<Totals>, String> {
-    let nested = m.get("finalScore").and_then(Value::as_object);
+    let final_score = m.get("finalScore");
+    let nested = final_score.and_then(Value::as_object);
     let pick = |keys: &[&str]| first(m, keys).or_else(|| nested.and_then(|n| first(n, keys)));
-    let Some(score) = pick(SCORE_KEYS) else {
+    let score = pick(SCORE_KEYS)
+        .or_else(|| final_score.filter(|v| matches!(v, Value::Number(_) | Value::String(_))));
+    let Some(score) = score else {
         return Ok(None);
     };
     let score = number(score).ok_or("score must be a number")?;
@@ -192,26 +201,28 @@ impl Leaderboard {
         true
     }
 
-    /// Validate a submission body: `invalid_body` when malformed, `invalid_session`
-    /// when it does not match a recorded score session.
+    /// Validate a submission body (already known to be a JSON object): anything
+    /// that does not match a recorded, unexpired score session — unknown session,
+    /// missing or mistyped fields, other totals — is `invalid_session`.
     pub fn validate(&self, body: &Map<String, Value>) -> Result<Submission, Failure> {
-        let invalid_body = |msg: &str| Failure::new(Reason::InvalidBody).with("error", msg);
+        let invalid = |msg: &str| Failure::new(Reason::InvalidSession).with("error", msg);
         let text = |k: &str| -> Result<Option<String>, Failure> {
             match body.get(k) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
-                Some(_) => Err(invalid_body(&format!("{k} must be a string"))),
+                Some(_) => Err(invalid(&format!("{k} must be a string"))),
             }
         };
-        let persona = text("persona_name")?.map(|p| truncate_chars(&p, 80));
+        let persona = text("persona_name")?
+            .or(text("lanlan_name")?)
+            .map(|p| truncate_chars(&p, 80));
         let session = text("session_id")?.map(|s| truncate_chars(&s, 120));
         let mode_raw = text("mode")?;
         let posted = totals_of(body)
-            .map_err(|e| invalid_body(&e))?
-            .ok_or_else(|| invalid_body("the round's totals (score) are required"))?;
+            .map_err(|e| invalid(&e))?
+            .ok_or_else(|| invalid("the round's totals (score) are required"))?;
         let (Some(persona), Some(session)) = (persona, session) else {
-            return Err(Failure::new(Reason::InvalidSession)
-                .with("error", "persona_name and session_id are required"));
+            return Err(invalid("persona_name and session_id are required"));
         };
         let mode = normalize_mode(mode_raw.as_deref());
         let key = (persona.clone(), session.clone());

@@ -90,6 +90,9 @@ pub struct Finalized {
     pub mode: Option<String>,
 }
 
+/// Longest `gameStartedElapsedMs` taken into account (30 days).
+const MAX_ELAPSED_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
+
 /// Options read from a start / heartbeat / end body.
 #[derive(Debug, Default, Clone)]
 pub struct Signals {
@@ -128,7 +131,9 @@ impl Signals {
             game_started_elapsed_ms: ["gameStartedElapsedMs", "game_started_elapsed_ms"]
                 .iter()
                 .find_map(|k| b.get(*k).and_then(Value::as_f64))
-                .filter(|v| v.is_finite() && *v >= 0.0),
+                // 0 to 30 days; anything else (NaN, negative, 1e308) is ignored
+                // like a value of the wrong type.
+                .filter(|v| v.is_finite() && (0.0..=MAX_ELAPSED_MS).contains(v)),
             current_state: obj(&["currentState", "current_state"]),
             final_score: obj(&["finalScore", "final_score"]),
         }
