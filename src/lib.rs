@@ -17,4 +17,5 @@ pub const FAMILIES: &[Family] = &[
     companiond_avatars::api,
     companiond_jukebox::api,
     companiond_console::api,
+    companiond_frontend::api,
 ];

@@ -50,7 +50,7 @@ async fn hostile_input_never_yields_a_server_error() {
                 if m == "GET" {
                     for q in ["", "?persona_name=..&path=../../etc/passwd&url=file:///etc/passwd&days=-5&limit=-1&since=x&folder=..&model=../x&filename=../x&role=nobody"] {
                         let r = s.http.get(format!("{url}{q}")).send().await.expect("no dropped connection");
-                        assert!(r.status().as_u16() < 500 || r.status().as_u16() == 501 || r.status().as_u16() == 503,
+                        assert!(r.status().as_u16() < 500 || (501..=504).contains(&r.status().as_u16()),
                             "GET {path} ({seg}{q}) → {}", r.status());
                         checked += 1;
                     }
@@ -223,7 +223,7 @@ async fn extreme_numbers_never_yield_a_server_error() {
                         .await
                         .expect("no dropped connection");
                     let st = r.status().as_u16();
-                    if !(st < 500 || st == 501 || st == 503) {
+                    if !(st < 500 || (501..=504).contains(&st)) {
                         failures.push(format!("GET {path} with {v} → {st}"));
                     }
                     checked += 1;

@@ -3,7 +3,8 @@
 //! Plain HTML, CSS and JavaScript of our own under `crates/console/web/`, embedded
 //! in the binary with `rust-embed` (a release build or `cargo install` carries it;
 //! a debug build reads the folder at run time so page edits need no rebuild).
-//! Served at `/console/` always, and at `/` too (a later `--frontend-dir` takes `/`).
+//! Served at `/console/` always, and at `/` unless `--frontend-dir` gives `/` to the
+//! original main page (crates/frontend).
 //! The console speaks only the public HTTP interface and the chat WebSocket.
 
 use axum::extract::Path as UrlPath;
@@ -20,9 +21,13 @@ struct Assets;
 
 /// The console's routes (pages, not operations: they are not in `/openapi.json`).
 pub fn api(state: &AppState) -> Api {
+    let mut router = Router::new();
+    // With --frontend-dir, `/` is the original main page (crates/frontend).
+    if state.opts.frontend_dir.is_none() {
+        router = router.route("/", get(|| async { asset("index.html") }));
+    }
     Api::new(state, "console").raw(
-        Router::new()
-            .route("/", get(|| async { asset("index.html") }))
+        router
             .route(
                 "/console",
                 get(|| async { Redirect::permanent("/console/") }),

@@ -303,7 +303,14 @@ impl Characters {
         self.doc.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
     pub fn names(&self) -> Vec<String> {
-        self.snapshot().characters.keys().cloned().collect()
+        // The keys only: no copy of every profile.
+        self.doc
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .characters
+            .keys()
+            .cloned()
+            .collect()
     }
     pub fn exists(&self, name: &str) -> bool {
         self.doc
@@ -447,7 +454,42 @@ async fn list(State(st): State<AppState>) -> Response {
             Value::Object(m)
         })
         .collect();
-    ok_json(json!({"success": true, "current": doc.current, "characters": characters}))
+    let master = st
+        .store
+        .read::<Value>(MASTER_DOC)
+        .await
+        .ok()
+        .flatten()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    ok_json(json!({
+        "success": true, "current": doc.current, "characters": characters,
+        "主人": master, "猫娘": original_profiles(&doc), "当前猫娘": doc.current,
+    }))
+}
+
+/// The master profile of the original application's characters document
+/// (`主人`), written by `POST /api/characters/master` (crates/frontend).
+pub const MASTER_DOC: &str = "config/master.json";
+
+/// The original application's `猫娘` map: each profile without companiond's `name`,
+/// with `model_type` defaulting to `live2d` (reference frontend.md § 3.1).
+pub fn original_profiles(doc: &CharactersDoc) -> Map<String, Value> {
+    doc.characters
+        .iter()
+        .map(|(name, profile)| {
+            let mut m = profile.as_object().cloned().unwrap_or_default();
+            m.remove("name");
+            let model_type = m
+                .get("model_type")
+                .and_then(Value::as_str)
+                .filter(|t| !t.trim().is_empty())
+                .unwrap_or("live2d")
+                .to_string();
+            m.insert("model_type".into(), Value::String(model_type));
+            (name.clone(), Value::Object(m))
+        })
+        .collect()
 }
 
 async fn create(

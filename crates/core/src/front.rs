@@ -274,6 +274,7 @@ mod tests {
             csrf_token: String::new(),
             allow_remote: false,
             allowed_hosts: extra.iter().map(|s| s.to_string()).collect(),
+            frontend_dir: None,
         };
         HostPolicy::from_options(&opts)
     }

@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod characters;
+pub mod chat_dialect;
 pub mod envelope;
 pub mod fence;
 pub mod front;

@@ -70,6 +70,10 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub allowed_hosts: Vec<String>,
+    /// A folder with the original application's `templates/` and `static/`: its pages
+    /// are served at their original paths (docs/frontend.md).
+    #[arg(long, env = "COMPANIOND_FRONTEND_DIR")]
+    pub frontend_dir: Option<PathBuf>,
 }
 
 /// Resolved options: every default applied.
@@ -85,6 +89,8 @@ pub struct Options {
     pub allow_remote: bool,
     /// Extra `Host` names served besides loopback, `localhost` and the `--listen` host.
     pub allowed_hosts: Vec<String>,
+    /// The original frontend's folder (`templates/`, `static/`), when given.
+    pub frontend_dir: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -133,6 +139,10 @@ impl ServeArgs {
                 .map(|h| h.trim().to_string())
                 .filter(|h| !h.is_empty())
                 .collect(),
+            frontend_dir: self
+                .frontend_dir
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| absolute(&p)),
         })
     }
 }

@@ -177,6 +177,14 @@ impl SessionManager {
             .cloned()
             .collect()
     }
+    /// Run `f` over the registered tools (in registration order) without copying them.
+    pub fn with_tools<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &RegisteredTool>) -> R,
+    ) -> R {
+        let t = self.tools.read().unwrap_or_else(|e| e.into_inner());
+        f(&mut t.values())
+    }
     pub fn tool(&self, name: &str) -> Option<RegisteredTool> {
         self.tools
             .read()
@@ -314,26 +322,76 @@ pub async fn ws_handler(
 }
 
 async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebSocket) {
+    use crate::chat_dialect::{self, Dialect, Inbound};
     let (id, mut rx, tx) = mgr.attach();
     let _ = tx.send(Outbound::Frame(
-        json!({"type": "session_started", "persona_name": mgr.name()}),
+        json!({"type": "session_started", "persona_name": mgr.name(), "input_mode": "text"}),
     ));
+    // The dialect is known from the first client frame; until then (at most
+    // chat_dialect::GRACE) server frames are held (crate::chat_dialect).
+    let mut dialect: Option<Dialect> = None;
+    let mut held: Vec<Value> = Vec::new();
+    let mut original = chat_dialect::Original::default();
+    let grace = tokio::time::sleep(chat_dialect::GRACE);
+    tokio::pin!(grace);
     loop {
-        tokio::select! {
+        let frames: Vec<Value> = tokio::select! {
+            _ = &mut grace, if dialect.is_none() => {
+                dialect = Some(Dialect::Native);
+                std::mem::take(&mut held)
+            }
             out = rx.recv() => match out {
-                Some(Outbound::Frame(v)) => {
-                    if socket.send(Message::Text(v.to_string().into())).await.is_err() { break; }
-                }
+                Some(Outbound::Frame(v)) => match dialect {
+                    None => { held.push(v); Vec::new() }
+                    Some(Dialect::Native) => vec![v],
+                    Some(Dialect::Original) => original.outbound(&v),
+                },
                 Some(Outbound::Close) | None => {
                     let _ = socket.send(Message::Close(None)).await;
                     break;
                 }
             },
             msg = socket.recv() => match msg {
-                Some(Ok(Message::Text(t))) => handle_client_frame(&st, &mgr, &tx, t.as_str()),
+                Some(Ok(Message::Text(t))) => {
+                    let mut out = Vec::new();
+                    if dialect.is_none() {
+                        let d = chat_dialect::detect(t.as_str());
+                        dialect = Some(d);
+                        for v in std::mem::take(&mut held) {
+                            match d {
+                                Dialect::Native => out.push(v),
+                                Dialect::Original => out.extend(original.outbound(&v)),
+                            }
+                        }
+                    }
+                    if dialect == Some(Dialect::Original) {
+                        match original.inbound(t.as_str()) {
+                            Inbound::Reply(f) => out.extend(f),
+                            Inbound::Turn(text) => start_turn(&st, &mgr, &tx, text, InputSource::Text),
+                            Inbound::Ignore => {}
+                        }
+                    } else {
+                        handle_client_frame(&st, &mgr, &tx, t.as_str());
+                    }
+                    out
+                }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
-                Some(Ok(_)) => {}
+                Some(Ok(_)) => Vec::new(),
             },
+        };
+        let mut closed = false;
+        for v in frames {
+            if socket
+                .send(Message::Text(v.to_string().into()))
+                .await
+                .is_err()
+            {
+                closed = true;
+                break;
+            }
+        }
+        if closed {
+            break;
         }
     }
     mgr.detach(id);
@@ -366,6 +424,17 @@ fn handle_client_frame(
     let Some(user_text) = v.get("text").and_then(Value::as_str).map(str::to_string) else {
         return send_err("missing_text", "text is required");
     };
+    start_turn(st, mgr, tx, user_text, source);
+}
+
+/// Run one chat turn in the background, then send `turn_end`.
+fn start_turn(
+    st: &AppState,
+    mgr: &Arc<SessionManager>,
+    tx: &mpsc::UnboundedSender<Outbound>,
+    user_text: String,
+    source: InputSource,
+) {
     let (st, mgr, tx) = (st.clone(), mgr.clone(), tx.clone());
     tokio::spawn(async move {
         let _turn = mgr.turn.lock().await;
@@ -431,6 +500,24 @@ async fn run_turn(
             Speaker::System => ChatMessage::system(e.text().to_string()),
         })
         .collect();
+    // Long-term memory (persona, the facts most relevant to this message) joins
+    // the system prompt; a slow or failing memory never holds the turn up.
+    const MEMORY_CONTEXT_TIMEOUT: Duration = Duration::from_millis(500);
+    let recall = st.hooks.memory_recall();
+    let memory = match &recall {
+        Some(r) => tokio::time::timeout(
+            MEMORY_CONTEXT_TIMEOUT,
+            r.context(name.clone(), text.clone()),
+        )
+        .await
+        .ok()
+        .flatten(),
+        None => None,
+    };
+    let system = match memory {
+        Some(m) => format!("{}\n\n{m}", system_prompt(st, &name)),
+        None => system_prompt(st, &name),
+    };
     // This turn's messages: the input, then model rounds and tool results.
     let mut turn = vec![ChatMessage::user(text.clone())];
     mgr.push_history(ChatMessage::user(text.clone())).await;
@@ -440,10 +527,18 @@ async fn run_turn(
     };
     let mut final_text = String::new();
     for _round in 0..MAX_TOOL_ROUNDS {
-        let mut messages = vec![ChatMessage::system(system_prompt(st, &name))];
+        let mut messages = vec![ChatMessage::system(system.clone())];
         messages.extend(prior.iter().cloned());
         messages.extend(turn.iter().cloned());
-        let tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
+        let mut tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
+        // Built-in memory tools (a registered tool of the same name wins).
+        if let Some(r) = &recall {
+            for t in r.tools(&name) {
+                if !tools.iter().any(|x| x.name == t.name) {
+                    tools.push(t);
+                }
+            }
+        }
         let on_delta = |d: &str| send(json!({"type": "assistant_delta", "text": d}));
         let c = match st
             .llm
@@ -476,13 +571,26 @@ async fn run_turn(
                         .dispatch(&st.sessions, &tool, &call.id, &call.function.arguments)
                         .await
                 }
-                None => crate::tools::ToolResult {
-                    content: format!(
-                        "tool error: no tool named {} is registered",
-                        call.function.name
-                    ),
-                    is_error: true,
-                },
+                None => {
+                    let builtin = match &recall {
+                        Some(r) => {
+                            r.call(
+                                name.clone(),
+                                call.function.name.clone(),
+                                call.function.arguments.clone(),
+                            )
+                            .await
+                        }
+                        None => None,
+                    };
+                    builtin.unwrap_or_else(|| crate::tools::ToolResult {
+                        content: format!(
+                            "tool error: no tool named {} is registered",
+                            call.function.name
+                        ),
+                        is_error: true,
+                    })
+                }
             };
             send(
                 json!({"type": "tool_result", "name": call.function.name, "call_id": call.id, "is_error": result.is_error}),
@@ -494,6 +602,9 @@ async fn run_turn(
     }
     // The character may have been renamed during the turn: write under its current name.
     persist_exchange(st, &mgr.name(), &text, &final_text).await;
+    if let Some(r) = &recall {
+        r.after_turn(&mgr.name());
+    }
 }
 
 /// Append the exchange to the character's history. A corrupt history file is

@@ -58,11 +58,33 @@ pub trait MemoryService: Send + Sync {
     fn reload(&self, character: String) -> BoxFuture<'static, Result<(), String>>;
 }
 
+/// Long-term memory as a chat turn sees it (installed by the memory family):
+/// what to add to a turn's system prompt, the built-in memory tools, and a
+/// signal after each turn (indexing and extraction then run in the background).
+/// Every method must return quickly; none may fail a turn.
+pub trait MemoryRecall: Send + Sync {
+    /// Memory text for the system prompt of `character`'s turn answering
+    /// `user_text` (persona, relevant facts), or `None`.
+    fn context(&self, character: String, user_text: String) -> BoxFuture<'static, Option<String>>;
+    /// The built-in memory tools offered to the model for `character`.
+    fn tools(&self, character: &str) -> Vec<crate::llm::ToolSpec>;
+    /// Run a built-in memory tool; `None` when `name` is not one of them.
+    fn call(
+        &self,
+        character: String,
+        name: String,
+        arguments: String,
+    ) -> BoxFuture<'static, Option<crate::tools::ToolResult>>;
+    /// A turn of `character` ended and its exchange was stored.
+    fn after_turn(&self, character: &str);
+}
+
 /// Hooks that families install at start-up.
 #[derive(Default)]
 pub struct Hooks {
     pub input_router: RwLock<Option<Arc<dyn InputRouter>>>,
     pub memory: RwLock<Option<Arc<dyn MemoryService>>>,
+    pub recall: RwLock<Option<Arc<dyn MemoryRecall>>>,
     pub input_observers: RwLock<Vec<Arc<dyn InputObserver>>>,
 }
 
@@ -102,6 +124,15 @@ impl Hooks {
     }
     pub fn memory_service(&self) -> Option<Arc<dyn MemoryService>> {
         self.memory
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    pub fn set_memory_recall(&self, m: Arc<dyn MemoryRecall>) {
+        *self.recall.write().unwrap_or_else(|e| e.into_inner()) = Some(m);
+    }
+    pub fn memory_recall(&self) -> Option<Arc<dyn MemoryRecall>> {
+        self.recall
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()

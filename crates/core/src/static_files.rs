@@ -1,4 +1,4 @@
-//! Static files: `/static/` from the bundle, `/user_mmd/` and `/user_pngtuber/`
+//! Static files: `/static/` from the bundle (after `--frontend-dir`'s `static/` when given), `/user_mmd/` and `/user_pngtuber/`
 //! from the data dir, `/workshop/` from the workshop dir (when configured). Every path goes through [`crate::paths::safe_existing`].
 
 use std::path::PathBuf;
@@ -42,6 +42,14 @@ async fn bundle_static(
     UrlPath(rel): UrlPath<String>,
     req: Request,
 ) -> Response {
+    // With --frontend-dir, the original frontend's own static/ wins; what it lacks
+    // (bundled models, MMD project files) still comes from the bundle (docs/frontend.md).
+    if let Some(front) = &st.opts.frontend_dir {
+        let root = front.join("static");
+        if safe_existing(&root, &rel).is_ok_and(|p| p.is_file()) {
+            return serve_contained(root, &rel, req).await;
+        }
+    }
     serve_contained(st.bundle_dir().join("static"), &rel, req).await
 }
 

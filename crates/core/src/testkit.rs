@@ -77,6 +77,7 @@ impl TestServer {
             csrf_token: CSRF.into(),
             allow_remote: false,
             allowed_hosts: Vec::new(),
+            frontend_dir: None,
         };
         if let Some(e) = o.edit.take() {
             e(&mut opts);
@@ -309,22 +310,29 @@ pub enum MockReply {
 /// A loopback OpenAI-compatible model server (`/v1/chat/completions`,
 /// `/v1/models`) answering scripted replies in order; when the script is
 /// exhausted it answers `default_text`. Streams SSE when the request asks to.
+/// Replies queued with [`MockLlm::push_matching`] answer only requests whose
+/// body contains their needle (checked first, oldest first), so background
+/// callers (memory extraction) and the chat can share one server.
 pub struct MockLlm {
     pub upstream: Upstream,
     script: Arc<Mutex<VecDeque<MockReply>>>,
+    matching: Arc<Mutex<Vec<(String, MockReply)>>>,
 }
 
 #[derive(Clone)]
 struct MockState {
     script: Arc<Mutex<VecDeque<MockReply>>>,
+    matching: Arc<Mutex<Vec<(String, MockReply)>>>,
     default_text: String,
 }
 
 impl MockLlm {
     pub async fn start(default_text: &str) -> MockLlm {
         let script: Arc<Mutex<VecDeque<MockReply>>> = Arc::default();
+        let matching: Arc<Mutex<Vec<(String, MockReply)>>> = Arc::default();
         let st = MockState {
             script: script.clone(),
+            matching: matching.clone(),
             default_text: default_text.to_string(),
         };
         let router = Router::new()
@@ -334,6 +342,7 @@ impl MockLlm {
         MockLlm {
             upstream: Upstream::start(router).await,
             script,
+            matching,
         }
     }
 
@@ -349,6 +358,14 @@ impl MockLlm {
             .push_back(r);
     }
 
+    /// Queue a reply for the next request whose raw body contains `needle`.
+    pub fn push_matching(&self, needle: &str, r: MockReply) {
+        self.matching
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((needle.to_string(), r));
+    }
+
     /// Bodies of the chat requests received so far.
     pub fn chat_requests(&self) -> Vec<Value> {
         self.upstream
@@ -362,12 +379,20 @@ impl MockLlm {
 async fn mock_chat(State(st): State<MockState>, body: Bytes) -> Response {
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let reply = st
-        .script
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop_front()
-        .unwrap_or_else(|| MockReply::Text(st.default_text.clone()));
+    let matched = {
+        let raw = String::from_utf8_lossy(&body);
+        let mut m = st.matching.lock().unwrap_or_else(|e| e.into_inner());
+        m.iter()
+            .position(|(needle, _)| raw.contains(needle.as_str()))
+            .map(|i| m.remove(i).1)
+    };
+    let reply = matched.unwrap_or_else(|| {
+        st.script
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+            .unwrap_or_else(|| MockReply::Text(st.default_text.clone()))
+    });
     let (text, calls) = match reply {
         MockReply::Status(code, body) => {
             return (

@@ -286,6 +286,31 @@ pub fn api(state: &AppState) -> Api {
         "configured achievements and their state",
         http::list_achievements,
     )
+    // The original pages' paths of the same routes (docs/frontend.md).
+    .guarded(
+        Method::POST,
+        "/api/steam/set-achievement-status/{name}",
+        "alias of /api/platform/set-achievement-status/{name}",
+        Csrf::Success,
+        move |State(st): State<AppState>, p: Path<String>| http::set_achievement(st, p),
+    )
+    .guarded(
+        Method::POST,
+        "/api/steam/update-playtime",
+        "alias of /api/platform/update-playtime",
+        Csrf::Success,
+        http::update_playtime,
+    )
+    .get(
+        "/api/steam/list-achievements",
+        "alias of /api/platform/list-achievements",
+        http::list_achievements,
+    )
+    .get(
+        "/api/steam/proxy-image",
+        "alias of /api/platform/proxy-image",
+        with_sys!(sys, http::platform_proxy_image, q: RawQuery),
+    )
     .merge(handoff_routes(state, &sys))
 }
 
@@ -299,10 +324,23 @@ fn handoff_routes(state: &AppState, sys: &Arc<Sys>) -> Api {
         "create a short-lived signed one-time handoff token (no-store)",
         with_sys!(sys, http::handoff_create, headers: HeaderMap, body: Body),
     );
-    guarded_post_no_store(
+    let api = guarded_post_no_store(
         api,
         "/api/guide/handoff/consume",
         "consume a handoff token (no-store)",
+        with_sys!(sys, http::handoff_consume, headers: HeaderMap, body: Body),
+    );
+    // The original pages' paths of the same routes (docs/frontend.md).
+    let api = guarded_post_no_store(
+        api,
+        "/api/yui-guide/handoff/create",
+        "alias of /api/guide/handoff/create",
+        with_sys!(sys, http::handoff_create, headers: HeaderMap, body: Body),
+    );
+    guarded_post_no_store(
+        api,
+        "/api/yui-guide/handoff/consume",
+        "alias of /api/guide/handoff/consume",
         with_sys!(sys, http::handoff_consume, headers: HeaderMap, body: Body),
     )
 }

@@ -1,0 +1,163 @@
+//! Storage location (`/api/storage/location/...`, reference frontend.md § 3.5).
+//!
+//! companiond has one storage location, the data dir (`--data-dir`): it is the
+//! current, recommended and anchor root; the flags come from the same checks as
+//! `/api/system/status` (corrupt core documents, a migration marker, an unwritable
+//! data dir). Relocating storage is not supported: the mutations answer 409
+//! `{ok:false, error_code:"storage_relocation_unsupported", error}`.
+
+use axum::http::{header, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use companiond_core::guards::Csrf;
+use companiond_core::state::StorageStatus;
+use companiond_core::{Api, AppState};
+use serde_json::{json, Value};
+
+async fn flags(st: &AppState) -> StorageStatus {
+    let data = st.data_dir().to_path_buf();
+    let overlay = st.storage_status();
+    tokio::task::spawn_blocking(move || companiond_system::status::storage_flags(&data, overlay))
+        .await
+        .unwrap_or_default()
+}
+
+fn cache(r: Value, value: &'static str) -> Response {
+    ([(header::CACHE_CONTROL, value)], Json(r)).into_response()
+}
+
+/// The bootstrap document.
+pub async fn bootstrap_body(st: &AppState) -> Value {
+    let s = flags(st).await;
+    let root = st.data_dir().to_string_lossy().into_owned();
+    let cloud = &st.opts.cloud;
+    let blocking = if s.migration_pending {
+        "migration_pending"
+    } else if s.recovery_required {
+        "recovery_required"
+    } else if s.selection_required {
+        "selection_required"
+    } else {
+        ""
+    };
+    json!({
+        "ok": true,
+        "current_root": root, "recommended_root": root, "anchor_root": root,
+        "cloudsave_root": cloud, "last_known_good_root": root,
+        "legacy_sources": [],
+        "selection_required": s.selection_required,
+        "migration_pending": s.migration_pending,
+        "recovery_required": s.recovery_required,
+        "legacy_cleanup_pending": s.legacy_cleanup_pending,
+        "blocking_reason": blocking,
+        "last_error_summary": s.last_error_summary,
+        "stage": "stage3_web_restart",
+        "poll_interval_ms": 1200,
+        "migration": {"status": "", "source_root": "", "target_root": "", "last_error": ""},
+    })
+}
+
+async fn bootstrap(axum::extract::State(st): axum::extract::State<AppState>) -> Response {
+    cache(bootstrap_body(&st).await, "no-cache")
+}
+
+async fn status(axum::extract::State(st): axum::extract::State<AppState>) -> Response {
+    let b = bootstrap_body(&st).await;
+    let blocking = b["blocking_reason"].as_str().unwrap_or("").to_string();
+    let lifecycle = match blocking.as_str() {
+        "" => "ready",
+        "migration_pending" => "maintenance",
+        other => other,
+    };
+    cache(
+        json!({
+            "ok": true,
+            "ready": blocking.is_empty(),
+            "status": lifecycle,
+            "lifecycle_state": lifecycle,
+            "migration_stage": "",
+            "maintenance_message": "",
+            "poll_interval_ms": 1200,
+            "effective_root": b["current_root"],
+            "last_error_summary": b["last_error_summary"],
+            "blocking_reason": blocking,
+            "completion_notice": {"completed": false, "retained_root_exists": false},
+            "storage": {
+                "selection_required": b["selection_required"],
+                "migration_pending": b["migration_pending"],
+                "recovery_required": b["recovery_required"],
+                "legacy_cleanup_pending": b["legacy_cleanup_pending"],
+                "stage": b["stage"],
+            },
+            "migration": b["migration"],
+        }),
+        "no-store",
+    )
+}
+
+async fn diagnostics(axum::extract::State(st): axum::extract::State<AppState>) -> Response {
+    let b = bootstrap_body(&st).await;
+    cache(json!({"ok": true, "bootstrap": b}), "no-store")
+}
+
+async fn retained_source() -> Response {
+    cache(
+        json!({"ok": true, "retained_root": "", "retained_root_exists": false}),
+        "no-store",
+    )
+}
+
+async fn unsupported() -> Response {
+    (
+        StatusCode::CONFLICT,
+        Json(json!({
+            "ok": false,
+            "error_code": "storage_relocation_unsupported",
+            "error": "companiond keeps its data in --data-dir; restart it with another --data-dir to move storage",
+        })),
+    )
+        .into_response()
+}
+
+/// The routes.
+pub fn api(state: &AppState) -> Api {
+    let mut api = Api::new(state, "frontend")
+        .get(
+            "/api/storage/location/bootstrap",
+            "the storage location (the data dir) and its flags",
+            bootstrap,
+        )
+        .get(
+            "/api/storage/location/status",
+            "storage lifecycle status (no-store)",
+            status,
+        )
+        .get(
+            "/api/storage/location/diagnostics",
+            "storage diagnostics",
+            diagnostics,
+        )
+        .get(
+            "/api/storage/location/retained-source",
+            "retained previous storage root (none)",
+            retained_source,
+        );
+    for p in [
+        "pick-directory",
+        "open-current",
+        "preflight",
+        "select",
+        "restart",
+        "exit",
+        "retained-source/cleanup",
+    ] {
+        api = api.guarded(
+            Method::POST,
+            &format!("/api/storage/location/{p}"),
+            "relocating storage is not supported (409 ok:false)",
+            Csrf::Success,
+            unsupported,
+        );
+    }
+    api
+}
