@@ -157,7 +157,7 @@ pub fn api(state: &AppState, limits: Limits) -> Api {
         .get(
             "/api/model/pngtuber/models",
             "List the valid PNGTuber packages",
-            move || async move { list(c9.png.list().await, "models") },
+            move || async move { raw_list(c9.png.list_json().await, "models") },
         )
         .delete(
             "/api/model/pngtuber/model",
@@ -171,6 +171,23 @@ pub fn api(state: &AppState, limits: Limits) -> Api {
 fn list(r: Result<Vec<Value>, AvatarError>, key: &str) -> Response {
     match r {
         Ok(v) => no_store(ok_json(json!({"success": true, key: v}))),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `{"success": true, <key>: <array>}` around an already serialised array.
+fn raw_list(r: Result<String, AvatarError>, key: &str) -> Response {
+    match r {
+        Ok(array) => {
+            let body = format!("{{\"success\":true,{}:{array}}}", Value::from(key));
+            no_store((
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    axum::http::HeaderValue::from_static("application/json"),
+                )],
+                body,
+            ))
+        }
         Err(e) => e.into_response(),
     }
 }

@@ -2124,3 +2124,54 @@ async fn extreme_numbers_inside_uploaded_projects_never_break_the_server() {
         assert!(st == 200 || st == 400, "remix {v}: {st} {b}");
     }
 }
+
+/// The models listing is cached per package; every change on disk shows at once.
+#[tokio::test]
+async fn pngtuber_listing_follows_changes_on_disk() {
+    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let pt = s.data.join("user_pngtuber");
+    let idle = png(2, 2, [1, 2, 3, 255]);
+    for f in ["a", "b", "c"] {
+        std::fs::create_dir_all(pt.join(f).join("img")).unwrap();
+        std::fs::write(pt.join(f).join("idle.png"), &idle).unwrap();
+        std::fs::write(pt.join(f).join("img/talk.png"), &idle).unwrap();
+        std::fs::write(pt.join(f).join("model.json"), model_json(f, json!({}))).unwrap();
+    }
+    let names = || async {
+        let (st, b) = s.get("/api/model/pngtuber/models").await;
+        assert_eq!(st, 200, "{b}");
+        b["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names().await, ["a", "b", "c"]);
+    // Past the racy window the entries are cached; changes still show at once.
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    assert_eq!(names().await, ["a", "b", "c"]);
+    assert_eq!(names().await, ["a", "b", "c"]);
+    // A referenced file deep in the package disappears.
+    std::fs::remove_file(pt.join("a/img/talk.png")).unwrap();
+    assert_eq!(names().await, ["b", "c"]);
+    // model.json rewritten in place (same length) and atomically.
+    std::fs::write(pt.join("b/model.json"), model_json("x", json!({}))).unwrap();
+    assert_eq!(names().await, ["x", "c"]);
+    std::fs::write(pt.join("tmp.json"), model_json("yy", json!({}))).unwrap();
+    std::fs::rename(pt.join("tmp.json"), pt.join("b/model.json")).unwrap();
+    assert_eq!(names().await, ["yy", "c"]);
+    // A referenced image replaced by a symlink leaving the folder.
+    #[cfg(unix)]
+    {
+        let outside = s.data.join("outside.png");
+        std::fs::write(&outside, &idle).unwrap();
+        std::fs::remove_file(pt.join("c/idle.png")).unwrap();
+        std::os::unix::fs::symlink(&outside, pt.join("c/idle.png")).unwrap();
+        assert_eq!(names().await, ["yy"]);
+    }
+    // The missing file comes back; a package folder is removed.
+    std::fs::write(pt.join("a/img/talk.png"), &idle).unwrap();
+    std::fs::remove_dir_all(pt.join("b")).unwrap();
+    assert_eq!(names().await, ["a"]);
+}

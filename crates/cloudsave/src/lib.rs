@@ -12,6 +12,7 @@
 pub mod error;
 pub mod http;
 pub mod local;
+pub mod localcache;
 pub mod service;
 pub mod target;
 pub mod unit;

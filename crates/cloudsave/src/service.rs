@@ -1,6 +1,6 @@
 //! The cloud-save operations (summary, detail, upload, download), independent of HTTP.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -35,6 +35,7 @@ pub struct CloudSave {
     spec: Result<TargetSpec, String>,
     target: tokio::sync::Mutex<Option<Target>>,
     op_lock: tokio::sync::Mutex<()>,
+    local_cache: std::sync::Arc<crate::localcache::LocalCache>,
 }
 
 /// What this device has of a character.
@@ -56,6 +57,7 @@ impl CloudSave {
             spec: TargetSpec::parse(&state.opts.cloud),
             target: tokio::sync::Mutex::new(None),
             op_lock: tokio::sync::Mutex::new(()),
+            local_cache: Default::default(),
         }
     }
 
@@ -112,32 +114,38 @@ impl CloudSave {
     // ------------------------------------------------------------ local side
 
     async fn local_info(&self, name: &str) -> Option<LocalInfo> {
-        let profile = self.state.characters.profile(name)?;
-        let mem_dir = self.state.memory_dir(name);
+        self.local_infos(&[name.to_string()]).await.remove(name)
+    }
+
+    /// What this device has of each of `names` (absent: not a character), in
+    /// one blocking task; unchanged units come from the fingerprint cache.
+    async fn local_infos(&self, names: &[String]) -> HashMap<String, LocalInfo> {
+        let items: Vec<(String, Value, PathBuf)> = names
+            .iter()
+            .filter_map(|n| {
+                let profile = self.state.characters.profile(n)?;
+                Some((n.clone(), profile, self.state.memory_dir(n)))
+            })
+            .collect();
         let staging = self.staging_root();
-        let n = name.to_string();
-        let p = profile.clone();
-        let (fingerprint, updated_at, files) = tokio::task::spawn_blocking(move || {
-            let fp = unit::local_fingerprint(&n, &p, &mem_dir, &staging);
-            let files: BTreeMap<String, u64> = unit::present_files(&mem_dir)
+        let cache = self.local_cache.clone();
+        tokio::task::spawn_blocking(move || {
+            items
                 .into_iter()
-                .filter_map(|f| {
-                    Some((
-                        f.to_string(),
-                        std::fs::metadata(mem_dir.join(f)).ok()?.len(),
-                    ))
+                .map(|(name, profile, mem_dir)| {
+                    let f = cache.facts(&name, &profile, &mem_dir, &staging);
+                    let info = LocalInfo {
+                        profile,
+                        fingerprint: f.fingerprint,
+                        updated_at: f.updated_at,
+                        files: f.files,
+                    };
+                    (name, info)
                 })
-                .collect();
-            (fp, unit::latest_mtime(&mem_dir), files)
+                .collect()
         })
         .await
-        .unwrap_or((None, String::new(), BTreeMap::new()));
-        Some(LocalInfo {
-            profile,
-            fingerprint,
-            updated_at,
-            files,
-        })
+        .unwrap_or_default()
     }
 
     fn runtime_has_user_content(&self) -> bool {
@@ -291,6 +299,15 @@ impl CloudSave {
     /// The `platform_autocloud` object (reference § 1.1 keys). `units` is None
     /// when the target could not be read.
     async fn platform_autocloud(&self, units: Option<&[Meta]>) -> Value {
+        self.platform_autocloud_with(units, None).await
+    }
+
+    /// [`Self::platform_autocloud`] with `runtime_has_user_content` already known.
+    async fn platform_autocloud_with(
+        &self,
+        units: Option<&[Meta]>,
+        has_content: Option<bool>,
+    ) -> Value {
         let ls = local::read(&self.state.store).await;
         let units = units.unwrap_or(&[]);
         let has_snapshot = !units.is_empty();
@@ -301,7 +318,7 @@ impl CloudSave {
             .map(|m| m.updated_at_utc.clone())
             .max()
             .unwrap_or_default();
-        let has_content = self.runtime_has_user_content();
+        let has_content = has_content.unwrap_or_else(|| self.runtime_has_user_content());
         let differs = has_snapshot && manifest_fp != ls.last_applied_manifest_fingerprint;
         let root = self.cloud_root_display();
         let platform = if cfg!(target_os = "windows") {
@@ -365,12 +382,22 @@ impl CloudSave {
     pub async fn summary(&self) -> Result<Value, CloudSaveError> {
         let target = self.target().await?;
         let units = target.list_units().await?;
-        let mut names: BTreeSet<String> = self.state.characters.names().into_iter().collect();
+        let local_names = self.state.characters.names();
+        let mut locals = self.local_infos(&local_names).await;
+        self.local_cache
+            .retain(&local_names.iter().map(String::as_str).collect());
+        let has_content = locals.values().any(|l| !l.files.is_empty());
+        let cloud: HashMap<&str, &Meta> = units
+            .iter()
+            .rev()
+            .map(|m| (m.character_name.as_str(), m))
+            .collect();
+        let mut names: BTreeSet<String> = local_names.into_iter().collect();
         names.extend(units.iter().map(|m| m.character_name.clone()));
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(names.len());
         for name in &names {
-            let local = self.local_info(name).await;
-            let cloud = units.iter().find(|m| &m.character_name == name);
+            let local = locals.remove(name.as_str());
+            let cloud = cloud.get(name.as_str()).copied();
             let (l, c) = self.side_summary(name, local.as_ref(), cloud);
             items.push(self.item(name, &l, &c));
         }
@@ -380,7 +407,7 @@ impl CloudSave {
             "current_character_name": self.state.characters.current(),
             "items": items,
             "sync_backend": self.sync_backend(),
-            "platform_autocloud": self.platform_autocloud(Some(&units)).await,
+            "platform_autocloud": self.platform_autocloud_with(Some(&units), Some(has_content)).await,
         }))
     }
 

@@ -13,9 +13,12 @@
 //! publishing is the single PUT of `meta.json` naming it, so a reader (which always
 //! starts from `meta.json`) never sees half a unit.
 
+use std::collections::HashMap;
 use std::path::{Path as FsPath, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use companiond_core::stamp::{stamp, Stamp};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -93,7 +96,15 @@ pub struct Target {
     pub store: Arc<dyn ObjectStore>,
     /// Key prefix of every object (empty for a directory target).
     pub root: Path,
+    /// The same store as a directory (a directory target), for file stamps.
+    local: Option<Arc<LocalFileSystem>>,
+    /// Parsed meta records of a directory target, by file, with the stamp of
+    /// the file they were read from (see [`Target::list_units`]).
+    metas: Arc<Mutex<MetaCache>>,
 }
+
+/// Meta record file → (its stamp, the record; `None` when it is skipped).
+type MetaCache = HashMap<PathBuf, (Stamp, Option<Meta>)>;
 
 fn unavailable(e: impl std::fmt::Display) -> CloudSaveError {
     CloudSaveError::ProviderUnavailable(e.to_string())
@@ -114,12 +125,16 @@ pub fn open(spec: &TargetSpec) -> Result<Target, CloudSaveError> {
                     dir.display()
                 ))
             })?;
-            let fs = LocalFileSystem::new_with_prefix(dir)
-                .map_err(unavailable)?
-                .with_automatic_cleanup(true);
+            let fs = Arc::new(
+                LocalFileSystem::new_with_prefix(dir)
+                    .map_err(unavailable)?
+                    .with_automatic_cleanup(true),
+            );
             Ok(Target {
-                store: Arc::new(fs),
+                store: fs.clone(),
                 root: Path::default(),
+                local: Some(fs),
+                metas: Arc::default(),
             })
         }
         TargetSpec::S3 { bucket, prefix } => {
@@ -144,6 +159,8 @@ pub fn open(spec: &TargetSpec) -> Result<Target, CloudSaveError> {
             Ok(Target {
                 store: Arc::new(s3),
                 root: Path::from(prefix.as_str()),
+                local: None,
+                metas: Arc::default(),
             })
         }
     }
@@ -206,6 +223,10 @@ impl Target {
 
     /// Every published unit (a folder without `meta.json` is not a unit).
     /// Records that do not parse or do not match their folder are skipped.
+    ///
+    /// On a directory target each record is parsed once and kept with the stamp
+    /// of its file (device, inode, size, times): an unchanged file is not read
+    /// again; records written within [`companiond_core::stamp::RACY`] are not kept.
     pub async fn list_units(&self) -> Result<Vec<Meta>, CloudSaveError> {
         let dir = self.characters_dir();
         let listing = match self.store.list_with_delimiter(Some(&dir)).await {
@@ -213,28 +234,80 @@ impl Target {
             Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(store_err(e)),
         };
+        let prefixes: Vec<(String, Path)> = listing
+            .common_prefixes
+            .into_iter()
+            .filter_map(|p| Some((p.filename()?.to_string(), p.child("meta.json"))))
+            .collect();
+        // Directory target: stamps of every record file (one stat each), the
+        // unchanged ones answered from the cache.
+        let mut cached: Vec<Option<Option<Meta>>> = vec![None; prefixes.len()];
+        let mut stamps: Vec<Option<(PathBuf, Stamp)>> = vec![None; prefixes.len()];
+        let computed_at = SystemTime::now();
+        if let Some(fs) = &self.local {
+            let files: Vec<Option<PathBuf>> = prefixes
+                .iter()
+                .map(|(_, key)| fs.path_to_filesystem(key).ok())
+                .collect();
+            let metas = self.metas.clone();
+            let (hits, st) = tokio::task::spawn_blocking(move || {
+                let mut cache = metas.lock().unwrap_or_else(|e| e.into_inner());
+                let mut hits = Vec::with_capacity(files.len());
+                let mut st = Vec::with_capacity(files.len());
+                for f in &files {
+                    let s = f.as_ref().and_then(|f| Some((f.clone(), stamp(f)?)));
+                    hits.push(s.as_ref().and_then(|(f, s)| match cache.get(f) {
+                        Some((old, meta)) if old == s => Some(meta.clone()),
+                        _ => None,
+                    }));
+                    st.push(s);
+                }
+                let live: std::collections::HashSet<&PathBuf> = files.iter().flatten().collect();
+                cache.retain(|k, _| live.contains(k));
+                (hits, st)
+            })
+            .await
+            .map_err(unavailable)?;
+            cached = hits;
+            stamps = st;
+        }
         let mut out = Vec::new();
-        for prefix in listing.common_prefixes {
-            let Some(encoded) = prefix.filename() else {
+        for (i, (encoded, meta_key)) in prefixes.iter().enumerate() {
+            if let Some(hit) = cached[i].take() {
+                out.extend(hit);
                 continue;
-            };
-            let meta_key = prefix.child("meta.json");
-            let bytes = match self.store.get(&meta_key).await {
+            }
+            let bytes = match self.store.get(meta_key).await {
                 Ok(r) if r.meta.size <= MAX_META_BYTES => r.bytes().await.map_err(store_err)?,
                 Ok(_) => continue,
                 Err(object_store::Error::NotFound { .. }) => continue,
                 Err(e) => return Err(store_err(e)),
             };
-            match serde_json::from_slice::<Meta>(&bytes) {
-                Ok(m) if PathPart::from(m.character_name.as_str()).as_ref() == encoded => {
-                    out.push(m)
+            let parsed = match serde_json::from_slice::<Meta>(&bytes) {
+                Ok(m) if PathPart::from(m.character_name.as_str()).as_ref() == encoded => Some(m),
+                Ok(m) => {
+                    tracing::warn!(
+                        "cloud unit {encoded:?} names another character ({:?}); skipped",
+                        m.character_name
+                    );
+                    None
                 }
-                Ok(m) => tracing::warn!(
-                    "cloud unit {encoded:?} names another character ({:?}); skipped",
-                    m.character_name
-                ),
-                Err(e) => tracing::warn!("cloud unit {encoded:?} has an unreadable meta: {e}"),
+                Err(e) => {
+                    tracing::warn!("cloud unit {encoded:?} has an unreadable meta: {e}");
+                    None
+                }
+            };
+            // The stamp was taken before the read: a record replaced meanwhile
+            // shows as another stamp next time.
+            if let Some((file, s)) = stamps[i].take() {
+                if s.settled(computed_at) && s.len == bytes.len() as u64 {
+                    self.metas
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(file, (s, parsed.clone()));
+                }
             }
+            out.extend(parsed);
         }
         out.sort_by(|a, b| a.character_name.cmp(&b.character_name));
         Ok(out)

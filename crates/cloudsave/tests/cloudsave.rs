@@ -926,3 +926,67 @@ async fn memory_handles_are_released_before_and_reloaded_after_an_import() {
     );
     assert_ne!(tree(&dir)["recent.json"], b"[]".to_vec());
 }
+
+/// The summary keeps fingerprints and meta records between calls; any change
+/// on disk or through the server shows in the next summary.
+#[tokio::test]
+async fn summary_caches_follow_every_change() {
+    let s = server_with_cloud(None).await;
+    create_character(&s, "Mika", json!({})).await;
+    let dir = mem_dir(&s, "Mika");
+    write_memory(&dir);
+    let (st, up) = s
+        .post("/api/cloudsave/character/Mika/upload", json!({}))
+        .await;
+    assert_eq!(st, 200, "{up}");
+    let local_fp = |sum: &Value| item(sum, "Mika").unwrap()["local_fingerprint"].clone();
+    let relation = |sum: &Value| item(sum, "Mika").unwrap()["relation_state"].clone();
+    // Past the racy window, so the values are cached.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let (_, first) = s.get("/api/cloudsave/summary").await;
+    assert_eq!(relation(&first), "matched", "{first}");
+    let (_, again) = s.get("/api/cloudsave/summary").await;
+    assert_eq!(again, first);
+
+    // A JSON member edited in place, the same length.
+    let recent = std::fs::read_to_string(dir.join("recent.json")).unwrap();
+    std::fs::write(dir.join("recent.json"), recent.replace("hello", "hallo")).unwrap();
+    let (_, sum) = s.get("/api/cloudsave/summary").await;
+    assert_ne!(local_fp(&sum), local_fp(&first));
+    assert_eq!(relation(&sum), "diverged");
+    std::fs::write(dir.join("recent.json"), &recent).unwrap();
+    let (_, sum) = s.get("/api/cloudsave/summary").await;
+    assert_eq!(local_fp(&sum), local_fp(&first));
+
+    // A row added to the SQLite member.
+    add_db_row(&dir.join("time_indexed.db"), "third");
+    let (_, sum) = s.get("/api/cloudsave/summary").await;
+    assert_ne!(local_fp(&sum), local_fp(&first));
+
+    // The profile changed through the server.
+    let (_, before) = s.get("/api/cloudsave/summary").await;
+    s.state
+        .characters
+        .mutate(|d| {
+            d.characters
+                .insert("Mika".into(), json!({"display_name": "M"}));
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let (_, sum) = s.get("/api/cloudsave/summary").await;
+    assert_ne!(local_fp(&sum), local_fp(&before));
+    assert_eq!(item(&sum, "Mika").unwrap()["display_name"], "M");
+
+    // The cloud record replaced on disk (another device uploaded).
+    let meta_path = cloud_unit(&s, "Mika").join("meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["sequence_number"] = json!(99);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    let (_, sum) = s.get("/api/cloudsave/summary").await;
+    assert_eq!(item(&sum, "Mika").unwrap()["cloud_sequence_number"], 99);
+    // ... and removed.
+    std::fs::remove_file(&meta_path).unwrap();
+    let (_, sum) = s.get("/api/cloudsave/summary").await;
+    assert_eq!(relation(&sum), "local_only");
+}

@@ -35,6 +35,7 @@ pub mod providers;
 pub mod server;
 pub mod sessions;
 pub mod sink;
+pub mod stamp;
 pub mod state;
 pub mod static_files;
 pub mod store;

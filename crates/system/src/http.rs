@@ -100,9 +100,9 @@ pub async fn token_usage(State(st): State<AppState>, q: RawQuery) -> Response {
     };
     let now = now_millis() / 1000;
     let u = st.usage.clone();
-    let rows = blocking(move || u.rows_since(usage::window_start(now))).await;
-    match rows {
-        Ok(Ok(rows)) => ok_json(usage::aggregate(&rows, days, now)),
+    let stats = blocking(move || usage::statistics(&u, days, now)).await;
+    match stats {
+        Ok(Ok(body)) => ok_json(body),
         Ok(Err(e)) => SystemError::new(Kind::Internal, "usage_unavailable", e).into_response(),
         Err(e) => e.into_response(),
     }

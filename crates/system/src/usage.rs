@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use companiond_core::usage::UsageRow;
+use companiond_core::usage::{DailyRow, TokenUsage, UsageRow};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -38,6 +38,13 @@ struct Bucket {
 }
 
 impl Bucket {
+    fn add_daily(&mut self, r: &DailyRow) {
+        self.prompt_tokens += r.prompt_tokens;
+        self.completion_tokens += r.completion_tokens;
+        self.total_tokens += r.total_tokens;
+        self.call_count += r.calls;
+    }
+    #[cfg(test)]
     fn add(&mut self, r: &UsageRow) {
         self.prompt_tokens += r.prompt_tokens;
         self.completion_tokens += r.completion_tokens;
@@ -67,38 +74,71 @@ pub fn window_start(now: i64) -> i64 {
     today - (MAX_DAYS - 1) * DAY
 }
 
-/// Aggregate `rows` for the last `days` UTC calendar days ending today.
-pub fn aggregate(rows: &[UsageRow], days: i64, now: i64) -> Value {
+/// The statistics of the last `days` UTC calendar days ending today, from the
+/// pre-aggregated daily rows and the newest calls (blocking: SQLite). Costs the
+/// same whatever the number of recorded calls.
+pub fn statistics(usage: &TokenUsage, days: i64, now: i64) -> Result<Value, String> {
     // Clamped first: a client's `days` may be any i64.
     let days = days.clamp(0, MAX_DAYS);
     let today = now - now.rem_euclid(DAY);
-    let from = today - (days - 1) * DAY;
+    let daily_rows = if days > 0 {
+        usage.daily(today - (days - 1) * DAY, today)?
+    } else {
+        Vec::new()
+    };
+    // The newest calls of the 90-day window, deduplicated as `recent_records`
+    // is: fetch more until the last RECENT runs are certainly complete.
+    let since = window_start(now);
+    let mut want = 4 * RECENT;
+    let recent = loop {
+        let rows = usage.newest_rows(since, want)?;
+        let runs = rows.windows(2).filter(|w| !same_call(&w[0], &w[1])).count()
+            + usize::from(!rows.is_empty());
+        if rows.len() < want || runs > RECENT {
+            break rows;
+        }
+        want *= 4;
+    };
+    Ok(render(daily_rows.iter(), &recent, days))
+}
+
+fn same_call(a: &UsageRow, b: &UsageRow) -> bool {
+    a.ts == b.ts && a.model == b.model && a.slot == b.slot && a.character == b.character
+}
+
+/// The body from daily sums (oldest day first) and calls sorted by time.
+fn render<'a>(
+    daily_rows: impl Iterator<Item = &'a DailyRow>,
+    rows: &[UsageRow],
+    days: i64,
+) -> Value {
     let mut daily: BTreeMap<i64, Day> = BTreeMap::new();
-    if days > 0 {
-        for r in rows.iter().filter(|r| r.ts >= from && r.ts < today + DAY) {
-            let day = daily.entry(r.ts - r.ts.rem_euclid(DAY)).or_default();
-            day.total_prompt_tokens += r.prompt_tokens;
-            day.total_completion_tokens += r.completion_tokens;
-            day.total_tokens += r.total_tokens;
-            day.call_count += 1;
-            if r.estimated {
-                day.estimated_count += 1;
-            }
-            match day.by_model.get_mut(&r.model) {
-                Some(b) => b.add(r),
-                None => day.by_model.entry(r.model.clone()).or_default().add(r),
-            }
-            match day.by_call_type.get_mut(&r.slot) {
-                Some(b) => b.add(r),
-                None => day.by_call_type.entry(r.slot.clone()).or_default().add(r),
-            }
+    for r in daily_rows {
+        let day = daily.entry(r.day).or_default();
+        day.total_prompt_tokens += r.prompt_tokens;
+        day.total_completion_tokens += r.completion_tokens;
+        day.total_tokens += r.total_tokens;
+        day.call_count += r.calls;
+        day.estimated_count += r.estimated;
+        match day.by_model.get_mut(&r.model) {
+            Some(b) => b.add_daily(r),
+            None => day
+                .by_model
+                .entry(r.model.clone())
+                .or_default()
+                .add_daily(r),
+        }
+        match day.by_call_type.get_mut(&r.slot) {
+            Some(b) => b.add_daily(r),
+            None => day
+                .by_call_type
+                .entry(r.slot.clone())
+                .or_default()
+                .add_daily(r),
         }
     }
     let mut recent: Vec<&UsageRow> = rows.iter().collect();
-    recent.sort_by_key(|r| r.ts);
-    recent.dedup_by(|a, b| {
-        a.ts == b.ts && a.model == b.model && a.slot == b.slot && a.character == b.character
-    });
+    recent.dedup_by(|a, b| same_call(a, b));
     let start = recent.len().saturating_sub(RECENT);
     let records: Vec<Value> = recent[start..]
         .iter()
@@ -160,5 +200,91 @@ mod tests {
             3
         );
         assert_eq!(date_of(0), "1970-01-01");
+    }
+
+    /// The previous implementation (every call of the window aggregated per
+    /// request): the reference [`statistics`] must equal.
+    fn aggregate(rows: &[UsageRow], days: i64, now: i64) -> Value {
+        // Clamped first: a client's `days` may be any i64.
+        let days = days.clamp(0, MAX_DAYS);
+        let today = now - now.rem_euclid(DAY);
+        let from = today - (days - 1) * DAY;
+        let mut daily: BTreeMap<i64, Day> = BTreeMap::new();
+        if days > 0 {
+            for r in rows.iter().filter(|r| r.ts >= from && r.ts < today + DAY) {
+                let day = daily.entry(r.ts - r.ts.rem_euclid(DAY)).or_default();
+                day.total_prompt_tokens += r.prompt_tokens;
+                day.total_completion_tokens += r.completion_tokens;
+                day.total_tokens += r.total_tokens;
+                day.call_count += 1;
+                if r.estimated {
+                    day.estimated_count += 1;
+                }
+                match day.by_model.get_mut(&r.model) {
+                    Some(b) => b.add(r),
+                    None => day.by_model.entry(r.model.clone()).or_default().add(r),
+                }
+                match day.by_call_type.get_mut(&r.slot) {
+                    Some(b) => b.add(r),
+                    None => day.by_call_type.entry(r.slot.clone()).or_default().add(r),
+                }
+            }
+        }
+        let mut recent: Vec<&UsageRow> = rows.iter().collect();
+        recent.sort_by_key(|r| r.ts);
+        recent.dedup_by(|a, b| {
+            a.ts == b.ts && a.model == b.model && a.slot == b.slot && a.character == b.character
+        });
+        let start = recent.len().saturating_sub(RECENT);
+        let records: Vec<Value> = recent[start..]
+            .iter()
+            .map(|r| {
+                json!({"ts": r.ts as f64, "model": r.model, "pt": r.prompt_tokens,
+                       "ct": r.completion_tokens, "tt": r.total_tokens, "cch": 0, "pch": 0,
+                       "type": r.slot, "src": r.character, "ok": true, "estimated": r.estimated})
+            })
+            .collect();
+        let daily: Map<String, Value> = daily
+            .into_iter()
+            .map(|(ts, d)| (date_of(ts), serde_json::to_value(d).unwrap_or(Value::Null)))
+            .collect();
+        json!({"daily_stats": daily, "recent_records": records, "days": days})
+    }
+
+    #[test]
+    fn statistics_equal_a_full_aggregation() {
+        let dir = tempfile::tempdir().unwrap();
+        let u = TokenUsage::new(dir.path().join("token_usage.db"));
+        let now = 1_700_000_000;
+        let mut rows = Vec::new();
+        for i in 0..3_000i64 {
+            // Spread over 120 days, with runs of identical calls and some future ones.
+            let ts = now + 3 * DAY - (i / 3) * 3_457;
+            let mut r = row(
+                ts,
+                ["m", "n", "o"][(i % 3) as usize],
+                ["emotion", "conversation"][(i % 2) as usize],
+                i % 17,
+            );
+            if i % 7 == 0 {
+                r.model = "m".into();
+                r.slot = "emotion".into();
+            }
+            r.estimated = i % 5 == 0;
+            rows.push(r);
+        }
+        // Runs of identical calls (same ts, model, slot, character) at the end.
+        for k in 0..30 {
+            rows.push(row(now, "m", "emotion", k));
+        }
+        u.record_many(&rows).unwrap();
+        let all = u.rows_since(window_start(now)).unwrap();
+        for days in [-3, 0, 1, 7, 30, 90, 500] {
+            assert_eq!(
+                statistics(&u, days, now).unwrap(),
+                aggregate(&all, days, now),
+                "days={days}"
+            );
+        }
     }
 }

@@ -99,14 +99,14 @@ pub async fn list(_peer: Loopback, State(st): State<AppState>, RawQuery(q): RawQ
             .map(|(_, v)| v.into_owned())
             .filter(|v| !v.is_empty())
     });
-    match registry::list(&st, role.as_deref()) {
-        Ok(by_role) => {
-            let tools_by_role: Map<String, Value> = by_role
-                .into_iter()
-                .map(|(r, tools)| (r, json!(tools)))
-                .collect();
-            no_store(ok_json(json!({"ok": true, "tools_by_role": tools_by_role})))
-        }
+    match registry::list_body(&st, role.as_deref()) {
+        Ok(body) => no_store((
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )),
         Err(e) => e.into_response(),
     }
 }

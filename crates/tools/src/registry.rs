@@ -377,10 +377,96 @@ pub fn list(
         .found
         .into_iter()
         .map(|(name, mgr)| {
-            let tools = mgr.tools().iter().map(ToolEntry::from).collect();
+            let tools = mgr.with_tools(|t| t.map(ToolEntry::from).collect());
             (name, tools)
         })
         .collect())
+}
+
+/// A listed tool, borrowed (serialised like [`ToolEntry`]).
+#[derive(Serialize)]
+struct ToolEntryRef<'a> {
+    name: &'a str,
+    description: &'a str,
+    source: &'a str,
+    callback_url: &'a str,
+    is_remote: bool,
+}
+
+/// The serialised entry of the tool at one position of the previous role's list:
+/// a tool registered for every role is serialised once, not once per role.
+struct Memo {
+    name: String,
+    description: String,
+    source: String,
+    callback_url: String,
+    json: Vec<u8>,
+}
+
+impl Memo {
+    fn matches(&self, t: &RegisteredTool) -> bool {
+        self.name == t.name
+            && self.source == t.source
+            && self.callback_url == t.callback_url
+            && self.description == t.description
+    }
+}
+
+/// `{"ok":true,"tools_by_role":{...}}` written straight to bytes (the same
+/// document as [`list`] gives, without building it as a JSON value).
+pub fn list_body(st: &AppState, role: Option<&str>) -> Result<Vec<u8>, ToolsError> {
+    let targets = resolve_targets(st, role)?.found;
+    let mut out: Vec<u8> = Vec::with_capacity(64 + targets.len() * 64);
+    out.extend_from_slice(br#"{"ok":true,"tools_by_role":{"#);
+    let mut memo: Vec<Memo> = Vec::new();
+    for (i, (name, mgr)) in targets.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // Serialising a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, name);
+        out.extend_from_slice(b":[");
+        mgr.with_tools(|tools| {
+            for (k, t) in tools.enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                if memo.get(k).is_some_and(|m| m.matches(t)) {
+                    if let Some(m) = memo.get(k) {
+                        out.extend_from_slice(&m.json);
+                    }
+                    continue;
+                }
+                let mut json = Vec::new();
+                let _ = serde_json::to_writer(
+                    &mut json,
+                    &ToolEntryRef {
+                        name: &t.name,
+                        description: &t.description,
+                        source: &t.source,
+                        callback_url: &t.callback_url,
+                        // Every tool registered over HTTP is served by its callback.
+                        is_remote: true,
+                    },
+                );
+                out.extend_from_slice(&json);
+                let m = Memo {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    source: t.source.clone(),
+                    callback_url: t.callback_url.clone(),
+                    json,
+                };
+                match memo.get_mut(k) {
+                    Some(slot) => *slot = m,
+                    None => memo.push(m),
+                }
+            }
+        });
+        out.push(b']');
+    }
+    out.extend_from_slice(b"}}");
+    Ok(out)
 }
 
 #[cfg(test)]

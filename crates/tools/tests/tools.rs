@@ -793,6 +793,18 @@ async fn role_targeting_listing_and_clear() {
     assert_eq!(st, 200);
     assert_eq!(b["ok"], true);
     let by_role = b["tools_by_role"].as_object().expect("object");
+    // The body written straight to bytes is the document the registry lists,
+    // roles in character order.
+    let expected: serde_json::Map<String, Value> = companiond_tools::registry::list(&s.state, None)
+        .unwrap()
+        .into_iter()
+        .map(|(r, t)| (r, json!(t)))
+        .collect();
+    assert_eq!(by_role, &expected);
+    assert_eq!(
+        by_role.keys().collect::<Vec<_>>(),
+        s.state.characters.names().iter().collect::<Vec<_>>()
+    );
     let mut roles: Vec<&String> = by_role.keys().collect();
     roles.sort();
     assert_eq!(roles, vec!["Alice", "Bob", "Companion"]);

@@ -9,6 +9,7 @@
 
 pub mod godot;
 pub mod image;
+pub mod listing;
 pub mod plus;
 pub mod remix;
 
@@ -156,6 +157,7 @@ pub struct Pngtuber {
     root: PathBuf,
     limits: Limits,
     store: Store,
+    listing: std::sync::Arc<listing::ListCache>,
 }
 
 /// An upload in progress: its staging folder is removed when this is dropped
@@ -654,6 +656,7 @@ impl Pngtuber {
             root: data_dir.join(USER_PNGTUBER),
             limits,
             store,
+            listing: Default::default(),
         }
     }
 
@@ -758,59 +761,25 @@ impl Pngtuber {
         Ok(resp)
     }
 
-    /// `GET /models`: valid packages, sorted by folder name (case-insensitive).
-    pub async fn list(&self) -> Result<Vec<Value>, AvatarError> {
+    /// `GET /models`: the JSON array of the valid packages, sorted by folder
+    /// name (case-insensitive); unchanged packages come from [`listing::ListCache`].
+    pub async fn list_json(&self) -> Result<String, AvatarError> {
         let root = self.root.clone();
+        let cache = self.listing.clone();
         blocking(move || {
-            let mut dirs: Vec<(String, PathBuf)> = match std::fs::read_dir(&root) {
-                Ok(rd) => rd
-                    .flatten()
-                    .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-                    .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-                    .filter(|(n, _)| !n.starts_with('.'))
-                    .collect(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(AvatarError::io("cannot list PNGTuber models", e)),
-            };
-            dirs.sort_by_key(|(n, _)| n.to_lowercase());
-            let mut out = Vec::new();
-            for (folder, dir) in dirs {
-                let model = match read_model_json(&dir.join("model.json")) {
-                    Ok(Some(m)) => m,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        tracing::warn!("skipping PNGTuber package {folder}: {e}");
-                        continue;
-                    }
-                };
-                if let Err(e) = validate(&model, &dir, Some(&folder)) {
-                    tracing::warn!("skipping invalid PNGTuber package {folder}: {e}");
-                    continue;
+            let entries = cache
+                .list(&root)
+                .map_err(|e| AvatarError::io("cannot list PNGTuber models", e))?;
+            let mut out =
+                String::with_capacity(entries.iter().map(|e| e.len() + 1).sum::<usize>() + 2);
+            out.push('[');
+            for (i, e) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
                 }
-                let name = model
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| folder.clone());
-                let source_format = model
-                    .get("source_format")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("simple_package")
-                    .to_string();
-                out.push(json!({
-                    "name": name,
-                    "folder": folder,
-                    "filename": folder,
-                    "location": "user",
-                    "type": "pngtuber",
-                    "model_type": "pngtuber",
-                    "url": format!("{URL_PREFIX}/{folder}/model.json"),
-                    "pngtuber": normalize(&model, &folder),
-                    "source_format": source_format,
-                }));
+                out.push_str(e);
             }
+            out.push(']');
             Ok(out)
         })
         .await
