@@ -461,6 +461,14 @@ impl CloudSave {
             return Err(CloudSaveError::CloudExists);
         }
 
+        // Long-term memory's index is brought in step with the history first, so the
+        // uploaded time index is exactly what a later download re-indexes to (a
+        // download then leaves the unit equal to the cloud's, not "changed").
+        if let Some(memory) = self.state.hooks.memory_service() {
+            if let Err(e) = memory.reload(name.to_string()).await {
+                tracing::warn!("memory of {name} not re-indexed before the upload: {e}");
+            }
+        }
         // A consistent local snapshot, taken under the fence.
         let fence = companiond_core::fence::raise(
             &self.state.store,

@@ -381,8 +381,10 @@ pub async fn page_config(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
     let exists = st.characters.exists(&name);
     let profile = st.characters.profile(&name).unwrap_or_else(|| json!({}));
     let bundle_static = st.bundle_dir().join("static");
+    let frontend_static = st.opts.frontend_dir.as_ref().map(|d| d.join("static"));
     let roots = page::Roots {
         bundle_static: &bundle_static,
+        frontend_static: frontend_static.as_deref(),
         data: st.data_dir(),
     };
     let mut body = page::page_config(&name, &profile, st.csrf_token(), &roots);

@@ -108,6 +108,8 @@ fn is_http(s: &str) -> bool {
 /// Where model files live.
 pub struct Roots<'a> {
     pub bundle_static: &'a Path,
+    /// `<--frontend-dir>/static`, served at `/static/` before the bundle's.
+    pub frontend_static: Option<&'a Path>,
     pub data: &'a Path,
 }
 
@@ -115,8 +117,11 @@ impl Roots<'_> {
     fn user(&self, dir: &str) -> std::path::PathBuf {
         self.data.join(dir)
     }
-    fn bundled(&self, dir: &str) -> std::path::PathBuf {
-        self.bundle_static.join(dir)
+    /// Is `/static/<dir>/<rel>` a file (the frontend's `static/`, then the bundle's)?
+    fn static_has(&self, dir: &str, rel: &str) -> bool {
+        self.frontend_static
+            .is_some_and(|f| exists_under(&f.join(dir), rel))
+            || exists_under(&self.bundle_static.join(dir), rel)
     }
 }
 
@@ -132,7 +137,7 @@ fn resolve_3d(raw: &str, kind: &str, roots: &Roots) -> String {
     let static_prefix = format!("/static/{kind}/");
     let user_prefix = format!("/user_{kind}/");
     if let Some(rel) = raw.strip_prefix(&static_prefix) {
-        return if exists_under(&roots.bundled(kind), rel) {
+        return if roots.static_has(kind, rel) {
             quote_path(&decode(raw))
         } else {
             String::new()
@@ -153,7 +158,7 @@ fn resolve_3d(raw: &str, kind: &str, roots: &Roots) -> String {
             quote_path(&decode(raw))
         };
     }
-    if exists_under(&roots.bundled(kind), raw) {
+    if roots.static_has(kind, raw) {
         return quote_path(&format!("{static_prefix}{raw}"));
     }
     if exists_under(&roots.user(&format!("user_{kind}")), raw) {
@@ -177,11 +182,20 @@ fn resolve_live2d(raw: &str, roots: &Roots) -> String {
     } else {
         format!("{raw}/{raw}.model3.json")
     };
-    if exists_under(&roots.bundled("live2d"), &rel) {
+    if roots.static_has("live2d", &rel) {
         return quote_path(&format!("/static/live2d/{rel}"));
     }
     if exists_under(&roots.user("user_live2d"), &rel) {
         return quote_path(&format!("/user_live2d/{rel}"));
+    }
+    // The original frontend (--frontend-dir) keeps its models directly under
+    // static/ (`/static/<name>/<name>.model3.json`).
+    if let Some(f) = roots.frontend_static {
+        for r in [rel.as_str(), DEFAULT_LIVE2D] {
+            if exists_under(f, r) {
+                return quote_path(&format!("/static/{r}"));
+            }
+        }
     }
     // The bundled frontend ships the default model.
     quote_path(&format!("/static/live2d/{DEFAULT_LIVE2D}"))

@@ -309,6 +309,65 @@ async fn master_set(
     }
 }
 
+/// `POST /api/characters/master/{old}/rename` `{new_name}`: the master's name
+/// (`档案名` of the master profile); 404 when `old` is not the master's name.
+async fn master_rename(
+    State(st): State<AppState>,
+    UrlPath(old): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let Some(new) = body
+        .get("new_name")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return bad("new_name (non-empty string) is required");
+    };
+    if new.chars().count() > 60 || new.contains(['/', '\\']) {
+        return bad("the master's name is too long or contains / or \\");
+    }
+    let mut doc = match st.store.read::<Value>(MASTER_DOC).await {
+        Ok(Some(Value::Object(m))) => m,
+        Ok(_) => Map::new(),
+        Err(e) => {
+            return SuccessError::new(format!("cannot read the master profile: {e}"))
+                .code("storage_error")
+                .status(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    };
+    let current = doc.get("档案名").and_then(Value::as_str).unwrap_or("");
+    if current != old.trim() {
+        return SuccessError::new(format!("the master is not named {old:?}"))
+            .code("not_found")
+            .status(StatusCode::NOT_FOUND);
+    }
+    doc.insert("档案名".into(), json!(new));
+    match st.store.write(MASTER_DOC, Value::Object(doc)).await {
+        Ok(()) => ok_json(json!({"success": true})),
+        Err(e) => SuccessError::new(format!("cannot save the master profile: {e}"))
+            .code("storage_error")
+            .status(StatusCode::INTERNAL_SERVER_ERROR),
+    }
+}
+
+/// `POST /api/characters/catgirl/{old}/rename` `{new_name}`: the rename
+/// transaction of `/api/characters/profile/{old_name}/rename` (crates/memory).
+async fn rename(
+    State(st): State<AppState>,
+    UrlPath(old): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let new = match body.get("new_name") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => return bad("new_name (non-empty string) is required"),
+    };
+    match companiond_memory::rename::rename(&st, &old, &new).await {
+        Ok(v) => ok_json(v),
+        Err(e) => axum::response::IntoResponse::into_response(e),
+    }
+}
+
 // ------------------------------------------------------------------ per-character settings
 
 async fn voice_mode_status(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> Response {
@@ -678,7 +737,19 @@ async fn current_live2d_model(State(st): State<AppState>, RawQuery(q): RawQuery)
         .profile(&name)
         .and_then(|p| p.get("live2d").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_default();
-    let model = crate::models::find_live2d(&st, &raw).await;
+    let model = match crate::models::find_live2d(&st, &raw).await {
+        Some(m) => Some(m),
+        // Unbound, or bound to a model that is gone: the default model, marked as
+        // the fallback (as the original answers).
+        None => crate::models::find_live2d(&st, crate::models::DEFAULT_LIVE2D_NAME)
+            .await
+            .map(|mut m| {
+                if let Some(o) = m.as_object_mut() {
+                    o.insert("is_fallback".into(), json!(true));
+                }
+                m
+            }),
+    };
     match model {
         Some(m) => ok_json(json!({
             "success": true, "catgirl_name": name,
@@ -839,6 +910,18 @@ async fn card_metas(State(st): State<AppState>) -> Response {
     ok_json(json!({"success": true, "metas": metas}))
 }
 
+/// Custom (GPT-SoVITS) voices: companiond has no voice server for characters, so
+/// the answer is the original's "not enabled" one, which the card form shows as a
+/// one-line hint under the voice list.
+/// (The original answers 400; 200 with `success:false` reads the same to the page
+/// and keeps a "failed to load resource" line out of its console.)
+async fn custom_tts_voices() -> Response {
+    ok_json(json!({"success": false, "code": "GPTSOVITS_NOT_ENABLED",
+                   "error_code": "GPTSOVITS_NOT_ENABLED",
+                   "error": "custom voices (GPT-SoVITS) are not enabled: companiond has no voice server for characters",
+                   "voices": []}))
+}
+
 async fn voices() -> Response {
     ok_json(
         json!({"success": true, "voices": {}, "native_voices": {}, "free_voices": {},
@@ -965,6 +1048,11 @@ pub fn api(state: &AppState) -> Api {
             "text-to-speech voices (none in companiond)",
             voices,
         )
+        .get(
+            "/api/characters/custom_tts_voices",
+            "custom text-to-speech voices (not enabled in companiond: success false, code GPTSOVITS_NOT_ENABLED)",
+            custom_tts_voices,
+        )
         .guarded(
             Method::PUT,
             "/api/characters/character/{name}/language-preference",
@@ -1001,6 +1089,16 @@ pub fn api(state: &AppState) -> Api {
         "/api/characters/master",
         "save the master profile (主人)",
         master_set,
+    );
+    let api = api.post(
+        "/api/characters/master/{name}/rename",
+        "rename the master profile",
+        master_rename,
+    );
+    let api = api.post(
+        "/api/characters/catgirl/{name}/rename",
+        "rename a character (the transaction of /api/characters/profile/{old_name}/rename)",
+        rename,
     );
     let api = api.put(
         "/api/characters/catgirl/l2d/{name}",

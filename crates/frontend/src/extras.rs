@@ -47,6 +47,22 @@ fn agent_down() -> Response {
         .into_response()
 }
 
+/// `GET /api/agent/{capability}/availability` (`computer_use`, `browser_use`,
+/// `user_plugin`, `openclaw`, `mcp`): the original's answer without its tool
+/// server, 502 `{ready:false, reasons}` (`mcp`: 200, it was removed there).
+async fn agent_availability(UrlPath(capability): UrlPath<String>) -> Response {
+    let reasons = json!(["companiond has no agent server"]);
+    if capability == "mcp" {
+        return Json(json!({"ready": false, "capabilities_count": 0, "reasons": reasons}))
+            .into_response();
+    }
+    (
+        StatusCode::BAD_GATEWAY,
+        Json(json!({"ready": false, "reasons": reasons})),
+    )
+        .into_response()
+}
+
 // ------------------------------------------------------------------ widget mode, card drop
 
 #[derive(Default)]
@@ -215,6 +231,11 @@ pub fn api(state: &AppState) -> Api {
         .get("/api/agent/state", "agent state (none: 502)", || async {
             agent_down()
         })
+        .get(
+            "/api/agent/{capability}/availability",
+            "availability of an agent capability (none: 502 ready false)",
+            agent_availability,
+        )
         .get(
             "/api/music/domains",
             "allowed music hosts (none)",

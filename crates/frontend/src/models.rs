@@ -10,11 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, RawQuery, Request, State};
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
-use companiond_core::envelope::ok_json;
+use companiond_core::envelope::{ok_json, JsonBody, SuccessError};
 use companiond_core::static_files::serve_contained;
 use companiond_core::{Api, AppState};
 use serde_json::{json, Value};
@@ -293,6 +294,249 @@ async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Response {
     ok_json(json!({"success": true, "config": {"motions": {}, "expressions": {}}}))
 }
 
+/// `<model dir>/parameters.json` of a Live2D model (what the parameter editor
+/// saved): `{success, parameters}`, `{}` when there is none. An unknown model is
+/// the original's 200 `{success:false}`.
+async fn live2d_load_parameters(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    let roots = static_roots(&st);
+    let data = st.data_dir().to_path_buf();
+    let r = tokio::task::spawn_blocking(move || {
+        let (dir, _) = live2d_dir(&roots, &data, &name)?;
+        let params = std::fs::read(dir.join("parameters.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        Some(params)
+    })
+    .await
+    .ok()
+    .flatten();
+    match r {
+        Some(p) => ok_json(json!({"success": true, "parameters": p})),
+        None => ok_json(
+            json!({"success": false, "error": "no Live2D model of that name",
+                               "parameters": {}}),
+        ),
+    }
+}
+
+/// The parameters and parameter groups of a Live2D model, from its `*.cdi3.json`.
+async fn live2d_model_parameters(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    let roots = static_roots(&st);
+    let data = st.data_dir().to_path_buf();
+    let r = tokio::task::spawn_blocking(move || {
+        let (dir, _) = live2d_dir(&roots, &data, &name).ok_or("no Live2D model of that name")?;
+        let cdi = walk_files(&dir, ".cdi3.json", 0)
+            .into_iter()
+            .next()
+            .ok_or("the model has no .cdi3.json file")?;
+        let v: Value = std::fs::read(dir.join(&cdi))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or("the .cdi3.json file is not valid JSON")?;
+        let list = |key: &str| {
+            v.get(key)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let params: Vec<Value> = list("Parameters")
+            .iter()
+            .filter_map(|p| {
+                let id = p.get("Id")?.clone();
+                Some(json!({"id": id,
+                    "groupId": p.get("GroupId").cloned().unwrap_or(json!("")),
+                    "name": p.get("Name").cloned().unwrap_or(id.clone())}))
+            })
+            .collect();
+        let mut groups = serde_json::Map::new();
+        for g in list("ParameterGroups") {
+            if let Some(id) = g.get("Id").and_then(Value::as_str) {
+                groups.insert(
+                    id.to_string(),
+                    json!({"id": id,
+                    "name": g.get("Name").cloned().unwrap_or(json!(id))}),
+                );
+            }
+        }
+        Ok::<_, &str>(json!({"success": true, "parameters": params, "parameter_groups": groups}))
+    })
+    .await
+    .unwrap_or(Err("the model could not be read"));
+    match r {
+        Ok(v) => ok_json(v),
+        Err(e) => ok_json(json!({"success": false, "error": e})),
+    }
+}
+
+/// Largest VRM model or animation accepted by an upload (the original's 200 MB).
+pub const MAX_VRM_BYTES: u64 = 200 << 20;
+
+fn upload_refused(msg: impl Into<String>, code: &str) -> Response {
+    companiond_core::multipart::with_drain_cap(
+        SuccessError::new(msg)
+            .code(code)
+            .status(StatusCode::BAD_REQUEST),
+        companiond_core::multipart::DrainCap {
+            bytes: MAX_VRM_BYTES,
+            time: std::time::Duration::from_secs(30),
+        },
+    )
+}
+
+/// `POST /api/model/vrm/upload` (`.vrm` into `<data>/user_vrm/`) and
+/// `/upload_animation` (`.vrma` into `<data>/user_vrm/animation/`): the part named
+/// `file`, stored under its base name; a taken name, a wrong extension, a bad
+/// name or more than [`MAX_VRM_BYTES`] → 400, nothing stored.
+async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Response {
+    use futures::StreamExt as _;
+    use tokio::io::AsyncWriteExt as _;
+    let (ext, label) = if animation {
+        (".vrma", "VRM animation")
+    } else {
+        (".vrm", "VRM model")
+    };
+    let mut mp = match companiond_core::multipart::multipart(req).await {
+        Ok(m) => m,
+        Err(e) => return upload_refused(e, "invalid_multipart"),
+    };
+    let mut field = loop {
+        match mp.next_field().await {
+            Ok(Some(f)) if f.name() == Some("file") => break f,
+            Ok(Some(_)) => continue,
+            Ok(None) => return upload_refused("no file was uploaded (part \"file\")", "no_file"),
+            Err(e) => {
+                return upload_refused(format!("invalid multipart body: {e}"), "invalid_multipart")
+            }
+        }
+    };
+    let raw = field.file_name().unwrap_or("").to_string();
+    let name = raw
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    if !name.to_ascii_lowercase().ends_with(ext) || name.len() <= ext.len() {
+        return upload_refused(
+            format!("the file must be a {ext} file"),
+            "invalid_extension",
+        );
+    }
+    if let Err(e) = companiond_core::paths::check_file_name(&name) {
+        return upload_refused(format!("invalid file name: {e}"), "invalid_name");
+    }
+    let mut dir = st.data_dir().join(USER_VRM);
+    if animation {
+        dir = dir.join("animation");
+    }
+    let target = dir.join(&name);
+    let tmp = dir.join(format!(
+        ".{name}.{}.tmp",
+        companiond_core::options::random_token()
+    ));
+    let written = async {
+        tokio::fs::create_dir_all(&dir).await?;
+        if tokio::fs::try_exists(&target).await.unwrap_or(false) {
+            return Ok(Err(format!(
+                "{label} {name} already exists: delete or rename the existing one first"
+            )));
+        }
+        let mut f = tokio::fs::File::create(&tmp).await?;
+        let mut total: u64 = 0;
+        while let Some(chunk) = field.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => return Ok(Err(format!("the upload was interrupted: {e}"))),
+            };
+            total += chunk.len() as u64;
+            if total > MAX_VRM_BYTES {
+                return Ok(Err(format!(
+                    "the file is too large (at most {} MB)",
+                    MAX_VRM_BYTES >> 20
+                )));
+            }
+            f.write_all(&chunk).await?;
+        }
+        f.sync_all().await?;
+        drop(f);
+        // No-clobber publish: a concurrent upload of the same name loses.
+        match tokio::fs::hard_link(&tmp, &target).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Ok(Err(format!("{label} {name} already exists")))
+            }
+            Err(_) => {
+                if tokio::fs::try_exists(&target).await.unwrap_or(false) {
+                    return Ok(Err(format!("{label} {name} already exists")));
+                }
+                tokio::fs::rename(&tmp, &target).await?;
+            }
+        }
+        Ok::<_, std::io::Error>(Ok(total))
+    }
+    .await;
+    let _ = tokio::fs::remove_file(&tmp).await;
+    match written {
+        Ok(Ok(size)) if animation => ok_json(json!({"success": true,
+            "message": format!("{label} {name} uploaded"), "filename": name,
+            "file_path": format!("/user_vrm/animation/{name}"), "file_size": size})),
+        Ok(Ok(size)) => ok_json(json!({"success": true,
+            "message": format!("{label} {name} uploaded"),
+            "model_name": name[..name.len() - ext.len()].to_string(),
+            "model_url": format!("/user_vrm/{name}"), "file_size": size})),
+        Ok(Err(msg)) => upload_refused(msg, "upload_refused"),
+        Err(e) => SuccessError::new(format!("cannot store the {label}: {e}"))
+            .code("storage_error")
+            .status(StatusCode::INTERNAL_SERVER_ERROR),
+    }
+}
+
+/// `DELETE /api/model/vrm/model` `{url}`: a user VRM model (`/user_vrm/<file>.vrm`).
+async fn vrm_delete(State(st): State<AppState>, JsonBody(body, ..): JsonBody<Value>) -> Response {
+    let bad = |m: &str| {
+        SuccessError::new(m)
+            .code("invalid_request")
+            .status(StatusCode::BAD_REQUEST)
+    };
+    let Some(url) = body
+        .get("url")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+    else {
+        return bad("url (a /user_vrm/<file>.vrm path) is required");
+    };
+    let Some(rel) = url.strip_prefix("/user_vrm/") else {
+        return bad("only imported models (/user_vrm/...) can be deleted");
+    };
+    if rel.contains(['/', '\\'])
+        || !rel.to_ascii_lowercase().ends_with(".vrm")
+        || companiond_core::paths::check_file_name(rel).is_err()
+    {
+        return bad("invalid model path");
+    }
+    let target = st.data_dir().join(USER_VRM).join(rel);
+    match tokio::fs::remove_file(&target).await {
+        Ok(()) => ok_json(json!({"success": true,
+            "message": format!("VRM model {} deleted", &rel[..rel.len() - 4])})),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            SuccessError::new("no such model file")
+                .code("not_found")
+                .status(StatusCode::NOT_FOUND)
+        }
+        Err(e) => SuccessError::new(format!("cannot delete the model: {e}"))
+            .code("storage_error")
+            .status(StatusCode::INTERNAL_SERVER_ERROR),
+    }
+}
+
 async fn vrm_models(State(st): State<AppState>) -> Response {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
@@ -411,6 +655,35 @@ pub fn api(state: &AppState) -> Api {
             "/api/model/vrm/emotion_mapping/{name}",
             "emotion mapping of a VRM model (empty)",
             vrm_emotion_mapping,
+        )
+        .get(
+            "/api/live2d/load_model_parameters/{name}",
+            "saved parameters of a Live2D model (parameters.json; {} when none)",
+            live2d_load_parameters,
+        )
+        .get(
+            "/api/live2d/model_parameters/{name}",
+            "parameters and parameter groups of a Live2D model (from its .cdi3.json)",
+            live2d_model_parameters,
+        )
+        .route(
+            Method::POST,
+            "/api/model/vrm/upload",
+            "upload a VRM model (multipart part file, .vrm, at most 200 MB) into user_vrm/",
+            post(|State(st): State<AppState>, req: Request| vrm_upload(st, req, false))
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            Method::POST,
+            "/api/model/vrm/upload_animation",
+            "upload a VRM animation (multipart part file, .vrma) into user_vrm/animation/",
+            post(|State(st): State<AppState>, req: Request| vrm_upload(st, req, true))
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .delete(
+            "/api/model/vrm/model",
+            "delete an imported VRM model (body {url: /user_vrm/<file>.vrm})",
+            vrm_delete,
         )
         .raw(
             Router::new()

@@ -17,6 +17,12 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const FAMILIES: &[companiond_core::server::Family] =
     &[companiond_system::api, companiond_frontend::api];
+/// With the config family too (page_config).
+const WITH_CONFIG: &[companiond_core::server::Family] = &[
+    companiond_system::api,
+    companiond_config::api,
+    companiond_frontend::api,
+];
 
 fn front_of(bundle: &Path) -> PathBuf {
     bundle.parent().map(|p| p.join("front")).unwrap_or_default()
@@ -60,8 +66,15 @@ fn write_frontend(front: &Path) {
 }
 
 async fn start_front(llm: Option<&MockLlm>) -> TestServer {
+    start_front_with(FAMILIES, llm).await
+}
+
+async fn start_front_with(
+    families: &[companiond_core::server::Family],
+    llm: Option<&MockLlm>,
+) -> TestServer {
     let s = TestServer::start_with(
-        FAMILIES,
+        families,
         TestOptions {
             edit: Some(Box::new(|o| o.frontend_dir = Some(front_of(&o.bundle_dir)))),
             prepare: Some(Box::new(|data, bundle| {
@@ -707,11 +720,366 @@ async fn every_route_is_in_openapi() {
         "/api/agent/health",
         "/api/steam/update-playtime",
         "/api/yui-guide/handoff/create",
+        "/api/characters/catgirl/{name}/rename",
+        "/api/characters/master/{name}/rename",
+        "/api/characters/custom_tts_voices",
+        "/api/live2d/load_model_parameters/{name}",
+        "/api/live2d/model_parameters/{name}",
+        "/api/model/vrm/upload",
+        "/api/model/vrm/upload_animation",
+        "/api/model/vrm/model",
+        "/api/agent/{capability}/availability",
     ] {
         assert!(paths.contains_key(p), "{p} missing from /openapi.json");
     }
     let save = &paths["/api/characters/catgirl/{name}"];
     assert!(save.get("put").is_some() && save.get("delete").is_some());
+}
+
+/// A multipart body with one part `name` holding `bytes` as file `file_name`.
+fn multipart(name: &str, file_name: &str, bytes: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "companiondTestBoundary7d1";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{file_name}\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+async fn upload(s: &TestServer, path: &str, part: &str, file: &str, bytes: &[u8]) -> (u16, Value) {
+    let (ct, body) = multipart(part, file, bytes);
+    let r = s
+        .http
+        .post(s.url(path))
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    companiond_core::testkit::split(r).await
+}
+
+#[tokio::test]
+async fn rename_through_the_original_path_is_the_rename_transaction() {
+    let s = start_front(None).await;
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl",
+        json!({"档案名": "Mika", "昵称": "mi"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    // Some history, as a chat would leave it.
+    write(
+        s.data.join("memory/Mika/recent.json"),
+        r#"[{"type":"human","data":{"content":"hi Mika"}}]"#,
+    );
+    let (st, body) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Mika/rename",
+        json!({"new_name": "Mimi"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["success"], true);
+    let (_, doc) = s.get("/api/characters").await;
+    assert!(doc["猫娘"].get("Mimi").is_some() && doc["猫娘"].get("Mika").is_none());
+    assert_eq!(doc["猫娘"]["Mimi"]["昵称"], "mi");
+    // The character's memory moved with it (the same transaction as the
+    // interface's /api/characters/profile/{old_name}/rename).
+    assert!(s.data.join("memory/Mimi/recent.json").is_file());
+    assert!(!s.data.join("memory/Mika").exists());
+    // Its errors: unknown old name, taken new name, no new name.
+    let (st, body) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Nobody/rename",
+        json!({"new_name": "Other"}),
+    )
+    .await;
+    assert_eq!(st, 404, "{body}");
+    assert_eq!(body["success"], false);
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Mimi/rename",
+        json!({"new_name": "Companion"}),
+    )
+    .await;
+    assert!(st == 400 || st == 409, "{st}");
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Mimi/rename",
+        json!({}),
+    )
+    .await;
+    assert_eq!(st, 400);
+    // Refused from another site's page, like every character edit.
+    let r = s
+        .http
+        .post(s.url("/api/characters/catgirl/Mimi/rename"))
+        .header("Origin", "http://evil.example")
+        .json(&json!({"new_name": "Evil"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+
+    // The master profile's name.
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master",
+        json!({"档案名": "Ann"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master/Ann/rename",
+        json!({"new_name": "Anna"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (_, doc) = s.get("/api/characters").await;
+    assert_eq!(doc["主人"]["档案名"], "Anna");
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master/Ann/rename",
+        json!({"new_name": "X"}),
+    )
+    .await;
+    assert_eq!(st, 404);
+}
+
+#[tokio::test]
+async fn the_default_model_parameters_voices_and_agent_capabilities() {
+    let s = start_front_with(WITH_CONFIG, None).await;
+    let front = front_of(&s.bundle);
+    // Unbound, with no default model anywhere: success false.
+    let (_, cur) = s
+        .get("/api/characters/current_live2d_model?catgirl_name=Companion")
+        .await;
+    assert_eq!(cur["success"], false);
+    assert_eq!(cur["model_name"], "yui-lolita");
+    // page_config's fallback path is the bundle layout's.
+    let (_, pc) = s.get("/api/config/page_config").await;
+    assert_eq!(
+        pc["model_path"],
+        "/static/live2d/yui-lolita/yui-lolita.model3.json"
+    );
+    // The original layout keeps the default model directly under static/.
+    write(
+        front.join("static/yui-lolita/yui-lolita.model3.json"),
+        r#"{"Version":3}"#,
+    );
+    write(
+        front.join("static/yui-lolita/yui-lolita.cdi3.json"),
+        r#"{"Parameters":[{"Id":"ParamAngleX","GroupId":"G1","Name":"Angle X"},{"Id":"ParamEyeOpen"}],
+            "ParameterGroups":[{"Id":"G1","Name":"Head"}]}"#,
+    );
+    let (_, cur) = s
+        .get("/api/characters/current_live2d_model?catgirl_name=Companion")
+        .await;
+    assert_eq!(cur["success"], true, "{cur}");
+    assert_eq!(cur["model_info"]["is_fallback"], true);
+    assert_eq!(
+        cur["model_info"]["path"],
+        "/static/yui-lolita/yui-lolita.model3.json"
+    );
+    let (_, pc) = s.get("/api/config/page_config").await;
+    assert_eq!(
+        pc["model_path"],
+        "/static/yui-lolita/yui-lolita.model3.json"
+    );
+    // A bound model is not a fallback.
+    send_json(
+        &s,
+        Method::PUT,
+        "/api/characters/catgirl/l2d/Companion",
+        json!({"model_type": "live2d", "live2d": "mao"}),
+    )
+    .await;
+    let (_, cur) = s.get("/api/characters/current_live2d_model").await;
+    assert_eq!(cur["model_name"], "mao");
+    assert!(cur["model_info"].get("is_fallback").is_none());
+
+    // Saved parameters: {} until the editor saved some; the cdi3 parameter list.
+    let (st, p) = s.get("/api/live2d/load_model_parameters/yui-lolita").await;
+    assert_eq!((st, p), (200, json!({"success": true, "parameters": {}})));
+    write(
+        front.join("static/yui-lolita/parameters.json"),
+        r#"{"ParamAngleX": 12.5}"#,
+    );
+    let (_, p) = s.get("/api/live2d/load_model_parameters/yui-lolita").await;
+    assert_eq!(p["parameters"]["ParamAngleX"], 12.5);
+    let (st, p) = s.get("/api/live2d/load_model_parameters/nothing").await;
+    assert_eq!(st, 200);
+    assert_eq!(p["success"], false);
+    let (_, p) = s.get("/api/live2d/model_parameters/yui-lolita").await;
+    assert_eq!(p["success"], true);
+    assert_eq!(
+        p["parameters"],
+        json!([{"id": "ParamAngleX", "groupId": "G1", "name": "Angle X"},
+               {"id": "ParamEyeOpen", "groupId": "", "name": "ParamEyeOpen"}])
+    );
+    assert_eq!(p["parameter_groups"]["G1"]["name"], "Head");
+    let (_, p) = s.get("/api/live2d/model_parameters/mao").await;
+    assert_eq!(p["success"], false);
+
+    // Custom voices: the original's "not enabled" answer the card form reads.
+    let (st, v) = s
+        .get("/api/characters/custom_tts_voices?provider=gptsovits")
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(v["success"], false);
+    assert_eq!(v["code"], "GPTSOVITS_NOT_ENABLED");
+    assert_eq!(v["voices"], json!([]));
+
+    // Agent capabilities without an agent server.
+    let (st, a) = s.get("/api/agent/openclaw/availability").await;
+    assert_eq!(st, 502);
+    assert_eq!(a["ready"], false);
+    let (st, a) = s.get("/api/agent/mcp/availability").await;
+    assert_eq!((st, a["ready"].clone()), (200, json!(false)));
+}
+
+#[tokio::test]
+async fn vrm_models_and_animations_are_uploaded_listed_and_deleted() {
+    let s = start_front(None).await;
+    let (st, up) = upload(
+        &s,
+        "/api/model/vrm/upload",
+        "file",
+        "Tiny.vrm",
+        b"glTF-tiny",
+    )
+    .await;
+    assert_eq!(st, 200, "{up}");
+    assert_eq!(up["model_url"], "/user_vrm/Tiny.vrm");
+    assert_eq!(up["model_name"], "Tiny");
+    assert_eq!(up["file_size"], 9);
+    let (_, vrm) = s.get("/api/model/vrm/models").await;
+    assert!(vrm["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["url"] == "/user_vrm/Tiny.vrm" && m["location"] == "user"));
+    let (st, body, _) = text(&s, "/user_vrm/Tiny.vrm").await;
+    assert_eq!((st, body.as_str()), (200, "glTF-tiny"));
+    // Taken name, wrong extension, no file part, a path in the name.
+    let (st, e) = upload(&s, "/api/model/vrm/upload", "file", "Tiny.vrm", b"other").await;
+    assert_eq!(st, 400, "{e}");
+    assert_eq!(
+        std::fs::read(s.data.join("user_vrm/Tiny.vrm")).unwrap(),
+        b"glTF-tiny"
+    );
+    assert_eq!(
+        upload(&s, "/api/model/vrm/upload", "file", "x.txt", b"x")
+            .await
+            .0,
+        400
+    );
+    assert_eq!(
+        upload(&s, "/api/model/vrm/upload", "other", "y.vrm", b"x")
+            .await
+            .0,
+        400
+    );
+    let (st, up) = upload(&s, "/api/model/vrm/upload", "file", "../../evil.vrm", b"x").await;
+    assert_eq!(st, 200, "{up}");
+    assert_eq!(up["model_url"], "/user_vrm/evil.vrm");
+    assert!(!s.data.join("evil.vrm").exists());
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(s.data.join("user_vrm"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+
+    let (st, up) = upload(
+        &s,
+        "/api/model/vrm/upload_animation",
+        "file",
+        "Bow.vrma",
+        b"anim",
+    )
+    .await;
+    assert_eq!(st, 200, "{up}");
+    assert_eq!(up["file_path"], "/user_vrm/animation/Bow.vrma");
+    let (_, anims) = s.get("/api/model/vrm/animations").await;
+    assert!(anims["animations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["url"] == "/user_vrm/animation/Bow.vrma"));
+    assert_eq!(
+        upload(
+            &s,
+            "/api/model/vrm/upload_animation",
+            "file",
+            "Bow.vrm",
+            b"x"
+        )
+        .await
+        .0,
+        400
+    );
+
+    // Delete: only imported top-level models.
+    for bad in [
+        "/static/vrm/project.vrm",
+        "/user_vrm/../x.vrm",
+        "/user_vrm/a/b.vrm",
+    ] {
+        let (st, _) = send_json(
+            &s,
+            Method::DELETE,
+            "/api/model/vrm/model",
+            json!({"url": bad}),
+        )
+        .await;
+        assert_eq!(st, 400, "{bad}");
+    }
+    let (st, _) = send_json(
+        &s,
+        Method::DELETE,
+        "/api/model/vrm/model",
+        json!({"url": "/user_vrm/Nope.vrm"}),
+    )
+    .await;
+    assert_eq!(st, 404);
+    let (st, _) = send_json(
+        &s,
+        Method::DELETE,
+        "/api/model/vrm/model",
+        json!({"url": "/user_vrm/Tiny.vrm"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    assert!(!s.data.join("user_vrm/Tiny.vrm").exists());
+    // An upload from another site's page is refused.
+    let (ct, body) = multipart("file", "Cross.vrm", b"x");
+    let r = s
+        .http
+        .post(s.url("/api/model/vrm/upload"))
+        .header("content-type", ct)
+        .header("Origin", "http://evil.example")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(!s.data.join("user_vrm/Cross.vrm").exists());
 }
 
 // ------------------------------------------------------------------ chat

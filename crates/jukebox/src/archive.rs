@@ -23,8 +23,8 @@ use zip::{CompressionMethod, ZipArchive, ZipWriter};
 use crate::error::{shown_name, JukeboxError};
 use crate::library::{human_size, Jukebox, Kind, Limits, Tx};
 use crate::model::{
-    extension, file_stem, parse_bool, sanitize_id, unique_id, value_to_offset, Action, Binding,
-    Library, Song,
+    extension, file_stem, parse_bool, sanitize_id, unique_id, value_to_offset, Action, Library,
+    Song,
 };
 use crate::stage::Staged;
 use crate::upload::place;
@@ -172,7 +172,7 @@ pub fn plan_export(
     }
 
     let mut bindings: IndexMap<String, IndexMap<String, Value>> = IndexMap::new();
-    for (sid, map) in &lib.bindings {
+    for (sid, map) in lib.bindings.iter() {
         if sel.song_ids.is_some() && !song_ids.contains(sid) {
             continue;
         }
@@ -210,10 +210,9 @@ impl Jukebox {
         self: &Arc<Self>,
         sel: ExportSelection,
     ) -> Result<(File, u64), JukeboxError> {
-        let snap = self.snapshot().await?;
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
-            let (config, files) = plan_export(&this, &snap.lib, &sel);
+            let (config, files) = this.with_library(|lib| plan_export(&this, lib, &sel))?;
             let mut w = new_zip(&this.tmp_dir())?;
             for (name, path) in files {
                 let mut src = match File::open(&path) {
@@ -636,8 +635,7 @@ fn apply_import(
                 is_builtin: false,
                 extra: Default::default(),
             };
-            lib.songs.insert(id.clone(), song);
-            lib.md5.songs.insert(item.md5.clone(), id.clone());
+            lib.insert_song(song);
             songs_added += 1;
             id
         } else {
@@ -691,8 +689,7 @@ fn apply_import(
             is_builtin: false,
             extra: Default::default(),
         };
-        lib.actions.insert(id.clone(), action);
-        lib.md5.actions.insert(item.md5.clone(), id.clone());
+        lib.insert_action(action);
         actions_added += 1;
         action_map.insert(item.old_id, id);
     }
@@ -708,12 +705,9 @@ fn apply_import(
             if lib.is_bound(&song_id, &action_id) {
                 continue;
             }
-            lib.bindings
-                .entry(song_id.clone())
-                .or_default()
-                .insert(action_id.clone(), Binding { offset });
+            lib.put_binding(&song_id, &action_id, offset);
             bindings_added += 1;
-            if let Some(s) = lib.songs.get_mut(&song_id) {
+            if let Some(s) = lib.song_mut(&song_id) {
                 if s.default_action.is_empty() {
                     s.default_action = action_id;
                 }
@@ -725,7 +719,7 @@ fn apply_import(
     for (song_id, old_action) in defaults {
         if let Some(action_id) = action_map.get(&old_action) {
             if lib.is_bound(&song_id, action_id) {
-                if let Some(s) = lib.songs.get_mut(&song_id) {
+                if let Some(s) = lib.song_mut(&song_id) {
                     s.default_action = action_id.clone();
                 }
             }

@@ -9,6 +9,7 @@ use axum::extract::{FromRequest, Multipart, Path as UrlPath, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use bytes::Bytes;
 use companiond_core::envelope::read_json_body;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
@@ -190,20 +191,26 @@ fn json_response(v: Value) -> Response {
 // ------------------------------------------------------------------ config
 
 pub async fn get_config(Extension(j): Jb) -> Res {
-    let snap = j.snapshot().await?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        snap.config_json(),
-    )
-        .into_response())
+    let body = j.config_body().await?;
+    let len = body.len;
+    let chunks = body.chunks;
+    // The cached parts are sent as they are (reference-counted, never copied).
+    let stream = futures::stream::iter(
+        (0..chunks.len()).map(move |i| Ok::<Bytes, std::io::Error>(chunks[i].clone())),
+    );
+    let mut resp = Response::new(Body::from_stream(stream));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    Ok(resp)
 }
 
 pub async fn get_summary(Extension(j): Jb) -> Res {
-    let snap = j.snapshot().await?;
-    Ok(Json(&snap.summary).into_response())
+    let summary = j.summary().await?;
+    Ok(Json(&summary).into_response())
 }
 
 // ------------------------------------------------------------------ uploads

@@ -1,7 +1,9 @@
 //! Jukebox (`/api/jukebox`): the song and dance library.
 //!
 //! * [`model`]: records, the merged library, the persisted document, the revision;
-//! * [`library`]: the service (cache, lock, atomic saves) and its operations;
+//! * [`library`]: the service (in-memory library, lock, durable changes) and its operations;
+//! * [`storage`]: base document + append-only journal, migration, compaction;
+//! * [`view`]: the GET /config answer cached in serialised parts;
 //! * [`stage`], [`upload`], [`tags`]: streamed uploads with MD5, names from tags;
 //! * [`archive`]: export, import and pack-folder ZIPs;
 //! * [`http`]: thin handlers; [`error`]: the `{detail}` error enum.
@@ -12,10 +14,13 @@ pub mod http;
 pub mod library;
 pub mod model;
 pub mod stage;
+pub mod storage;
 pub mod tags;
 pub mod upload;
+pub mod view;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
@@ -33,12 +38,19 @@ pub fn api(state: &AppState) -> Api {
 
 /// The routes with custom size limits (tests use small ones).
 pub fn api_with_limits(state: &AppState, limits: Limits) -> Api {
+    api_with_options(state, limits, library::DEFAULT_IDLE_UNLOAD)
+}
+
+/// The routes with custom size limits and time after which an idle library
+/// is dropped from memory (benchmarks use a short one).
+pub fn api_with_options(state: &AppState, limits: Limits, idle_unload: Duration) -> Api {
     let j = Arc::new(Jukebox::new(
         state.data_dir(),
         state.bundle_dir(),
         state.store.clone(),
         limits,
     ));
+    j.set_idle_unload(idle_unload);
     let ext =
         |mr: MethodRouter<AppState>| -> MethodRouter<AppState> { mr.layer(Extension(j.clone())) };
     let streamed = |mr: MethodRouter<AppState>| -> MethodRouter<AppState> {

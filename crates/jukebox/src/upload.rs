@@ -247,7 +247,7 @@ fn register(
                 name: meta.name.or(tags.title).unwrap_or(stem),
                 artist: meta.artist.or(tags.artist).unwrap_or_default(),
                 audio: format!("songs/{stored}"),
-                audio_md5: md5.clone(),
+                audio_md5: md5,
                 audio_format: ext,
                 visible: true,
                 upload_date: now,
@@ -255,9 +255,8 @@ fn register(
                 is_builtin: false,
                 extra: Default::default(),
             };
-            lib.md5.songs.insert(md5, id.clone());
             let v = json!({"success": true, "song": song});
-            lib.songs.insert(id, song);
+            lib.insert_song(song);
             v
         }
         Kind::Action => {
@@ -266,7 +265,7 @@ fn register(
                 id: id.clone(),
                 name: meta.name.unwrap_or(stem),
                 file: format!("actions/{stored}"),
-                file_md5: md5.clone(),
+                file_md5: md5,
                 format: ext,
                 upload_date: now,
                 visible: true,
@@ -274,9 +273,8 @@ fn register(
                 is_builtin: false,
                 extra: Default::default(),
             };
-            lib.md5.actions.insert(md5, id.clone());
             let v = json!({"success": true, "action": action});
-            lib.actions.insert(id, action);
+            lib.insert_action(action);
             v
         }
     }

@@ -60,6 +60,12 @@ pub enum MemoryError {
     },
     /// 503: background memory work of the character did not stop in time.
     Busy(String),
+    /// 409: long-term memory extraction is switched off (toggles).
+    Disabled(String),
+    /// 409: an extraction of the character is already running.
+    ExtractionRunning,
+    /// 502: the memory model call failed or answered something unusable.
+    ModelFailed(String),
     /// 500: a storage failure.
     Storage(String),
     /// 500: an unexpected failure.
@@ -79,7 +85,10 @@ impl MemoryError {
             | Exists { .. }
             | PartialRename(_)
             | NotWritable { .. }
-            | NoLegacyRoots => StatusCode::CONFLICT,
+            | NoLegacyRoots
+            | Disabled(_)
+            | ExtractionRunning => StatusCode::CONFLICT,
+            ModelFailed(_) => StatusCode::BAD_GATEWAY,
             ConfigUnreadable(_) | Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             MigrationFailed(_)
             | ReloadFailed { .. }
@@ -95,7 +104,11 @@ impl std::fmt::Display for MemoryError {
         use MemoryError::*;
         match self {
             BadRequest(e) | NotFound(e) | PartialRename(e) | ConfigUnreadable(e)
-            | MigrationFailed(e) | Storage(e) | Internal(e) | Busy(e) => f.write_str(e),
+            | MigrationFailed(e) | Storage(e) | Internal(e) | Busy(e) | Disabled(e)
+            | ModelFailed(e) => f.write_str(e),
+            ExtractionRunning => {
+                f.write_str("an extraction of this character's memory is already running")
+            }
             RollbackFailed {
                 error,
                 rollback_error,
@@ -160,6 +173,9 @@ impl IntoResponse for MemoryError {
                 coded(base, "STORAGE_NOT_WRITABLE").with("rolled_back", rolled_back)
             }
             NoLegacyRoots => coded(base, "NO_LEGACY_ROOTS"),
+            Disabled(_) => coded(base, "MEMORY_EXTRACTION_DISABLED"),
+            ExtractionRunning => coded(base, "MEMORY_EXTRACTION_RUNNING"),
+            ModelFailed(_) => coded(base, "MEMORY_MODEL_FAILED"),
             ConfigUnreadable(_) => coded(base, "memory_settings_unreadable"),
             MigrationFailed(_) => coded(base, "migration_failed"),
             ReloadFailed {

@@ -9,7 +9,11 @@
 //! * [`toggles`]: `review_config` / `powerful_memory_config`;
 //! * [`legacy`]: scan and purge of legacy memory roots;
 //! * [`tasks`] + [`review`]: background memory work with cancellation;
-//! * [`fence`]: the cloud-storage maintenance fence.
+//! * [`fence`]: the cloud-storage maintenance fence;
+//! * long-term memory: [`stores`] (facts, reflections, persona in the original
+//!   application's shapes), [`index`] (the SQLite time index with FTS5
+//!   search), [`extract`] (extraction off the hot path), [`longterm`]
+//!   (listing, search, correct, forget) and [`recall`] (the chat turn's side).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -22,14 +26,20 @@ use companiond_core::state::Inner;
 use companiond_core::{Api, AppState};
 
 pub mod error;
+pub mod extract;
 pub mod fence;
 mod http;
+pub mod index;
 pub mod legacy;
+pub mod longterm;
+pub mod recall;
 pub mod recent;
 pub mod rename;
 pub mod review;
+pub mod stores;
 pub mod tasks;
 pub mod theater;
+pub mod timefmt;
 pub mod toggles;
 pub mod unit;
 
@@ -48,6 +58,10 @@ pub struct MemoryRuntime {
     /// Toggle writes hold it exclusively (migration + save); reads share it,
     /// so a read waits for a pending write.
     pub toggle_lock: tokio::sync::RwLock<()>,
+    /// Open time-index connections per character.
+    pub index: index::Handles,
+    /// When long-term memory extractions start.
+    pub extract: extract::Scheduler,
     watcher_started: AtomicBool,
 }
 
@@ -76,10 +90,13 @@ impl MemoryService for Service {
             let rt = MemoryRuntime::of(&state);
             // Cancel and wait for review / compression work; admission reopens
             // when the guard drops (the storage fence blocks writes meanwhile).
-            match rt.tasks.drain(&[character.as_str()], RELEASE_TIMEOUT).await {
+            let drained = match rt.tasks.drain(&[character.as_str()], RELEASE_TIMEOUT).await {
                 Ok(_guard) => Ok(()),
                 Err(_guard) => Err(format!("memory work for {character} did not stop in time")),
-            }
+            };
+            // The time index closes: its file may be replaced next.
+            rt.index.close(&[character.as_str()]);
+            drained
         })
     }
 
@@ -90,12 +107,15 @@ impl MemoryService for Service {
                 return Err("the server is stopping".into());
             };
             let dir = unit::character_dir(state.data_dir(), &character)?;
+            MemoryRuntime::of(&state).index.close(&[character.as_str()]);
             tokio::task::spawn_blocking(move || {
                 ensure_memory_files(&dir).map_err(|e| e.to_string())?;
                 unit::verify_time_index(&dir)
             })
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())??;
+            // Re-index what was loaded (lines, facts, reflections, persona).
+            longterm::resync(&state, &character).await
         })
     }
 }
@@ -118,15 +138,45 @@ pub fn ensure_all(state: &AppState) {
     }
 }
 
+/// At start-up: bring every character's index in step with its files and
+/// schedule the extraction of lines not read yet (e.g. before a restart).
+fn catch_up(state: &AppState) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let weak = Arc::downgrade(&state.0);
+    handle.spawn(async move {
+        let names = match weak.upgrade() {
+            Some(inner) => AppState(inner).characters.names(),
+            None => return,
+        };
+        for name in names {
+            let Some(inner) = weak.upgrade() else { return };
+            let state = AppState(inner);
+            if companiond_core::fence::mode(state.data_dir()) != "normal" {
+                return;
+            }
+            match longterm::resync(&state, &name).await {
+                Ok(()) => extract::note_activity(&state, &name),
+                Err(e) => tracing::warn!("cannot index the memory of {name}: {e}"),
+            }
+        }
+    });
+}
+
 /// The routes of this family.
 pub fn api(state: &AppState) -> Api {
     let rt = MemoryRuntime::of(state);
     state.hooks.set_memory_service(Arc::new(Service {
         state: Arc::downgrade(&state.0),
     }));
+    state.hooks.set_memory_recall(Arc::new(recall::Recall {
+        state: Arc::downgrade(&state.0),
+    }));
     ensure_all(state);
     if !rt.watcher_started.swap(true, Ordering::AcqRel) {
         review::spawn_watcher(state);
+        catch_up(state);
     }
     http::api(state)
 }

@@ -106,6 +106,8 @@ pub async fn rename(state: &AppState, old_raw: &str, new_raw: &str) -> Result<Va
             )))
         }
     };
+    // The time index of either name closes before its file moves.
+    rt.index.close(&[&old, &new]);
     // History locks of both names, in a fixed order.
     let mut names = [old.as_str(), new.as_str()];
     names.sort();
@@ -115,6 +117,11 @@ pub async fn rename(state: &AppState, old_raw: &str, new_raw: &str) -> Result<Va
     let result = transaction(state, &old, &new).await;
     drop((l1, l0));
     let body = result?;
+    // The index follows the name (its lines were rewritten with the history).
+    drop(_serial);
+    if let Err(e) = crate::longterm::resync(state, &new).await {
+        tracing::warn!("cannot re-index the memory of {new} after the rename: {e}");
+    }
     if let Some(m) = state.sessions.get(&new) {
         m.notify(json!({"type": "character_renamed", "old_name": old, "new_name": new}));
     }

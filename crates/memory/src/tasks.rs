@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 pub enum TaskKind {
     Review,
     Compression,
+    /// Long-term memory extraction (facts, reflections, persona).
+    Extraction,
 }
 
 impl TaskKind {
@@ -23,6 +25,7 @@ impl TaskKind {
         match self {
             TaskKind::Review => "review",
             TaskKind::Compression => "compression",
+            TaskKind::Extraction => "extraction",
         }
     }
 }

@@ -143,6 +143,9 @@ pub fn create_time_index(path: &Path) -> std::io::Result<bool> {
             let conn = rusqlite::Connection::open(&tmp).map_err(std::io::Error::other)?;
             conn.execute_batch(TIME_INDEX_SCHEMA)
                 .map_err(std::io::Error::other)?;
+            // companiond's search tables too, so opening it later writes nothing.
+            conn.execute_batch(crate::index::SCHEMA)
+                .map_err(std::io::Error::other)?;
         }
         if let Ok(f) = std::fs::File::open(&tmp) {
             let _ = f.sync_all();

@@ -1,0 +1,385 @@
+//! Long-term memory operations over the stores ([`crate::stores`]) and the
+//! time index ([`crate::index`]): the index kept in step, listing, search,
+//! correcting and forgetting. HTTP lives in [`crate::http`]; the extraction
+//! pipeline in [`crate::extract`]; the chat side in [`crate::recall`].
+
+use std::path::{Path, PathBuf};
+
+use companiond_core::AppState;
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+use crate::error::MemoryError;
+use crate::index::{self, Hit, Query};
+use crate::stores::{self, str_of, Obj, Stores};
+use crate::tasks::TaskKind;
+use crate::{fence, timefmt, unit, MemoryRuntime};
+
+/// Run `f` with `name`'s index connection on the blocking pool.
+pub async fn with_index<T, F>(state: &AppState, name: &str, f: F) -> Result<T, String>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Connection, &Path) -> Result<T, String> + Send + 'static,
+{
+    let rt = MemoryRuntime::of(state);
+    let dir = unit::character_dir(state.data_dir(), name)?;
+    let n = name.to_string();
+    // A rename moves the file: wait for it rather than reopen the old path.
+    let _rename = rt.rename_lock.read().await;
+    let rt2 = rt.clone();
+    tokio::task::spawn_blocking(move || {
+        let conn = rt2.index.get(&n, &dir)?;
+        let mut g = conn.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g, &dir)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Bring `name`'s whole index in step with its files (history and stores).
+pub async fn resync(state: &AppState, name: &str) -> Result<(), String> {
+    let now = companiond_core::now_millis();
+    with_index(state, name, move |conn, dir| {
+        index::sync_lines(conn, dir, now)?;
+        match Stores::load(dir) {
+            Ok(s) => {
+                index::sync_docs(conn, &s)?;
+            }
+            // A store that is not valid JSON is left alone (and not indexed).
+            Err(e) => tracing::warn!("memory stores not indexed: {e}"),
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Index the new history lines of `name`; how many lines await extraction.
+pub async fn index_lines(state: &AppState, name: &str) -> Result<usize, String> {
+    let now = companiond_core::now_millis();
+    with_index(state, name, move |conn, dir| {
+        index::sync_lines(conn, dir, now)?;
+        index::pending(conn)
+    })
+    .await
+}
+
+/// The memory directory of a configured character (404 otherwise).
+pub fn character(state: &AppState, name: &str) -> Result<PathBuf, MemoryError> {
+    if !state.characters.exists(name) {
+        return Err(MemoryError::NotFound(format!(
+            "character {name:?} does not exist"
+        )));
+    }
+    let dir = unit::character_dir(state.data_dir(), name).map_err(MemoryError::BadRequest)?;
+    if !dir.is_dir() {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| MemoryError::Storage(format!("cannot create the memory folder: {e}")))?;
+    }
+    Ok(dir)
+}
+
+/// Change `name`'s stores under their lock: load, `f`, save (archives first),
+/// then the index follows. Fenced while cloud storage is in maintenance.
+pub async fn commit<R, F>(
+    state: &AppState,
+    name: &str,
+    operation: &str,
+    f: F,
+) -> Result<R, MemoryError>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut Stores) -> Result<R, MemoryError> + Send + 'static,
+{
+    let dir = character(state, name)?;
+    fence::check(state.data_dir(), operation, &format!("memory/{name}"))?;
+    let rt = MemoryRuntime::of(state);
+    // Nothing may move the directory meanwhile (rename holds it exclusively).
+    let _rename = rt.rename_lock.read().await;
+    let lock = state.store.lock_for(stores::lock_rel(name));
+    let _g = lock.lock().await;
+    let n = name.to_string();
+    let rt2 = rt.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut s = Stores::load(&dir).map_err(MemoryError::Storage)?;
+        let r = f(&mut s)?;
+        s.save(&dir).map_err(MemoryError::Storage)?;
+        // The index follows; a failure here is repaired by the next resync.
+        let synced = rt2
+            .index
+            .get(&n, &dir)
+            .and_then(|c| index::sync_docs(&mut c.lock().unwrap_or_else(|e| e.into_inner()), &s));
+        if let Err(e) = synced {
+            tracing::warn!("the memory index of {n} did not follow a change: {e}");
+        }
+        Ok(r)
+    })
+    .await
+    .map_err(|e| MemoryError::Internal(e.to_string()))?
+}
+
+/// Read `name`'s stores (no lock: every write is an atomic rename).
+pub async fn load(state: &AppState, name: &str) -> Result<Stores, MemoryError> {
+    let dir = character(state, name)?;
+    tokio::task::spawn_blocking(move || Stores::load(&dir).map_err(MemoryError::Storage))
+        .await
+        .map_err(|e| MemoryError::Internal(e.to_string()))?
+}
+
+// ------------------------------------------------------------------ listing
+
+/// Which list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Fact,
+    Reflection,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Fact => "fact",
+            Kind::Reflection => "reflection",
+        }
+    }
+}
+
+/// A listing request.
+#[derive(Clone, Debug)]
+pub struct ListRequest {
+    pub kind: Kind,
+    pub query: Query,
+    pub archived: bool,
+}
+
+fn entry_ts(o: &Obj) -> i64 {
+    stores::entry_time(o, &["created_at", "updated_at"]).unwrap_or(0)
+}
+
+/// List (or search) facts or reflections: `{total, items}`.
+pub async fn list(state: &AppState, name: &str, req: ListRequest) -> Result<Value, MemoryError> {
+    let s = load(state, name).await?;
+    let doc = match (req.kind, req.archived) {
+        (Kind::Fact, false) => &s.facts,
+        (Kind::Fact, true) => &s.facts_archive,
+        (Kind::Reflection, false) => &s.reflections,
+        (Kind::Reflection, true) => &s.reflections_archive,
+    };
+    let q = &req.query;
+    let searching = !req.archived && index::fts_query(&q.text).is_some();
+    let (total, items): (usize, Vec<Value>) = if searching {
+        let q2 = q.clone();
+        let kind = req.kind.as_str();
+        let (total, hits) = with_index(state, name, move |conn, _| {
+            Ok((
+                index::count_docs(conn, &q2, kind)?,
+                index::search_docs(conn, &q2, &[kind])?,
+            ))
+        })
+        .await
+        .map_err(MemoryError::Storage)?;
+        let items = hits
+            .iter()
+            .filter_map(|h| doc.find(&h.id))
+            .map(|o| Value::Object(o.clone()))
+            .collect();
+        (total, items)
+    } else {
+        let (lo, hi) = (q.since.unwrap_or(i64::MIN), q.until.unwrap_or(i64::MAX));
+        let mut all: Vec<&Obj> = doc
+            .objects()
+            .filter(|o| str_of(o, "id").is_some())
+            .filter(|o| (lo..=hi).contains(&entry_ts(o)))
+            .collect();
+        all.sort_by_key(|o| std::cmp::Reverse(entry_ts(o)));
+        let total = all.len();
+        let items = all
+            .into_iter()
+            .skip(q.offset)
+            .take(q.limit)
+            .map(|o| Value::Object(o.clone()))
+            .collect();
+        (total, items)
+    };
+    Ok(json!({
+        "success": true,
+        "character": name,
+        "kind": req.kind.as_str(),
+        "archived": req.archived,
+        "total": total,
+        "offset": q.offset,
+        "limit": q.limit,
+        "items": items,
+    }))
+}
+
+/// The JSON form of a search hit.
+pub fn hit_json(h: &Hit) -> Value {
+    let mut v = json!({
+        "kind": h.kind,
+        "id": h.id,
+        "text": h.text,
+        "time": timefmt::iso(h.ts),
+        "score": h.score,
+    });
+    if h.kind == "line" {
+        v["speaker"] = json!(h.who);
+    } else {
+        v["entity"] = json!(h.who);
+    }
+    v
+}
+
+/// Search facts, reflections, persona entries and history lines; the ranked
+/// lists of each kind are fused (reciprocal rank fusion).
+pub async fn search(
+    state: &AppState,
+    name: &str,
+    q: Query,
+    kinds: Vec<&'static str>,
+) -> Result<Vec<Hit>, String> {
+    with_index(state, name, move |conn, _| {
+        search_blocking(conn, &q, &kinds)
+    })
+    .await
+}
+
+/// [`search`] on a connection.
+pub fn search_blocking(conn: &Connection, q: &Query, kinds: &[&str]) -> Result<Vec<Hit>, String> {
+    let deep = Query {
+        limit: q.offset + q.limit,
+        offset: 0,
+        ..q.clone()
+    };
+    let mut lists: Vec<Vec<Hit>> = Vec::new();
+    for k in kinds.iter().filter(|k| **k != "line") {
+        lists.push(index::search_docs(conn, &deep, &[k])?);
+    }
+    if kinds.contains(&"line") {
+        lists.push(index::search_lines(conn, &deep)?);
+    }
+    let refs: Vec<&[Hit]> = lists.iter().map(Vec::as_slice).collect();
+    Ok(index::rrf(&refs)
+        .into_iter()
+        .skip(q.offset)
+        .take(q.limit)
+        .cloned()
+        .collect())
+}
+
+// ------------------------------------------------------------------ forget / correct
+
+/// Forget one fact, reflection or persona entry everywhere: every store, the
+/// index, and the references to it. 404 when nothing has that id.
+pub async fn forget(state: &AppState, name: &str, id: String) -> Result<Value, MemoryError> {
+    // A running extraction might bring it back from what it already read.
+    MemoryRuntime::of(state)
+        .tasks
+        .cancel(name, Some(TaskKind::Extraction));
+    let id2 = id.clone();
+    let removed = commit(state, name, "forget", move |s| {
+        let removed = s.forget(&id2);
+        if removed.is_empty() {
+            return Err(MemoryError::NotFound(format!(
+                "no memory entry has the id {id2:?}"
+            )));
+        }
+        Ok(removed)
+    })
+    .await?;
+    let list: Vec<Value> = removed
+        .iter()
+        .map(|(k, i)| json!({"kind": k, "id": i}))
+        .collect();
+    Ok(json!({"success": true, "character": name, "id": id, "removed": list}))
+}
+
+/// A correction of one entry.
+#[derive(Clone, Debug)]
+pub struct Correction {
+    pub id: String,
+    pub text: String,
+    pub importance: Option<i64>,
+    pub entity: Option<String>,
+}
+
+/// Correct one fact, reflection or persona entry. A fact or reflection gets a
+/// new id and the old version goes to its archive (`arbitration_reason:
+/// "user_correction"`, `superseded_by`); a persona entry is edited in place
+/// (the old text goes to its `version_history`).
+pub async fn correct(state: &AppState, name: &str, c: Correction) -> Result<Value, MemoryError> {
+    MemoryRuntime::of(state)
+        .tasks
+        .cancel(name, Some(TaskKind::Extraction));
+    let item = commit(state, name, "correct", move |s| {
+        let now = companiond_core::now_millis();
+        if let Some(old) = s.facts.find(&c.id).cloned() {
+            let mut new = old.clone();
+            let new_id = stores::new_id("fact", now, &c.text);
+            new.insert("id".into(), json!(new_id));
+            new.insert("text".into(), json!(c.text));
+            new.insert("hash".into(), json!(stores::content_hash(&c.text)));
+            new.insert("updated_at".into(), json!(timefmt::iso(now)));
+            new.insert("corrected_from".into(), json!(c.id));
+            new.insert("embedding".into(), Value::Null);
+            if let Some(i) = c.importance {
+                new.insert("importance".into(), json!(i));
+            }
+            if let Some(e) = &c.entity {
+                new.insert("entity".into(), json!(e));
+            }
+            s.facts.remove(&c.id);
+            s.facts_archive
+                .push(stores::archived(old, "user_correction", Some(&new_id), now));
+            s.persona_remove(&c.id);
+            s.facts.push(new.clone());
+            crate::extract::promote_persona(s, now);
+            return Ok(json!({"kind": "fact", "item": new}));
+        }
+        if let Some(old) = s.reflections.find(&c.id).cloned() {
+            let mut new = old.clone();
+            let new_id = stores::new_id("reflection", now, &c.text);
+            new.insert("id".into(), json!(new_id));
+            new.insert("text".into(), json!(c.text));
+            new.insert("hash".into(), json!(stores::content_hash(&c.text)));
+            new.insert("corrected_from".into(), json!(c.id));
+            if let Some(e) = &c.entity {
+                new.insert("entity".into(), json!(e));
+            }
+            s.reflections.remove(&c.id);
+            s.reflections_archive
+                .push(stores::archived(old, "user_correction", Some(&new_id), now));
+            s.persona_remove(&c.id);
+            s.reflections.push(new.clone());
+            return Ok(json!({"kind": "reflection", "item": new}));
+        }
+        for section in s.persona.values_mut() {
+            let Some(list) = section.get_mut("facts").and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for e in list.iter_mut().filter_map(Value::as_object_mut) {
+                if str_of(e, "id") != Some(c.id.as_str()) {
+                    continue;
+                }
+                let old = e.get("text").cloned().unwrap_or(Value::Null);
+                let hist = e.entry("version_history").or_insert_with(|| json!([]));
+                if let Some(h) = hist.as_array_mut() {
+                    h.push(json!({"text": old, "replaced_at": timefmt::iso(now), "reason": "user_correction"}));
+                }
+                e.insert("text".into(), json!(c.text));
+                let item = Value::Object(e.clone());
+                s.persona_dirty = true;
+                return Ok(json!({"kind": "persona", "item": item}));
+            }
+        }
+        Err(MemoryError::NotFound(format!(
+            "no active memory entry has the id {:?}",
+            c.id
+        )))
+    })
+    .await?;
+    let mut out = json!({"success": true, "character": name});
+    if let (Some(o), Value::Object(m)) = (out.as_object_mut(), item) {
+        o.extend(m);
+    }
+    Ok(out)
+}
