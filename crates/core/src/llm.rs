@@ -373,6 +373,55 @@ impl LlmClient {
         Ok(c)
     }
 
+    /// Where embedding requests go (`embeddingModel*` fields), or `None`.
+    pub async fn embedding_endpoint(&self) -> Option<Endpoint> {
+        let cfg = self.core_config().await;
+        let catalog = providers::load_catalog(&self.bundle);
+        providers::resolve_embedding(&cfg, &catalog)
+    }
+
+    /// Embed `texts` at `ep` (OpenAI-compatible `POST <base>/embeddings` with
+    /// `{model, input: [...]}`): one vector per text, in order, all of one
+    /// dimension. `timeout` bounds the whole call.
+    pub async fn embed_at(
+        &self,
+        ep: &Endpoint,
+        texts: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let url = format!("{}/embeddings", ep.base_url);
+        let body = json!({"model": ep.model, "input": texts});
+        let work = async {
+            let mut req = self.client_for(&url).post(&url).json(&body);
+            if !ep.api_key.is_empty() {
+                req = req.bearer_auth(&ep.api_key);
+            }
+            let resp = req.send().await.map_err(|e| {
+                if e.is_timeout() {
+                    LlmError::Timeout
+                } else {
+                    LlmError::Connect(e.to_string())
+                }
+            })?;
+            if !resp.status().is_success() {
+                let status = resp.status().as_u16();
+                let text = resp.text().await.unwrap_or_default();
+                return Err(LlmError::Status(status, text.chars().take(300).collect()));
+            }
+            let v: Value = resp
+                .json()
+                .await
+                .map_err(|e| LlmError::Protocol(e.to_string()))?;
+            parse_embeddings(&v, texts.len())
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| LlmError::Timeout)?
+    }
+
     async fn record(
         &self,
         slot: Slot,
@@ -416,6 +465,56 @@ fn usage_of(v: &Value) -> Option<(i64, i64, i64)> {
         g("completion_tokens"),
         g("total_tokens"),
     ))
+}
+
+/// Largest embedding dimension accepted.
+pub const MAX_EMBEDDING_DIM: usize = 16_384;
+
+/// Parse an OpenAI `/embeddings` answer (`{data: [{index, embedding: [..]}]}`)
+/// for `n` inputs: the vectors in input order, all of one dimension.
+pub fn parse_embeddings(v: &Value, n: usize) -> Result<Vec<Vec<f32>>, LlmError> {
+    let bad = |m: &str| LlmError::Protocol(format!("embeddings: {m}"));
+    let data = v
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("no data array"))?;
+    if data.len() != n {
+        return Err(bad(&format!("{} vectors for {n} inputs", data.len())));
+    }
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; n];
+    for (pos, item) in data.iter().enumerate() {
+        let idx = match item.get("index") {
+            None | Some(Value::Null) => pos,
+            Some(i) => i
+                .as_u64()
+                .map(|i| i as usize)
+                .ok_or_else(|| bad("index is not a number"))?,
+        };
+        let slot = out.get_mut(idx).ok_or_else(|| bad("index out of range"))?;
+        let arr = item
+            .get("embedding")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("an embedding is not an array of numbers"))?;
+        if arr.is_empty() || arr.len() > MAX_EMBEDDING_DIM {
+            return Err(bad("an embedding has an unusable dimension"));
+        }
+        let vec = arr
+            .iter()
+            .map(|x| x.as_f64().map(|f| f as f32).filter(|f| f.is_finite()))
+            .collect::<Option<Vec<f32>>>()
+            .ok_or_else(|| bad("an embedding holds a value that is not a finite number"))?;
+        if slot.replace(vec).is_some() {
+            return Err(bad("an index is repeated"));
+        }
+    }
+    let out: Vec<Vec<f32>> = out
+        .into_iter()
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad("an input has no vector"))?;
+    if out.iter().any(|v| v.len() != out[0].len()) {
+        return Err(bad("the vectors differ in dimension"));
+    }
+    Ok(out)
 }
 
 /// Parse a non-streamed `chat.completion` body.
@@ -529,6 +628,29 @@ impl StreamAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embeddings_are_parsed_in_input_order() {
+        let v = json!({"data": [
+            {"index": 1, "embedding": [0.5, 1.0]},
+            {"index": 0, "embedding": [1, 0]},
+        ]});
+        assert_eq!(
+            parse_embeddings(&v, 2).unwrap(),
+            vec![vec![1.0, 0.0], vec![0.5, 1.0]]
+        );
+        for bad in [
+            json!({}),
+            json!({"data": [{"embedding": [1.0]}]}),
+            json!({"data": [{"embedding": [1.0]}, {"embedding": [1.0, 2.0]}]}),
+            json!({"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [2.0]}]}),
+            json!({"data": [{"index": 5, "embedding": [1.0]}, {"embedding": [2.0]}]}),
+            json!({"data": [{"embedding": []}, {"embedding": []}]}),
+            json!({"data": [{"embedding": ["x"]}, {"embedding": [1.0]}]}),
+        ] {
+            assert!(parse_embeddings(&bad, 2).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn accumulates_text_and_tool_fragments() {

@@ -164,6 +164,52 @@ pub fn resolve(cfg: &Map<String, Value>, catalog: &Catalog, slot: Slot) -> Optio
     })
 }
 
+/// Where embedding requests go (`<base_url>/embeddings`, OpenAI-compatible), or
+/// `None` when `embeddingModelId` is empty. `embeddingModelUrl` (http(s) only)
+/// defaults to the `summary` slot's URL; `embeddingModelApiKey` defaults to the
+/// key of the slot whose URL is the embedding URL (the summary slot's when the
+/// URL is not set). Independent of `enableCustomApi`.
+pub fn resolve_embedding(cfg: &Map<String, Value>, catalog: &Catalog) -> Option<Endpoint> {
+    let model = str_field(cfg, "embeddingModelId");
+    if model.is_empty() {
+        return None;
+    }
+    let url = str_field(cfg, "embeddingModelUrl").trim_end_matches('/');
+    let key = str_field(cfg, "embeddingModelApiKey");
+    let (base_url, api_key) = if url.is_empty() {
+        let summary = resolve(cfg, catalog, Slot::Summary)?;
+        let key = if key.is_empty() {
+            summary.api_key
+        } else {
+            key.to_string()
+        };
+        (summary.base_url, key)
+    } else {
+        let ok = url::Url::parse(url)
+            .ok()
+            .is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+        if !ok {
+            return None;
+        }
+        let key = if key.is_empty() {
+            Slot::ALL
+                .into_iter()
+                .filter_map(|s| resolve(cfg, catalog, s))
+                .find(|ep| ep.base_url == url)
+                .map(|ep| ep.api_key)
+                .unwrap_or_default()
+        } else {
+            key.to_string()
+        };
+        (url.to_string(), key)
+    };
+    Some(Endpoint {
+        base_url,
+        model: model.to_string(),
+        api_key,
+    })
+}
+
 fn capitalise(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
@@ -196,6 +242,32 @@ mod tests {
         );
         let ep = resolve(cfg.as_object().unwrap(), &default_catalog(), Slot::Emotion).unwrap();
         assert_eq!(ep.api_key, "x");
+    }
+
+    #[test]
+    fn embedding_endpoint() {
+        let cat = default_catalog();
+        let cfg = json!({"enableCustomApi": true, "summaryModelUrl": "http://127.0.0.1:9/v1", "summaryModelId": "m", "summaryModelApiKey": "k"});
+        assert!(resolve_embedding(cfg.as_object().unwrap(), &cat).is_none());
+        let mut c = cfg.as_object().unwrap().clone();
+        c.insert("embeddingModelId".into(), json!("e"));
+        let ep = resolve_embedding(&c, &cat).unwrap();
+        assert_eq!(
+            (ep.base_url.as_str(), ep.model.as_str(), ep.api_key.as_str()),
+            ("http://127.0.0.1:9/v1", "e", "k")
+        );
+        c.insert("embeddingModelUrl".into(), json!("http://127.0.0.1:9/v1/"));
+        assert_eq!(resolve_embedding(&c, &cat).unwrap().api_key, "k");
+        c.insert("embeddingModelUrl".into(), json!("http://127.0.0.1:10/v1"));
+        assert_eq!(resolve_embedding(&c, &cat).unwrap().api_key, "");
+        c.insert("embeddingModelApiKey".into(), json!("ek"));
+        let ep = resolve_embedding(&c, &cat).unwrap();
+        assert_eq!(
+            (ep.base_url.as_str(), ep.api_key.as_str()),
+            ("http://127.0.0.1:10/v1", "ek")
+        );
+        c.insert("embeddingModelUrl".into(), json!("file:///etc"));
+        assert!(resolve_embedding(&c, &cat).is_none());
     }
 
     #[test]

@@ -13,13 +13,22 @@
 //! * `recall`: the `recall_memory` tool (facts, reflections, lines, fused);
 //! * `window`: lines of a 7-day window matching the words.
 //!
+//! With vectors (every doc embedded, random unit vectors of
+//! `COMPANIOND_BENCH_DIM` dimensions, default 768; the query vector is given,
+//! as if the embedding endpoint had answered):
+//! * `vector`: the cosine ranking alone (newest `vectors::SCAN` of facts and
+//!   of reflections, plus the BM25 hits);
+//! * `context+v`: `context` plus the vector list (what a chat turn runs);
+//! * `facts+v`: `facts` fused with the vector list (the search route).
+//!
 //! `COMPANIOND_BENCH_DIR=<dir>` keeps (and reuses) the database there.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use companiond_memory::index::{self, Doc, Query};
-use companiond_memory::longterm::search_blocking;
+use companiond_memory::longterm::{search_blocking, search_fused};
+use companiond_memory::vectors::{self, QueryVector};
 
 const FACTS: usize = 100_000;
 const LINES: usize = 1_000_000;
@@ -164,6 +173,38 @@ fn main() {
             lines_time.as_secs_f64()
         );
     }
+    let dim: usize = std::env::var("COMPANIOND_BENCH_DIM")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(768);
+    let model = format!("bench-{dim}");
+    let mut vrng = Rng(0xD1B5_4A32_D192_ED03);
+    let mut random_vec = |n: usize| -> Vec<f32> {
+        let v: Vec<f32> = (0..n)
+            .map(|_| (vrng.unit() + vrng.unit() + vrng.unit() - 1.5) as f32)
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / norm).collect()
+    };
+    let (have_v, docs) = vectors::coverage(&conn, &model).expect("coverage");
+    if have_v < docs {
+        let t = Instant::now();
+        loop {
+            let batch = vectors::pending(&conn, &model, 5000).expect("pending");
+            if batch.is_empty() {
+                break;
+            }
+            let rows: Vec<(i64, String, Vec<f32>)> = batch
+                .into_iter()
+                .map(|(id, sig, _)| (id, sig, random_vec(dim)))
+                .collect();
+            vectors::store(&mut conn, &model, &rows).expect("store");
+        }
+        println!(
+            "built: {docs} vectors of {dim} dimensions in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
     drop(conn);
     let size = std::fs::metadata(dir.join("time_indexed.db"))
         .map(|m| m.len())
@@ -175,6 +216,19 @@ fn main() {
     let queries: Vec<String> = (0..QUERIES)
         .map(|_| words.sentence(&mut rng, 4, 9))
         .collect();
+    let qvecs: std::collections::HashMap<&str, QueryVector> = queries
+        .iter()
+        .map(|t| {
+            (
+                t.as_str(),
+                QueryVector {
+                    model: model.clone(),
+                    vec: std::sync::Arc::new(random_vec(dim)),
+                },
+            )
+        })
+        .collect();
+    let qv = |t: &str| qvecs.get(t).expect("query vector");
     let q = |text: &str, limit: usize| Query {
         text: text.to_string(),
         limit,
@@ -220,6 +274,33 @@ fn main() {
                     ..q(t, 8)
                 };
                 index::search_lines(&conn, &w).expect("window").len()
+            }),
+        ),
+        (
+            "vector",
+            Box::new(|t: &str| {
+                vectors::search(&conn, &q("", 12), &["fact", "reflection"], qv(t), &[])
+                    .expect("vector")
+                    .len()
+            }),
+        ),
+        (
+            "context+v",
+            Box::new(|t: &str| {
+                let p = index::search_docs(&conn, &q("", 200), &["persona"]).expect("persona");
+                let r = index::search_docs(&conn, &q(t, 12), &["fact", "reflection"]).expect("rel");
+                let v = vectors::search(&conn, &q("", 12), &["fact", "reflection"], qv(t), &r)
+                    .expect("vector");
+                let n = index::search_docs(&conn, &q("", 6), &["fact", "reflection"]).expect("new");
+                p.len() + r.len() + v.len() + n.len()
+            }),
+        ),
+        (
+            "facts+v",
+            Box::new(|t: &str| {
+                search_fused(&conn, &q(t, 20), &["fact", "reflection"], Some(qv(t)))
+                    .expect("facts")
+                    .len()
             }),
         ),
     ];

@@ -12,6 +12,9 @@
 //!   reflection and persona entry (`kind` = `fact` / `reflection` /
 //!   `persona`, `ref` = its id); `memory_docs_fts`: its FTS5 index.
 //! * `memory_meta(key, value)`: sync state and the extraction cursor.
+//! * `memory_vectors(doc, model, sig, dim, vec)`: the embedding of a doc
+//!   (`doc` = its row id, `vec` little-endian f32) by the model `model`, when
+//!   an embedding endpoint is configured ([`crate::vectors`]).
 //!
 //! Search is FTS5 BM25 over text this module tokenises itself (lowercased
 //! words with plural forms folded; CJK text one character per token, searched
@@ -62,6 +65,13 @@ CREATE INDEX IF NOT EXISTS memory_docs_kind_ts ON memory_docs(kind, ts);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_docs_fts USING fts5(
     body, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2'
 );
+CREATE TABLE IF NOT EXISTS memory_vectors (
+    doc INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    sig TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vec BLOB NOT NULL
+);
 ";
 
 /// Meta key: last line id the extraction has read.
@@ -69,7 +79,7 @@ pub const META_CURSOR: &str = "extract_cursor";
 const META_LINES_N: &str = "lines_n";
 const META_LINES_DIGEST: &str = "lines_digest";
 
-fn db_err(e: rusqlite::Error) -> String {
+pub(crate) fn db_err(e: rusqlite::Error) -> String {
     format!("time index: {e}")
 }
 
@@ -89,6 +99,11 @@ pub fn open(dir: &Path) -> Result<Connection, String> {
     )
     .map_err(db_err)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(db_err)?;
+    // Read through a memory map (up to 1 GiB of the file; address space, not
+    // memory): searches touch many pages (vectors above all) and a map avoids
+    // a copy per page.
+    conn.execute_batch("PRAGMA mmap_size = 1073741824")
         .map_err(db_err)?;
     conn.execute_batch(unit::TIME_INDEX_SCHEMA)
         .map_err(db_err)?;
@@ -607,7 +622,7 @@ pub struct Doc {
 }
 
 impl Doc {
-    fn sig(&self) -> String {
+    pub fn sig(&self) -> String {
         stores::content_hash(&format!("{}\n{}\n{}", self.entity, self.ts, self.text))
     }
 }
@@ -684,6 +699,9 @@ pub fn upsert_doc(conn: &Connection, d: &Doc) -> Result<(), String> {
                 params![rowid, fts_body(&d.text)],
             )
             .map_err(db_err)?;
+            // Its vector is stale: embedded again in the background.
+            conn.execute("DELETE FROM memory_vectors WHERE doc = ?1", [rowid])
+                .map_err(db_err)?;
             Ok(())
         }
         None => {
@@ -718,6 +736,8 @@ pub fn delete_doc(conn: &Connection, kind: Option<&str>, id: &str) -> Result<usi
         conn.execute("DELETE FROM memory_docs WHERE id = ?1", [r])
             .map_err(db_err)?;
         conn.execute("DELETE FROM memory_docs_fts WHERE rowid = ?1", [r])
+            .map_err(db_err)?;
+        conn.execute("DELETE FROM memory_vectors WHERE doc = ?1", [r])
             .map_err(db_err)?;
     }
     Ok(rowids.len())
@@ -786,7 +806,7 @@ fn window(q: &Query) -> (i64, i64) {
     (q.since.unwrap_or(i64::MIN), q.until.unwrap_or(i64::MAX))
 }
 
-fn doc_hit(r: &rusqlite::Row) -> rusqlite::Result<Hit> {
+pub(crate) fn doc_hit(r: &rusqlite::Row) -> rusqlite::Result<Hit> {
     Ok(Hit {
         kind: r.get(0)?,
         id: r.get(1)?,

@@ -42,6 +42,7 @@ pub mod theater;
 pub mod timefmt;
 pub mod toggles;
 pub mod unit;
+pub mod vectors;
 
 pub use error::MemoryError;
 pub use unit::{ensure_memory_files, LOCAL_ONLY, UNIT_FILES};

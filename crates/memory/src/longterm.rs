@@ -13,7 +13,7 @@ use crate::error::MemoryError;
 use crate::index::{self, Hit, Query};
 use crate::stores::{self, str_of, Obj, Stores};
 use crate::tasks::TaskKind;
-use crate::{fence, timefmt, unit, MemoryRuntime};
+use crate::{fence, timefmt, unit, vectors, MemoryRuntime};
 
 /// Run `f` with `name`'s index connection on the blocking pool.
 pub async fn with_index<T, F>(state: &AppState, name: &str, f: F) -> Result<T, String>
@@ -39,7 +39,7 @@ where
 /// Bring `name`'s whole index in step with its files (history and stores).
 pub async fn resync(state: &AppState, name: &str) -> Result<(), String> {
     let now = companiond_core::now_millis();
-    with_index(state, name, move |conn, dir| {
+    let r = with_index(state, name, move |conn, dir| {
         index::sync_lines(conn, dir, now)?;
         match Stores::load(dir) {
             Ok(s) => {
@@ -50,7 +50,11 @@ pub async fn resync(state: &AppState, name: &str) -> Result<(), String> {
         }
         Ok(())
     })
-    .await
+    .await;
+    if r.is_ok() {
+        crate::vectors::changed(state, name);
+    }
+    r
 }
 
 /// Index the new history lines of `name`; how many lines await extraction.
@@ -99,7 +103,7 @@ where
     let _g = lock.lock().await;
     let n = name.to_string();
     let rt2 = rt.clone();
-    tokio::task::spawn_blocking(move || {
+    let r = tokio::task::spawn_blocking(move || {
         let mut s = Stores::load(&dir).map_err(MemoryError::Storage)?;
         let r = f(&mut s)?;
         s.save(&dir).map_err(MemoryError::Storage)?;
@@ -114,7 +118,12 @@ where
         Ok(r)
     })
     .await
-    .map_err(|e| MemoryError::Internal(e.to_string()))?
+    .map_err(|e| MemoryError::Internal(e.to_string()))?;
+    if r.is_ok() {
+        // New or changed entries get their vectors in the background.
+        crate::vectors::changed(state, name);
+    }
+    r
 }
 
 /// Read `name`'s stores (no lock: every write is an atomic rename).
@@ -230,21 +239,43 @@ pub fn hit_json(h: &Hit) -> Value {
 }
 
 /// Search facts, reflections, persona entries and history lines; the ranked
-/// lists of each kind are fused (reciprocal rank fusion).
+/// lists of each kind are fused (reciprocal rank fusion), with the vector
+/// ranking of the docs when an embedding endpoint is configured and answers
+/// in time ([`vectors::SEARCH_TIMEOUT`]).
 pub async fn search(
     state: &AppState,
     name: &str,
     q: Query,
     kinds: Vec<&'static str>,
 ) -> Result<Vec<Hit>, String> {
+    let docs = kinds.iter().any(|k| *k != "line");
+    let qv = if docs {
+        vectors::query_vector(state, &q.text, vectors::SEARCH_TIMEOUT).await
+    } else {
+        None
+    };
+    if qv.is_some() {
+        vectors::schedule(state, name);
+    }
     with_index(state, name, move |conn, _| {
-        search_blocking(conn, &q, &kinds)
+        search_fused(conn, &q, &kinds, qv.as_ref())
     })
     .await
 }
 
-/// [`search`] on a connection.
+/// [`search`] on a connection, BM25 only.
 pub fn search_blocking(conn: &Connection, q: &Query, kinds: &[&str]) -> Result<Vec<Hit>, String> {
+    search_fused(conn, q, kinds, None)
+}
+
+/// [`search`] on a connection: BM25 per kind, plus the vector ranking of the
+/// docs when `qv` is given (only for queries with text).
+pub fn search_fused(
+    conn: &Connection,
+    q: &Query,
+    kinds: &[&str],
+    qv: Option<&vectors::QueryVector>,
+) -> Result<Vec<Hit>, String> {
     let deep = Query {
         limit: q.offset + q.limit,
         offset: 0,
@@ -253,6 +284,13 @@ pub fn search_blocking(conn: &Connection, q: &Query, kinds: &[&str]) -> Result<V
     let mut lists: Vec<Vec<Hit>> = Vec::new();
     for k in kinds.iter().filter(|k| **k != "line") {
         lists.push(index::search_docs(conn, &deep, &[k])?);
+    }
+    if let Some(qv) = qv.filter(|_| !q.text.trim().is_empty()) {
+        let bm25: Vec<Hit> = lists.iter().flatten().cloned().collect();
+        let sem = vectors::search(conn, &deep, kinds, qv, &bm25)?;
+        if !sem.is_empty() {
+            lists.push(sem);
+        }
     }
     if kinds.contains(&"line") {
         lists.push(index::search_lines(conn, &deep)?);

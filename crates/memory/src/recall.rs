@@ -1,7 +1,8 @@
 //! Long-term memory in the chat turn (`companiond_core::state::MemoryRecall`):
 //!
 //! * [`context`]: the persona and the few facts and reflections most relevant
-//!   to the new message (BM25 search fused with recency), within
+//!   to the new message (BM25 search fused with recency and, when an
+//!   embedding endpoint is configured, vector similarity), within
 //!   [`CONTEXT_CHARS`], appended to the turn's system prompt;
 //! * the built-in tool [`TOOL`] (`recall_memory`): search by words and/or a
 //!   time window over facts, reflections and the history lines;
@@ -19,7 +20,7 @@ use serde_json::{json, Value};
 
 use crate::index::{self, Hit, Query};
 use crate::longterm::{self, with_index};
-use crate::{extract, timefmt, MemoryRuntime};
+use crate::{extract, timefmt, vectors, MemoryRuntime};
 
 /// The built-in tool's name.
 pub const TOOL: &str = "recall_memory";
@@ -77,6 +78,8 @@ impl MemoryRecall for Recall {
     fn after_turn(&self, character: &str) {
         if let Some(state) = self.state() {
             extract::note_activity(&state, character);
+            // Picks up a changed embedding model; nothing when all is embedded.
+            vectors::schedule(&state, character);
         }
     }
 }
@@ -94,6 +97,8 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
         return None;
     }
     let text = user_text.chars().take(2000).collect::<String>();
+    // Bounded: a slow or failing embedding endpoint leaves the turn to BM25.
+    let qv = vectors::query_vector(state, &text, vectors::TURN_TIMEOUT).await;
     let found = with_index(state, name, move |conn, _| {
         let persona = index::search_docs(
             conn,
@@ -112,6 +117,19 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
             },
             &["fact", "reflection"],
         )?;
+        let semantic = match &qv {
+            Some(qv) => vectors::search(
+                conn,
+                &Query {
+                    limit: 12,
+                    ..Default::default()
+                },
+                &["fact", "reflection"],
+                qv,
+                &relevant,
+            )?,
+            None => Vec::new(),
+        };
         let recent = index::search_docs(
             conn,
             &Query {
@@ -120,20 +138,21 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
             },
             &["fact", "reflection"],
         )?;
-        Ok((persona, relevant, recent))
+        Ok((persona, relevant, semantic, recent))
     })
     .await;
-    let (mut persona, relevant, recent) = match found {
+    let (mut persona, relevant, semantic, recent) = match found {
         Ok(f) => f,
         Err(e) => {
             tracing::debug!("no memory context for {name}: {e}");
             return None;
         }
     };
-    Some(render(name, &mut persona, &relevant, &recent)).filter(|s| !s.is_empty())
+    Some(render(name, &mut persona, &[&relevant, &semantic, &recent])).filter(|s| !s.is_empty())
 }
 
-fn render(name: &str, persona: &mut [Hit], relevant: &[Hit], recent: &[Hit]) -> String {
+/// `ranked`: the lists fused into "things you remember" (BM25, vector, recency).
+fn render(name: &str, persona: &mut [Hit], ranked: &[&[Hit]]) -> String {
     persona.sort_by_key(|h| h.ts);
     let mut out = String::new();
     let mut used = 0usize;
@@ -159,7 +178,7 @@ fn render(name: &str, persona: &mut [Hit], relevant: &[Hit], recent: &[Hit]) -> 
             out.push_str(&section);
         }
     }
-    let fused = index::rrf(&[relevant, recent]);
+    let fused = index::rrf(ranked);
     let mut items = String::new();
     let mut n = 0;
     for h in fused {
