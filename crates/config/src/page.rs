@@ -8,31 +8,8 @@ use serde_json::{json, Map, Value};
 /// Default Live2D model (bundled frontend).
 pub const DEFAULT_LIVE2D: &str = "yui-lolita/yui-lolita.model3.json";
 
-/// Character-profile fields reserved by the system.
-pub const SYSTEM_RESERVED: &[&str] = &[
-    "_reserved",
-    "character_id",
-    "live2d",
-    "voice_id",
-    "system_prompt",
-    "model_type",
-    "live3d_sub_type",
-    "vrm",
-    "vrm_animation",
-    "lighting",
-    "vrm_rotation",
-    "live2d_item_id",
-    "live2d_idle_animation",
-    "item_id",
-    "idleAnimation",
-    "idleAnimations",
-    "mmd",
-    "mmd_animation",
-    "mmd_idle_animation",
-    "mmd_idle_animations",
-    "touch_set",
-    "_field_order",
-];
+/// Character-profile fields reserved by the system (owned by core's characters).
+pub use companiond_core::characters::SYSTEM_RESERVED;
 
 /// Character-profile fields reserved by workshop metadata.
 pub const WORKSHOP_RESERVED: &[&str] = &[

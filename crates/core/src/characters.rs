@@ -468,6 +468,33 @@ async fn list(State(st): State<AppState>) -> Response {
     }))
 }
 
+/// Character-profile fields reserved by the system: never replaced by a form
+/// save, listed by `page_config` (`system_reserved_fields`).
+pub const SYSTEM_RESERVED: &[&str] = &[
+    "_reserved",
+    "character_id",
+    "live2d",
+    "voice_id",
+    "system_prompt",
+    "model_type",
+    "live3d_sub_type",
+    "vrm",
+    "vrm_animation",
+    "lighting",
+    "vrm_rotation",
+    "live2d_item_id",
+    "live2d_idle_animation",
+    "item_id",
+    "idleAnimation",
+    "idleAnimations",
+    "mmd",
+    "mmd_animation",
+    "mmd_idle_animation",
+    "mmd_idle_animations",
+    "touch_set",
+    "_field_order",
+];
+
 /// The master profile of the original application's characters document
 /// (`主人`), written by `POST /api/characters/master` (crates/frontend).
 pub const MASTER_DOC: &str = "config/master.json";

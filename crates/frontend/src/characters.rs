@@ -10,46 +10,23 @@
 use axum::extract::{Path as UrlPath, RawQuery, State};
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use companiond_core::characters::{validate_name, CharacterError, NameRules, MASTER_DOC};
+use companiond_core::characters::{
+    validate_name, CharacterError, NameRules, MASTER_DOC, SYSTEM_RESERVED,
+};
 use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
 use companiond_core::guards::Csrf;
 use companiond_core::{Api, AppState};
 use serde_json::{json, Map, Value};
 
-/// Profile keys owned by the system (never replaced by a form save).
-pub const RESERVED: &[&str] = &[
-    "_reserved",
-    "character_id",
-    "live2d",
-    "voice_id",
-    "system_prompt",
-    "model_type",
-    "live3d_sub_type",
-    "vrm",
-    "vrm_animation",
-    "lighting",
-    "vrm_rotation",
-    "live2d_item_id",
-    "live2d_idle_animation",
-    "item_id",
-    "idleAnimation",
-    "idleAnimations",
-    "mmd",
-    "mmd_animation",
-    "mmd_idle_animation",
-    "mmd_idle_animations",
-    "touch_set",
-    "_field_order",
-    "avatar",
-    "pngtuber",
-    "name",
-];
+/// Profile keys owned by the system besides core's [`SYSTEM_RESERVED`] (never
+/// replaced by a form save).
+const MORE_RESERVED: &[&str] = &["avatar", "pngtuber", "name"];
 
 /// Body keys a form save may set although they are reserved.
 const FORM_SETTABLE: &[&str] = &["voice_id", "model_type"];
 
 fn is_reserved(k: &str) -> bool {
-    RESERVED.contains(&k) || k.starts_with("master_")
+    SYSTEM_RESERVED.contains(&k) || MORE_RESERVED.contains(&k) || k.starts_with("master_")
 }
 
 fn is_empty_value(v: &Value) -> bool {
