@@ -123,20 +123,121 @@ impl MemoryService for Service {
 
 /// Create the memory unit of every configured character (best effort; skipped
 /// while the cloud-storage fence is up).
+///
+/// Start-up cost is one listing of the memory root: a character without a
+/// directory gets its unit at once; an existing directory is checked (one
+/// listing each, files created only when missing) here when there are at
+/// most [`SYNC_UNIT_CHECKS`] of them, otherwise by [`complete_units`] beside
+/// the server, before the start-up index catch-up.
 pub fn ensure_all(state: &AppState) {
-    if companiond_core::fence::mode(state.data_dir()) != "normal" {
-        return;
+    if let Some(names) = ensure_units(state) {
+        complete_units(state, names, false);
     }
-    for name in state.characters.names() {
-        match unit::character_dir(state.data_dir(), &name) {
-            Ok(dir) => {
-                if let Err(e) = ensure_memory_files(&dir) {
-                    tracing::warn!("cannot create the memory files of {name}: {e}");
-                }
+}
+
+/// The start-up part of [`ensure_all`]: the existing directories left to
+/// check in the background, if any.
+fn ensure_units(state: &AppState) -> Option<Vec<String>> {
+    let existing = ensure_missing_units(state)?;
+    if existing.len() > SYNC_UNIT_CHECKS && tokio::runtime::Handle::try_current().is_ok() {
+        return Some(existing);
+    }
+    for name in &existing {
+        complete_unit(state.data_dir(), name);
+    }
+    None
+}
+
+/// Existing unit directories checked before the server answers; more are
+/// checked in the background (a heavy user's 3,000 cost ~40 ms).
+const SYNC_UNIT_CHECKS: usize = 64;
+
+/// Create the unit of every configured character that has no directory yet;
+/// the names whose plain directory exists (`None` while fenced).
+fn ensure_missing_units(state: &AppState) -> Option<Vec<String>> {
+    if companiond_core::fence::mode(state.data_dir()) != "normal" {
+        return None;
+    }
+    // One listing of the root: the entry types come with it (no stat each).
+    let mut dirs = std::collections::HashSet::new();
+    if let Ok(rd) = std::fs::read_dir(unit::memory_root(state.data_dir())) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.insert(e.file_name());
             }
-            Err(e) => tracing::warn!("character {name:?} has no usable memory directory: {e}"),
         }
     }
+    let mut existing = Vec::new();
+    for name in state.characters.names() {
+        // A real directory (never a symlink) named by a plain segment lies
+        // inside the root, which is all `character_dir` checks.
+        if companiond_core::paths::safe_name(&name).is_ok()
+            && dirs.contains(std::ffi::OsStr::new(&name))
+        {
+            existing.push(name);
+        } else {
+            ensure_unit(state.data_dir(), &name);
+        }
+    }
+    Some(existing)
+}
+
+/// Create whatever `name`'s unit lacks (the full, path-checked way).
+fn ensure_unit(data_dir: &std::path::Path, name: &str) {
+    match unit::character_dir(data_dir, name) {
+        Ok(dir) => {
+            if let Err(e) = ensure_memory_files(&dir) {
+                tracing::warn!("cannot create the memory files of {name}: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("character {name:?} has no usable memory directory: {e}"),
+    }
+}
+
+/// Check the existing directory of `name` with one listing; only a unit
+/// that lacks a file goes through [`ensure_unit`].
+fn complete_unit(data_dir: &std::path::Path, name: &str) {
+    let dir = unit::memory_root(data_dir).join(name);
+    let complete = std::fs::read_dir(&dir).is_ok_and(|rd| {
+        let present: std::collections::HashSet<_> = rd.flatten().map(|e| e.file_name()).collect();
+        UNIT_FILES
+            .iter()
+            .all(|f| present.contains(std::ffi::OsStr::new(f)))
+    });
+    if !complete {
+        ensure_unit(data_dir, name);
+    }
+}
+
+/// [`complete_unit`] for every name, beside the server, then (with
+/// `then_catch_up`) the review watcher and the index catch-up. Renames wait meanwhile (nothing recreates a moved directory);
+/// the fence and the character list are checked again per unit.
+fn complete_units(state: &AppState, names: Vec<String>, then_catch_up: bool) {
+    let weak = Arc::downgrade(&state.0);
+    tokio::spawn(async move {
+        let Some(inner) = weak.upgrade() else { return };
+        let state = AppState(inner);
+        let rt = MemoryRuntime::of(&state);
+        {
+            let _no_rename = rt.rename_lock.read().await;
+            let st = state.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                for name in names {
+                    if companiond_core::fence::mode(st.data_dir()) != "normal" {
+                        return;
+                    }
+                    if st.characters.exists(&name) {
+                        complete_unit(st.data_dir(), &name);
+                    }
+                }
+            })
+            .await;
+        }
+        if then_catch_up {
+            review::spawn_watcher(&state);
+            catch_up(&state);
+        }
+    });
 }
 
 /// At start-up: bring every character's index in step with its files and
@@ -174,10 +275,16 @@ pub fn api(state: &AppState) -> Api {
     state.hooks.set_memory_recall(Arc::new(recall::Recall {
         state: Arc::downgrade(&state.0),
     }));
-    ensure_all(state);
-    if !rt.watcher_started.swap(true, Ordering::AcqRel) {
-        review::spawn_watcher(state);
-        catch_up(state);
+    let deferred = ensure_units(state);
+    let start = !rt.watcher_started.swap(true, Ordering::AcqRel);
+    match deferred {
+        // The watcher and the catch-up start once the units are complete.
+        Some(names) => complete_units(state, names, start),
+        None if start => {
+            review::spawn_watcher(state);
+            catch_up(state);
+        }
+        None => {}
     }
     http::api(state)
 }

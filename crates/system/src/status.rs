@@ -9,11 +9,15 @@
 //! * `selection_required`: the data directory is no longer writable (the user has to pick
 //!   another storage location), or the core overlay says so.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use companiond_core::layout as docs;
+use companiond_core::stamp::Stamp;
 use companiond_core::state::StorageStatus;
 use companiond_core::AppState;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Value};
 
 /// The marker document of a storage migration in progress.
@@ -22,9 +26,28 @@ pub const MIGRATION_MARKER: &str = "state/storage_migration.json";
 pub const STAGE: &str = "stage3_web_restart";
 
 fn unreadable_json(path: &Path) -> Option<String> {
-    match std::fs::read(path) {
-        Ok(b) => match serde_json::from_slice::<Value>(&b) {
-            Ok(_) => None,
+    let computed_at = std::time::SystemTime::now();
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        let stamp = Stamp::of(&f.metadata()?);
+        if valid_cache().get(path) == Some(&stamp) {
+            return Ok(None);
+        }
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut b)?;
+        Ok(Some((stamp, b)))
+    });
+    match read {
+        Ok(None) => None,
+        Ok(Some((stamp, b))) => match serde_json::from_slice::<AnyJson>(&b) {
+            Ok(_) => {
+                let mut cache = valid_cache();
+                if stamp.settled(computed_at) {
+                    cache.insert(path.to_path_buf(), stamp);
+                } else {
+                    cache.remove(path);
+                }
+                None
+            }
             Err(e) => Some(format!(
                 "{} is unreadable: {e}",
                 path.file_name()
@@ -34,6 +57,70 @@ fn unreadable_json(path: &Path) -> Option<String> {
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => Some(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Files found valid JSON, by the stamp they had (kept only once settled,
+/// see [`companiond_core::stamp`]): a 2 MB characters file is not parsed per
+/// status call.
+fn valid_cache() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Stamp>> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Stamp>>> = OnceLock::new();
+    CACHE
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Any JSON document, checked exactly as parsing it into a [`Value`] would
+/// (the same parser calls: string, number and nesting-depth errors alike)
+/// without building it.
+struct AnyJson;
+
+impl<'de> Deserialize<'de> for AnyJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<AnyJson, D::Error> {
+        d.deserialize_any(AnyJsonVisitor)
+    }
+}
+
+struct AnyJsonVisitor;
+
+impl<'de> Visitor<'de> for AnyJsonVisitor {
+    type Value = AnyJson;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_unit<E>(self) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_none<E>(self) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<AnyJson, D::Error> {
+        AnyJson::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnyJson, A::Error> {
+        while seq.next_element::<AnyJson>()?.is_some() {}
+        Ok(AnyJson)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AnyJson, A::Error> {
+        while map.next_entry::<AnyJson, AnyJson>()?.is_some() {}
+        Ok(AnyJson)
     }
 }
 
@@ -137,4 +224,52 @@ pub async fn snapshot(st: &AppState) -> Value {
         "ready": status == "ready",
         "storage": storage,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_check_answers_as_a_full_parse() {
+        let deep_ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let deep_bad = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let docs: Vec<Vec<u8>> = vec![
+            br#"{"a": [1, -2, 3.5, 1e300, true, null, "x\u00e9\n"], "b": {}}"#.to_vec(),
+            br#"{"a": 1, "a": 2}"#.to_vec(),
+            b"".to_vec(),
+            b"{broken".to_vec(),
+            br#"{"a": 1} x"#.to_vec(),
+            br#"[1e999]"#.to_vec(),
+            br#"["\ud800"]"#.to_vec(),
+            br#"["\ud800\udc00"]"#.to_vec(),
+            br#"["\x"]"#.to_vec(),
+            b"[\"\xff\"]".to_vec(),
+            b"[\"a\x01\"]".to_vec(),
+            br#"{1: 2}"#.to_vec(),
+            deep_ok.into_bytes(),
+            deep_bad.into_bytes(),
+        ];
+        for d in docs {
+            let full = serde_json::from_slice::<Value>(&d)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            let check = serde_json::from_slice::<AnyJson>(&d)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            assert_eq!(check, full, "{}", String::from_utf8_lossy(&d));
+        }
+    }
+
+    #[test]
+    fn a_changed_file_is_checked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("characters.json");
+        std::fs::write(&p, b"{}").unwrap();
+        assert_eq!(unreadable_json(&p), None);
+        std::fs::write(&p, b"{broken").unwrap();
+        assert!(unreadable_json(&p).unwrap().contains("is unreadable"));
+        std::fs::write(&p, b"[]").unwrap();
+        assert_eq!(unreadable_json(&p), None);
+    }
 }
