@@ -278,6 +278,11 @@ async fn master_set(
         }
         doc.insert(k.clone(), v.clone());
     }
+    save_master(&st, doc).await
+}
+
+/// Write the master profile (`主人`) document: `{success:true}`, or 500 in the envelope.
+async fn save_master(st: &AppState, doc: Map<String, Value>) -> Response {
     match st.store.write(MASTER_DOC, Value::Object(doc)).await {
         Ok(()) => ok_json(json!({"success": true})),
         Err(e) => SuccessError::new(format!("cannot save the master profile: {e}"))
@@ -320,12 +325,7 @@ async fn master_rename(
             .status(StatusCode::NOT_FOUND);
     }
     doc.insert("档案名".into(), json!(new));
-    match st.store.write(MASTER_DOC, Value::Object(doc)).await {
-        Ok(()) => ok_json(json!({"success": true})),
-        Err(e) => SuccessError::new(format!("cannot save the master profile: {e}"))
-            .code("storage_error")
-            .status(StatusCode::INTERNAL_SERVER_ERROR),
-    }
+    save_master(&st, doc).await
 }
 
 /// `POST /api/characters/catgirl/{old}/rename` `{new_name}`: the rename
