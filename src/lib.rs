@@ -8,14 +8,14 @@ use companiond_core::server::Family;
 
 /// Every family of the interface, in the order of interface.md.
 pub const FAMILIES: &[Family] = &[
-    companiond_config::api,
-    companiond_memory::api,
-    companiond_cloudsave::api,
-    companiond_system::api,
-    companiond_games::api,
-    companiond_tools::api,
-    companiond_avatars::api,
-    companiond_jukebox::api,
-    companiond_console::api,
-    companiond_frontend::api,
+    companiond_config::FAMILY,
+    companiond_memory::FAMILY,
+    companiond_cloudsave::FAMILY,
+    companiond_system::FAMILY,
+    companiond_games::FAMILY,
+    companiond_tools::FAMILY,
+    companiond_avatars::FAMILY,
+    companiond_jukebox::FAMILY,
+    companiond_console::FAMILY,
+    companiond_frontend::FAMILY,
 ];

@@ -103,7 +103,7 @@ async fn post(s: &TestServer, path: &str, body: reqwest::Body) -> (u16, serde_js
 async fn main() {
     let mb = env_mb("AVATARS_BENCH_MB", 200);
     let zip_mb = env_mb("AVATARS_BENCH_ZIP_MB", 512);
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let scratch = s.data.parent().unwrap().join("bench");
     std::fs::create_dir_all(&scratch).unwrap();
 

@@ -74,3 +74,9 @@ pub(crate) fn human_size(bytes: u64) -> String {
         format!("{bytes} bytes")
     }
 }
+
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+
+/// Start-up work of this family, run once every family's routes are built.
+pub fn start(_state: &AppState) {}

@@ -273,7 +273,7 @@ async fn eventually(mut f: impl FnMut() -> bool) -> bool {
 
 #[tokio::test]
 async fn mmd_model_and_animation_uploads() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let data = pmx(1000);
     let (st, b) = upload(&s, "/api/model/mmd/upload", "ミク.pmx", &data).await;
     assert_eq!(st, 200, "{b}");
@@ -409,7 +409,7 @@ async fn mmd_model_and_animation_uploads() {
 
 #[tokio::test]
 async fn mmd_upload_limits_and_client_abort() {
-    let s = TestServer::start(&[small]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
     let (st, b) = upload(&s, "/api/model/mmd/upload", "big.pmx", &pmx(70 * 1024)).await;
     assert_eq!(st, 400, "{b}");
     assert_eq!(b["error_code"], "file_too_large");
@@ -435,7 +435,7 @@ async fn mmd_upload_limits_and_client_abort() {
         40 * 1024 * 1024,
         Some(1024 * 1024),
     );
-    let s2 = TestServer::start(&[companiond_avatars::api]).await;
+    let s2 = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let r = s2
         .http
         .post(s2.url("/api/model/mmd/upload"))
@@ -460,7 +460,7 @@ async fn mmd_upload_limits_and_client_abort() {
 
 #[tokio::test]
 async fn zip_import_places_models_and_recovers_legacy_names() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let tex = png(2, 2, [9, 9, 9, 255]);
     let model = pmx(500);
     // One top-level folder: it names the destination and is stripped.
@@ -551,7 +551,7 @@ async fn zip_import_places_models_and_recovers_legacy_names() {
 
 #[tokio::test]
 async fn zip_import_refuses_hostile_archives_and_leaves_nothing() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let model = pmx(100);
     let outside = s.data.parent().unwrap().to_path_buf();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
@@ -746,7 +746,7 @@ async fn upload_chunked(s: &TestServer, filename: &str, data: &[u8], chunk: usiz
 
 #[tokio::test]
 async fn zip_import_streams_descriptors_zip64_and_small_chunks() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     // Data with descriptor signatures inside it (false candidates for the scan).
     let mut model = pmx(3000);
     for i in 0..20 {
@@ -955,7 +955,7 @@ async fn refused_big_body_is_drained(s: &TestServer, route: &str, file: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_big_uploads_are_drained_before_the_answer() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     for _ in 0..5 {
         refused_big_body_is_drained(&s, "upload", "big.pmx").await;
         refused_big_body_is_drained(&s, "upload_zip", "big.zip").await;
@@ -965,7 +965,7 @@ async fn refused_big_uploads_are_drained_before_the_answer() {
 
 #[tokio::test]
 async fn zip_bomb_with_lying_sizes_is_stopped_while_extracting() {
-    let s = TestServer::start(&[small]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
     let model = pmx(100);
     // 4 MiB of zeros compress to a few KiB; the headers claim 100 bytes.
     let zeros = vec![0u8; 4 * 1024 * 1024];
@@ -1049,7 +1049,7 @@ async fn mmd_listing_delete_rules_and_emotion_mappings() {
         })),
         ..Default::default()
     };
-    let s = TestServer::start_with(&[companiond_avatars::api], opts).await;
+    let s = TestServer::start_with(&[companiond_avatars::FAMILY], opts).await;
 
     let (st, b) = s.get("/api/model/mmd/config").await;
     assert_eq!(st, 200);
@@ -1210,7 +1210,7 @@ fn model_json(name: &str, extra: Value) -> Vec<u8> {
 
 #[tokio::test]
 async fn pngtuber_simple_package_lifecycle() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let idle = png(3, 3, [255, 0, 0, 255]);
     let talk = png(3, 3, [0, 255, 0, 255]);
     let (st, b) = upload_pkg(
@@ -1409,7 +1409,7 @@ fn plus_layer(id: i64, parent: Value, pos: &str, show_talk: i64, z: i64, img: &[
 
 #[tokio::test]
 async fn pngtuber_layered_save_is_converted() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let body = png(4, 4, [255, 0, 0, 255]);
     let mouth = png(2, 2, [0, 0, 255, 255]);
     let save = json!({
@@ -1609,7 +1609,7 @@ fn remix_file(sprites: Vec<Variant>, store_var: bool) -> Vec<u8> {
 
 #[tokio::test]
 async fn pngtuber_layered_project_is_converted_with_mesh_rules() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let body = png(6, 4, [200, 10, 10, 255]);
     let mouth = png(2, 2, [10, 10, 200, 255]);
     let talk = vec![
@@ -1741,7 +1741,7 @@ async fn pngtuber_layered_project_is_converted_with_mesh_rules() {
 
 #[tokio::test]
 async fn pngtuber_rejected_formats_and_limits() {
-    let s = TestServer::start(&[small]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
     let img = png(2, 2, [1, 1, 1, 255]);
     // Packed project: recognised, a sample requested.
     let (st, b) = upload_pkg(
@@ -1810,7 +1810,7 @@ async fn pngtuber_rejected_formats_and_limits() {
 
 #[tokio::test]
 async fn pngtuber_real_50_mb_file_limit_over_http() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let body = streamed_part("files", "pkg/idle.png", Vec::new(), 51 * 1024 * 1024, None);
     let r = s
         .http
@@ -1832,7 +1832,7 @@ async fn pngtuber_real_50_mb_file_limit_over_http() {
 
 #[tokio::test]
 async fn every_route_is_in_the_openapi_document() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let (st, doc) = s.get("/openapi.json").await;
     assert_eq!(st, 200);
     let paths = doc["paths"].as_object().unwrap();
@@ -1863,7 +1863,7 @@ async fn every_route_is_in_the_openapi_document() {
 
 #[tokio::test]
 async fn mmd_uploads_read_only_the_part_named_file() {
-    let s = TestServer::start(&[small]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
     for (route, name, data) in [
         ("/api/model/mmd/upload", "m.pmx", pmx(10)),
         ("/api/model/mmd/upload_animation", "a.vmd", vmd()),
@@ -1898,7 +1898,7 @@ async fn mmd_uploads_read_only_the_part_named_file() {
 
 #[tokio::test]
 async fn over_long_and_odd_file_names_are_refused_on_every_avatar_upload() {
-    let s = TestServer::start(&[small]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
     let long = |ext: &str| format!("{}.{ext}", "a".repeat(255 - ext.len())); // 256 bytes
     let long_cjk = |ext: &str| format!("{}.{ext}", "模".repeat(84)); // 255 + 1 + ext bytes
     for (route, ext, data) in [
@@ -1975,7 +1975,7 @@ async fn over_long_and_odd_file_names_are_refused_on_every_avatar_upload() {
 
 #[tokio::test]
 async fn pngtuber_names_are_checked_and_long_cjk_names_work() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let pt = s.data.join("user_pngtuber");
     let idle = png(2, 2, [9, 9, 9, 255]);
     let long_file = format!("{}.png", "a".repeat(252)); // 256 bytes
@@ -2057,7 +2057,7 @@ async fn pngtuber_names_are_checked_and_long_cjk_names_work() {
 
 #[tokio::test]
 async fn extreme_numbers_inside_uploaded_projects_never_break_the_server() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let body = png(4, 4, [255, 0, 0, 255]);
     let mouth = png(2, 2, [0, 0, 255, 255]);
     for (i, v) in [
@@ -2128,7 +2128,7 @@ async fn extreme_numbers_inside_uploaded_projects_never_break_the_server() {
 /// The models listing is cached per package; every change on disk shows at once.
 #[tokio::test]
 async fn pngtuber_listing_follows_changes_on_disk() {
-    let s = TestServer::start(&[companiond_avatars::api]).await;
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
     let pt = s.data.join("user_pngtuber");
     let idle = png(2, 2, [1, 2, 3, 255]);
     for f in ["a", "b", "c"] {

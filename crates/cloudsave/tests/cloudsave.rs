@@ -736,7 +736,7 @@ async fn unicode_names_workshop_status_and_wal_databases() {
     std::fs::create_dir_all(data_ws.path().join("31337")).unwrap();
     let ws_dir = data_ws.path().to_path_buf();
     let s = companiond_core::testkit::TestServer::start_with(
-        &[companiond_cloudsave::api],
+        &[companiond_cloudsave::FAMILY],
         companiond_core::testkit::TestOptions {
             edit: Some(Box::new(move |o| o.workshop_dir = Some(ws_dir))),
             ..Default::default()

@@ -134,3 +134,9 @@ pub fn api(state: &AppState) -> Api {
             http::post_settings,
         )
 }
+
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+
+/// Start-up work of this family, run once every family's routes are built.
+pub fn start(_state: &AppState) {}

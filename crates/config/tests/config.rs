@@ -22,12 +22,12 @@ use tokio_tungstenite::tungstenite::Message;
 const MASKED: &str = companiond_config::MASKED;
 
 async fn server() -> TestServer {
-    TestServer::start(&[companiond_config::api]).await
+    TestServer::start(&[companiond_config::FAMILY]).await
 }
 
 async fn server_with_catalog(catalog: Value) -> TestServer {
     TestServer::start_with(
-        &[companiond_config::api],
+        &[companiond_config::FAMILY],
         TestOptions {
             prepare: Some(Box::new(move |_data, bundle| {
                 std::fs::write(bundle.join("providers.json"), catalog.to_string()).unwrap();
@@ -1470,7 +1470,7 @@ async fn asr_decision_rejects_an_older_window_even_when_it_arrives_last() {
 #[tokio::test]
 async fn reset_marker_and_full_snapshot() {
     let s = TestServer::start_with(
-        &[companiond_config::api],
+        &[companiond_config::FAMILY],
         TestOptions {
             prepare: Some(Box::new(|data, _| {
                 std::fs::create_dir_all(data.join("config")).unwrap();
@@ -1782,7 +1782,7 @@ async fn proactive_settings_rejections_and_user_owned() {
 #[tokio::test]
 async fn page_config_resolves_models_and_carries_csrf() {
     let s = TestServer::start_with(
-        &[companiond_config::api],
+        &[companiond_config::FAMILY],
         TestOptions {
             prepare: Some(Box::new(|data, bundle| {
                 std::fs::create_dir_all(data.join("user_vrm")).unwrap();

@@ -60,3 +60,9 @@ fn asset(path: &str) -> Response {
         None => (StatusCode::NOT_FOUND, "not found").into_response(),
     }
 }
+
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+
+/// Start-up work of this family, run once every family's routes are built.
+pub fn start(_state: &AppState) {}

@@ -24,6 +24,7 @@ pub mod fence;
 pub mod front;
 pub mod guards;
 pub mod history;
+pub mod http;
 pub mod layout;
 pub mod llm;
 pub mod multipart;
@@ -39,6 +40,8 @@ pub mod stamp;
 pub mod state;
 pub mod static_files;
 pub mod store;
+pub mod task;
+pub mod text;
 pub mod tools;
 pub mod usage;
 
@@ -46,6 +49,7 @@ pub mod usage;
 pub mod testkit;
 
 pub use api::Api;
+pub use http::Ext;
 pub use state::AppState;
 
 /// Seconds since the Unix epoch as a float (timestamps in JSON bodies).

@@ -16,8 +16,28 @@ use crate::api::{openapi_document, Api, OpDoc};
 use crate::options::{resolve_listen, Options, ServeArgs};
 use crate::state::AppState;
 
-/// A family contributes its routes given the state (and may install hooks).
-pub type Family = fn(&AppState) -> Api;
+/// A family of the interface as the binary lists it (`src/lib.rs`, `FAMILIES`):
+/// its routes and its start-up work.
+#[derive(Clone, Copy)]
+pub struct Family {
+    /// The family's routes (each registration also documents it in `/openapi.json`).
+    pub api: fn(&AppState) -> Api,
+    /// Start-up work once every family's routes are built: ensure files, start
+    /// watchers, sweep leftovers, install hooks. Must return quickly (spawn what is slow).
+    pub start: fn(&AppState),
+}
+
+impl Family {
+    /// A family with routes and no start-up work (tests' small probe families).
+    pub const fn routes(api: fn(&AppState) -> Api) -> Family {
+        Family {
+            api,
+            start: no_start,
+        }
+    }
+}
+
+fn no_start(_: &AppState) {}
 
 #[derive(Clone)]
 struct OpenApiDoc {
@@ -29,7 +49,10 @@ struct OpenApiDoc {
 pub fn build_app(state: &AppState, families: &[Family]) -> Router {
     let mut api = crate::characters::api(state).merge(crate::sessions::api(state));
     for f in families {
-        api = api.merge(f(state));
+        api = api.merge((f.api)(state));
+    }
+    for f in families {
+        (f.start)(state);
     }
     let (router, ops) = api.into_parts();
     let doc = OpenApiDoc {

@@ -245,6 +245,26 @@ impl AppState {
         }
     }
 
+    /// Install the family state `value` of type `T` for this server (a family's
+    /// `api()` or `start()` does this once); replaces any earlier value.
+    pub fn provide<T: Send + Sync + 'static>(&self, value: Arc<T>) {
+        self.extensions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(TypeId::of::<T>(), value as Arc<dyn Any + Send + Sync>);
+    }
+
+    /// The family state of type `T` if it was provided (or created by [`AppState::ext`]).
+    pub fn provided<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        let entry = self
+            .extensions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&TypeId::of::<T>())
+            .cloned()?;
+        entry.downcast::<T>().ok()
+    }
+
     pub fn host_policy(&self) -> &HostPolicy {
         &self.host_policy
     }

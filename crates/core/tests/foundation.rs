@@ -58,7 +58,7 @@ fn probe(state: &AppState) -> Api {
 
 #[tokio::test]
 async fn csrf_guard() {
-    let s = TestServer::start(&[probe]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(probe)]).await;
     let origin = format!("http://127.0.0.1:{}", s.addr.port());
     let send = |token: Option<&str>, origin: Option<&str>, referer: Option<&str>| {
         let mut b = s.http.post(s.url("/api/probe/csrf")).json(&json!({"x": 1}));
@@ -119,7 +119,7 @@ async fn csrf_guard() {
 
 #[tokio::test]
 async fn json_body_errors_are_422_in_the_family_envelope() {
-    let s = TestServer::start(&[probe]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(probe)]).await;
     for bad in ["{", "[]", "{\"n\": \"x\"}", "{\"n\": -1}", "null"] {
         let r = s
             .http
@@ -139,7 +139,7 @@ async fn json_body_errors_are_422_in_the_family_envelope() {
 
 #[tokio::test]
 async fn loopback_guard_judges_the_tcp_peer() {
-    let s = TestServer::start(&[probe]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(probe)]).await;
     assert_eq!(s.post("/api/probe/local", json!({})).await.0, 200);
     for peer in [
         "192.0.2.7:5555",
@@ -148,7 +148,7 @@ async fn loopback_guard_judges_the_tcp_peer() {
         "0.0.0.0:1",
     ] {
         let remote = TestServer::start_with(
-            &[probe],
+            &[companiond_core::server::Family::routes(probe)],
             TestOptions {
                 fake_peer: Some(peer.parse().unwrap()),
                 ..Default::default()
@@ -167,7 +167,7 @@ async fn loopback_guard_judges_the_tcp_peer() {
         assert_eq!(r.status().as_u16(), 403, "{peer}");
     }
     let mapped = TestServer::start_with(
-        &[probe],
+        &[companiond_core::server::Family::routes(probe)],
         TestOptions {
             fake_peer: Some("[::ffff:127.0.0.1]:9".parse().unwrap()),
             ..Default::default()
@@ -400,7 +400,7 @@ async fn static_files_are_contained() {
 
 #[tokio::test]
 async fn openapi_lists_registered_routes() {
-    let s = TestServer::start(&[probe]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(probe)]).await;
     let (st, doc) = s.get("/openapi.json").await;
     assert_eq!(st, 200);
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
@@ -629,7 +629,7 @@ async fn workshop_files_are_served_when_configured() {
 #[tokio::test]
 async fn unread_request_bodies_are_discarded_and_the_connection_kept() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let s = TestServer::start(&[probe]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(probe)]).await;
     // The loopback probe never reads its body. After its answer the rest of the
     // body has been discarded, so the same keep-alive connection serves the next
     // request (without that, hyper closes it and a client still sending sees a reset).

@@ -16,12 +16,12 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const FAMILIES: &[companiond_core::server::Family] =
-    &[companiond_system::api, companiond_frontend::api];
+    &[companiond_system::FAMILY, companiond_frontend::FAMILY];
 /// With the config family too (page_config).
 const WITH_CONFIG: &[companiond_core::server::Family] = &[
-    companiond_system::api,
-    companiond_config::api,
-    companiond_frontend::api,
+    companiond_system::FAMILY,
+    companiond_config::FAMILY,
+    companiond_frontend::FAMILY,
 ];
 
 fn front_of(bundle: &Path) -> PathBuf {

@@ -30,7 +30,7 @@ fn fast_api(s: &AppState) -> Api {
 }
 
 async fn server() -> TestServer {
-    TestServer::start(&[companiond_games::api]).await
+    TestServer::start(&[companiond_games::FAMILY]).await
 }
 
 async fn ws_open(s: &TestServer, name: &str) -> Ws {
@@ -392,7 +392,7 @@ async fn a_new_start_supersedes_the_characters_other_route() {
 
 #[tokio::test]
 async fn a_lapsed_heartbeat_ends_the_route_by_itself() {
-    let s = TestServer::start(&[fast_api]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(fast_api)]).await;
     let mut ws = ws_open(&s, "Companion").await;
     start(&s, "soccer", "s1").await;
     // beats keep it alive well past one timeout
@@ -1285,7 +1285,7 @@ async fn play_badminton(s: &TestServer, session: &str, mode: &str, score: Value)
 
 #[tokio::test]
 async fn leaderboard_is_validated_against_server_totals() {
-    let s = TestServer::start(&[fast_api]).await;
+    let s = TestServer::start(&[companiond_core::server::Family::routes(fast_api)]).await;
     let lb = "/api/game/badminton/leaderboard";
     // other game types: same shape, empty; submissions refused
     let (_, b) = s.get("/api/game/soccer/leaderboard").await;

@@ -169,7 +169,7 @@ fn child_main(spec: &str) {
         .unwrap();
     rt.block_on(async move {
         let s = TestServer::start_with(
-            &[api_idle],
+            &[companiond_core::server::Family::routes(api_idle)],
             TestOptions {
                 edit: Some(Box::new(move |o| {
                     o.data_dir = data;

@@ -215,7 +215,7 @@ async fn run() {
         md5sum_time.as_secs_f64()
     );
 
-    let a = TestServer::start(&[companiond_jukebox::api]).await;
+    let a = TestServer::start(&[companiond_jukebox::FAMILY]).await;
     let base_rss = rss_mib();
     reset_peak();
     let mut upload_times = Vec::new();
@@ -297,7 +297,7 @@ async fn run() {
         peak - base_rss
     );
 
-    let b = TestServer::start(&[companiond_jukebox::api]).await;
+    let b = TestServer::start(&[companiond_jukebox::FAMILY]).await;
     let base_rss = rss_mib();
     reset_peak();
     let t = Instant::now();
@@ -324,7 +324,7 @@ async fn run() {
     drop(b);
 
     // 3. GET /config with a large library.
-    let c = TestServer::start(&[companiond_jukebox::api]).await;
+    let c = TestServer::start(&[companiond_jukebox::FAMILY]).await;
     let mut lib = serde_json::Map::new();
     let mut idx = serde_json::Map::new();
     for i in 0..songs {

@@ -176,3 +176,9 @@ pub fn api_with_options(state: &AppState, limits: Limits, idle_unload: Duration)
             streamed(routing::post(pack_folder)),
         )
 }
+
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+
+/// Start-up work of this family, run once every family's routes are built.
+pub fn start(_state: &AppState) {}

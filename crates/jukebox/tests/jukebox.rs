@@ -197,7 +197,7 @@ fn bundle_prepare(_data: &Path, bundle: &Path) {
 
 async fn with_bundle() -> TestServer {
     TestServer::start_with(
-        &[companiond_jukebox::api],
+        &[companiond_jukebox::FAMILY],
         TestOptions {
             prepare: Some(Box::new(bundle_prepare)),
             ..TestOptions::default()
@@ -207,11 +207,11 @@ async fn with_bundle() -> TestServer {
 }
 
 async fn plain() -> TestServer {
-    TestServer::start(&[companiond_jukebox::api]).await
+    TestServer::start(&[companiond_jukebox::FAMILY]).await
 }
 
 async fn small() -> TestServer {
-    TestServer::start(&[small_limits]).await
+    TestServer::start(&[companiond_core::server::Family::routes(small_limits)]).await
 }
 
 async fn split(r: reqwest::Response) -> (u16, Value) {

@@ -49,7 +49,7 @@ fn fixture_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
 async fn server_on(data: &Path, bundle: &Path) -> TestServer {
     let (data, bundle) = (data.to_path_buf(), bundle.to_path_buf());
     TestServer::start_with(
-        &[companiond_jukebox::api],
+        &[companiond_jukebox::FAMILY],
         TestOptions {
             edit: Some(Box::new(move |o| {
                 o.data_dir = data;

@@ -24,7 +24,7 @@ fn main() {
 
 async fn run(with_theater: bool) {
     {
-        let s = TestServer::start(&[companiond_memory::api]).await;
+        let s = TestServer::start(&[companiond_memory::FAMILY]).await;
         let mut history: Vec<Value> = (0..10_000)
             .map(|i| {
                 let t = if i % 2 == 0 { "human" } else { "ai" };

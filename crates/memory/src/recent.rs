@@ -413,7 +413,7 @@ mod list_cache_tests {
     /// and a removed `recent.json` of a folder that is not a character.
     #[tokio::test]
     async fn listing_follows_changes_on_disk() {
-        let s = TestServer::start(&[crate::api]).await;
+        let s = TestServer::start(&[crate::FAMILY]).await;
         let mem = s.data.join("memory");
         std::fs::create_dir_all(mem.join("Loose")).unwrap();
         std::fs::write(mem.join("Loose/recent.json"), "[]").unwrap();

@@ -288,7 +288,7 @@ async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 async fn a_paraphrase_is_recalled_only_with_embeddings_and_a_new_model_re_embeds() {
     let llm = MockLlm::start("ok").await;
     let emb = Embedder::start().await;
-    let s = TestServer::start(&[companiond_memory::api]).await;
+    let s = TestServer::start(&[companiond_memory::FAMILY]).await;
     configure(&s, &llm, None).await;
     learn_ten(&s, &llm).await;
 
@@ -375,7 +375,7 @@ async fn a_failing_or_slow_embedding_endpoint_leaves_bm25_recall_working() {
     let llm = MockLlm::start("ok").await;
     let emb = Embedder::start().await;
     emb.set(FAIL);
-    let s = TestServer::start(&[companiond_memory::api]).await;
+    let s = TestServer::start(&[companiond_memory::FAMILY]).await;
     configure(&s, &llm, Some((&emb.base(), "embed-a"))).await;
     learn_ten(&s, &llm).await;
     eventually("an embedding attempt", || !emb.calls().is_empty()).await;

@@ -32,7 +32,7 @@ async fn server(
 }
 
 async fn memory_server(copy_from: Option<&Path>) -> TestServer {
-    server(&[companiond_memory::api], copy_from).await
+    server(&[companiond_memory::FAMILY], copy_from).await
 }
 
 fn copy_dir(src: &Path, dst: &Path) {
@@ -540,7 +540,7 @@ async fn memory_follows_a_rename() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cloud_save_round_trip_keeps_the_memory_and_reindexes_it() {
     let families: &[companiond_core::server::Family] =
-        &[companiond_memory::api, companiond_cloudsave::api];
+        &[companiond_memory::FAMILY, companiond_cloudsave::FAMILY];
     let llm = MockLlm::start("ok").await;
     let s = server(families, None).await;
     s.configure_llm(&llm.base()).await;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 async fn server() -> TestServer {
-    TestServer::start(&[companiond_memory::api]).await
+    TestServer::start(&[companiond_memory::FAMILY]).await
 }
 
 fn recent_path(s: &TestServer, name: &str) -> PathBuf {
@@ -162,7 +162,7 @@ async fn many_units_are_completed_beside_the_server() {
     let names: Vec<String> = (0..150).map(|i| format!("Unit {i:03}")).collect();
     let listed = names.clone();
     let s = TestServer::start_with(
-        &[companiond_memory::api],
+        &[companiond_memory::FAMILY],
         TestOptions {
             prepare: Some(Box::new(move |data: &Path, _: &Path| {
                 let chars: serde_json::Map<String, Value> = listed
@@ -1501,7 +1501,7 @@ fn legacy_server_opts(big: bool) -> TestOptions {
 
 #[tokio::test]
 async fn legacy_scan_reports_without_changing_anything() {
-    let s = TestServer::start_with(&[companiond_memory::api], legacy_server_opts(true)).await;
+    let s = TestServer::start_with(&[companiond_memory::FAMILY], legacy_server_opts(true)).await;
     let base = s.data.parent().unwrap().to_path_buf();
     let before = tree(&base.join("legacy1"));
     let (st, b) = s.get("/api/memory/legacy/scan").await;
@@ -1554,7 +1554,7 @@ async fn legacy_scan_reports_without_changing_anything() {
 
 #[tokio::test]
 async fn legacy_purge_never_leaves_a_recognised_root() {
-    let s = TestServer::start_with(&[companiond_memory::api], legacy_server_opts(false)).await;
+    let s = TestServer::start_with(&[companiond_memory::FAMILY], legacy_server_opts(false)).await;
     let base = s.data.parent().unwrap().to_path_buf();
     let l1 = base.join("legacy1");
     let p = |x: &Path| x.to_string_lossy().into_owned();
@@ -1638,7 +1638,7 @@ async fn legacy_purge_never_leaves_a_recognised_root() {
 #[tokio::test]
 async fn legacy_purge_without_recognised_roots_is_409() {
     let s = TestServer::start_with(
-        &[companiond_memory::api],
+        &[companiond_memory::FAMILY],
         TestOptions {
             edit: Some(Box::new(|o| {
                 o.legacy_memory_roots = vec![

@@ -344,3 +344,9 @@ fn handoff_routes(state: &AppState, sys: &Arc<Sys>) -> Api {
         with_sys!(sys, http::handoff_consume, headers: HeaderMap, body: Body),
     )
 }
+
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+
+/// Start-up work of this family, run once every family's routes are built.
+pub fn start(_state: &AppState) {}

@@ -14,7 +14,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-const FAMILIES: &[companiond_core::server::Family] = &[companiond_system::api];
+const FAMILIES: &[companiond_core::server::Family] = &[companiond_system::FAMILY];
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 async fn server() -> TestServer {

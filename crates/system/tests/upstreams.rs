@@ -18,7 +18,7 @@ use axum::Router;
 use companiond_core::testkit::{split, MockLlm, MockReply, TestServer, Upstream};
 use serde_json::json;
 
-const FAMILIES: &[companiond_core::server::Family] = &[companiond_system::api];
+const FAMILIES: &[companiond_core::server::Family] = &[companiond_system::FAMILY];
 
 struct Hosts {
     image: Upstream,

@@ -22,7 +22,7 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 // ------------------------------------------------------------------ helpers
 
 async fn server() -> TestServer {
-    TestServer::start(&[companiond_tools::api]).await
+    TestServer::start(&[companiond_tools::FAMILY]).await
 }
 
 async fn server_with_llm() -> (TestServer, MockLlm) {
@@ -566,7 +566,7 @@ async fn timeouts_http_errors_and_is_error_replies_do_not_evict() {
 #[tokio::test]
 async fn non_loopback_peers_get_403_on_every_route() {
     let s = TestServer::start_with(
-        &[companiond_tools::api],
+        &[companiond_tools::FAMILY],
         TestOptions {
             fake_peer: Some("192.0.2.7:5555".parse::<SocketAddr>().expect("addr")),
             ..Default::default()
@@ -603,7 +603,7 @@ async fn non_loopback_peers_get_403_on_every_route() {
 
     // An IPv4-mapped loopback peer is loopback.
     let mapped = TestServer::start_with(
-        &[companiond_tools::api],
+        &[companiond_tools::FAMILY],
         TestOptions {
             fake_peer: Some(
                 "[::ffff:127.0.0.1]:5555"
@@ -893,7 +893,7 @@ async fn role_targeting_listing_and_clear() {
 async fn no_role_accepting_gives_ok_false() {
     // A data dir whose characters file holds no character at all.
     let s = TestServer::start_with(
-        &[companiond_tools::api],
+        &[companiond_tools::FAMILY],
         TestOptions {
             prepare: Some(Box::new(|data, _| {
                 std::fs::create_dir_all(data.join("config")).expect("mkdir");
@@ -999,7 +999,7 @@ async fn registrations_are_not_kept_across_a_restart() {
     let data = s.data.clone();
     s.stop();
     let s2 = TestServer::start_with(
-        &[companiond_tools::api],
+        &[companiond_tools::FAMILY],
         TestOptions {
             prepare: Some(Box::new(move |new_data, _| copy_dir(&data, new_data))),
             ..Default::default()

@@ -13,7 +13,7 @@ pub async fn server_with_cloud(cloud: Option<String>) -> TestServer {
             .map(|c| -> companiond_core::testkit::EditOptions { Box::new(move |o| o.cloud = c) }),
         ..Default::default()
     };
-    TestServer::start_with(&[companiond_cloudsave::api], opts).await
+    TestServer::start_with(&[companiond_cloudsave::FAMILY], opts).await
 }
 
 pub async fn create_character(s: &TestServer, name: &str, profile: Value) {

@@ -1,0 +1,77 @@
+//! Small text helpers shared by every family: sizes in messages and JSON in
+//! language-model replies.
+
+use serde_json::{Map, Value};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
+
+/// A byte count for people, in binary units written the way interface.md
+/// writes its limits: whole units without decimals ("500 MB", "2 GB"), one
+/// decimal otherwise ("1.5 GB", "12.3 MB"), "<n> bytes" below 1 MB.
+pub fn human_size(bytes: u64) -> String {
+    let unit = |size: u64, name: &str| {
+        if bytes.is_multiple_of(size) {
+            format!("{} {name}", bytes / size)
+        } else {
+            format!("{:.1} {name}", bytes as f64 / size as f64)
+        }
+    };
+    if bytes >= GIB {
+        unit(GIB, "GB")
+    } else if bytes >= MIB {
+        unit(MIB, "MB")
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// The first JSON object in a model reply: the whole reply, a fenced
+/// ```` ```json ```` block, or the span from the first `{` to the last `}`.
+pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
+    let t = text.trim();
+    let t = t
+        .strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```JSON"))
+        .or_else(|| t.strip_prefix("```"))
+        .unwrap_or(t);
+    let t = t.trim().strip_suffix("```").unwrap_or(t).trim();
+    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(t) {
+        return Some(m);
+    }
+    let start = t.find('{')?;
+    let end = t.rfind('}')?;
+    if end <= start {
+        return None;
+    }
+    match serde_json::from_str::<Value>(&t[start..=end]) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_size(512), "512 bytes");
+        assert_eq!(human_size(500 * MIB), "500 MB");
+        assert_eq!(human_size(2 * GIB), "2 GB");
+        assert_eq!(human_size(3 * GIB / 2), "1.5 GB");
+        assert_eq!(human_size(MIB + MIB / 10), "1.1 MB");
+    }
+
+    #[test]
+    fn reply_objects() {
+        assert_eq!(
+            reply_json_object("```json\n{\"a\":1}\n```").and_then(|m| m.get("a").cloned()),
+            Some(serde_json::json!(1))
+        );
+        assert!(reply_json_object("sure: {\"b\":2} done").is_some());
+        assert!(reply_json_object("no json here").is_none());
+        assert!(reply_json_object("} {").is_none());
+    }
+}
