@@ -112,6 +112,8 @@ def test_mmd_upload_and_delete(page, server, tmp_path):
     page.set_input_files("#mmd-file", str(fake))
     page.click("#mmd-upload button[type=submit]")
     expect(page.locator("#mmd-result")).to_contain_text("Upload failed")
+    # the list reloads after every upload; arm Delete on the reloaded row
+    expect(page.locator("#mmd-body:not([aria-busy])")).to_have_count(1)
     row.get_by_role("button", name="Delete").click()
     page.locator("#mmd-body button.armed").click()
     expect(page.locator("#mmd-result")).to_have_text("Deleted Alice.")

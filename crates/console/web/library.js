@@ -189,6 +189,8 @@ async function importLibrary(ev) {
 // ---------------------------------------------------------------- avatars
 
 async function loadMmd() {
+  // Busy while the list reloads: its rows (and any armed Delete) are replaced at the end.
+  $('mmd-body').setAttribute('aria-busy', 'true');
   const [m, a] = await Promise.all([api.get('/api/model/mmd/models'), api.get('/api/model/mmd/animations')]);
   const rows = [];
   for (const x of (m.ok && m.body.models) || []) {
@@ -209,6 +211,7 @@ async function loadMmd() {
   }
   if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: 4, class: 'muted' }, 'No MMD models yet.')));
   $('mmd-body').replaceChildren(...rows);
+  $('mmd-body').removeAttribute('aria-busy');
 }
 
 async function delMmd(what, url, name) {
