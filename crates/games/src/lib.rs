@@ -16,9 +16,7 @@ pub mod util;
 
 use std::sync::Arc;
 
-use axum::handler::Handler;
 use axum::http::Method;
-use axum::Extension;
 use companiond_core::guards::Csrf;
 use companiond_core::{Api, AppState};
 
@@ -26,111 +24,96 @@ pub use config::GamesConfig;
 use games::{http as g, GameInputRouter, Games};
 use onboarding::{http as ob, Onboarding};
 
-/// The routes of this family, with the default timings of [`GamesConfig`].
+/// Every route of this family, with its literal path.
 pub fn api(state: &AppState) -> Api {
-    api_with(state, GamesConfig::default())
-}
-
-/// The routes with explicit timings (tests use short heartbeat timeouts).
-/// Installs the main-chat input router and starts the heartbeat sweep.
-#[doc(hidden)]
-pub fn api_with(state: &AppState, cfg: GamesConfig) -> Api {
-    let games = Arc::new(Games::new(state, cfg.clone()));
-    let onboarding = Arc::new(Onboarding::new(cfg));
-    state.hooks.set_input_router(Arc::new(GameInputRouter {
-        games: games.clone(),
-    }));
-    games::spawn_sweeper(state, &games);
-    let ge = Extension(games);
-    let oe = Extension(onboarding);
     let post = Method::POST;
     Api::new(state, "games")
         // ---- logs
         .get(
             "/api/game/logs",
             "game diagnostic log of a session (since cursor, limit) or the session list",
-            g::logs_get.layer(ge.clone()),
+            g::logs_get,
         )
         .get(
             "/api/game/logs/view",
             "game diagnostic logs as an HTML page",
-            g::logs_view.layer(ge.clone()),
+            g::logs_view,
         )
         .guarded(
             post.clone(),
             "/api/game/logs",
             "append a game log entry (CSRF)",
             Csrf::Ok,
-            g::logs_post.layer(ge.clone()),
+            g::logs_post,
         )
         .guarded(
             post.clone(),
             "/api/game/logs/enable",
             "enable the diagnostic log of a session (CSRF)",
             Csrf::Ok,
-            g::logs_enable.layer(ge.clone()),
+            g::logs_enable,
         )
         // ---- route lifecycle
         .post(
             "/api/game/{game_type}/route/start",
             "start a game route (supersedes the character's other routes)",
-            g::route_start.layer(ge.clone()),
+            g::route_start,
         )
         .get(
             "/api/game/{game_type}/route/state",
             "public state of a character's game route",
-            g::route_state.layer(ge.clone()),
+            g::route_state,
         )
         .get(
             "/api/game/route/active",
             "the character's active game route, any game type (read-only)",
-            g::route_active.layer(ge.clone()),
+            g::route_active,
         )
         .post(
             "/api/game/{game_type}/route/drain",
             "take the queued outputs of a game route",
-            g::route_drain.layer(ge.clone()),
+            g::route_drain,
         )
         .post(
             "/api/game/{game_type}/route/voice-transcript",
             "route a voice transcript into the game",
-            g::route_voice_transcript.layer(ge.clone()),
+            g::route_voice_transcript,
         )
         .post(
             "/api/game/{game_type}/route/heartbeat",
             "keep a game route alive",
-            g::route_heartbeat.layer(ge.clone()),
+            g::route_heartbeat,
         )
         .post(
             "/api/game/{game_type}/route/end",
             "end a game route (cleanup result)",
-            g::route_end.layer(ge.clone()),
+            g::route_end,
         )
         .post(
             "/api/game/{game_type}/end",
             "end a game round and its model session (cleanup result)",
-            g::game_end.layer(ge.clone()),
+            g::game_end,
         )
         // ---- dialogue
         .post(
             "/api/game/{game_type}/passive-guard",
             "soccer passive-player classifier",
-            g::passive_guard.layer(ge.clone()),
+            g::passive_guard,
         )
         .post(
             "/api/game/{game_type}/chat",
             "one game event to one character line and control",
-            g::chat.layer(ge.clone()),
+            g::chat,
         )
         .post(
             "/api/game/{game_type}/mirror-assistant",
             "mirror a game line into the chat session (no speech)",
-            g::mirror_assistant.layer(ge.clone()),
+            g::mirror_assistant,
         )
         .post(
             "/api/game/{game_type}/speak",
             "speak a game line (speech pipeline state)",
-            g::speak.layer(ge.clone()),
+            g::speak,
         )
         .guarded(
             post.clone(),
@@ -142,7 +125,7 @@ pub fn api_with(state: &AppState, cfg: GamesConfig) -> Api {
         .post(
             "/api/game/{game_type}/quick-lines",
             "pre-generated reaction lines (soccer, badminton)",
-            g::quick_lines.layer(ge.clone()),
+            g::quick_lines,
         )
         .get(
             "/api/game/{game_type}/character",
@@ -153,12 +136,12 @@ pub fn api_with(state: &AppState, cfg: GamesConfig) -> Api {
         .get(
             "/api/game/{game_type}/leaderboard",
             "leaderboard page",
-            g::leaderboard_get.layer(ge.clone()),
+            g::leaderboard_get,
         )
         .post(
             "/api/game/{game_type}/leaderboard",
             "submit a round's score (validated against the server's record)",
-            g::leaderboard_post.layer(ge),
+            g::leaderboard_post,
         )
         // ---- onboarding
         .guarded(
@@ -166,50 +149,65 @@ pub fn api_with(state: &AppState, cfg: GamesConfig) -> Api {
             "/api/icebreaker/route/start",
             "start the onboarding route (CSRF)",
             Csrf::Ok,
-            ob::route_start.layer(oe.clone()),
+            ob::route_start,
         )
         .guarded(
             post.clone(),
             "/api/icebreaker/route/end",
             "end the onboarding route (CSRF)",
             Csrf::Ok,
-            ob::route_end.layer(oe.clone()),
+            ob::route_end,
         )
         .get(
             "/api/icebreaker/route/state",
             "onboarding route state",
-            ob::route_state.layer(oe.clone()),
+            ob::route_state,
         )
         .guarded(
             post.clone(),
             "/api/icebreaker/context",
             "add an onboarding line to the session history (CSRF)",
             Csrf::Ok,
-            ob::context.layer(oe.clone()),
+            ob::context,
         )
         .post(
             "/api/icebreaker/free-text/interpret",
             "interpret a free-text answer through the model",
-            ob::free_text.layer(oe.clone()),
+            ob::free_text,
         )
         .guarded(
             post.clone(),
             "/api/icebreaker/choice",
             "record an onboarding choice (write-only, CSRF)",
             Csrf::Ok,
-            ob::choice.layer(oe.clone()),
+            ob::choice,
         )
         .guarded(
             post,
             "/api/icebreaker/speak",
             "speak an onboarding line: mirror text, turn end (CSRF)",
             Csrf::Ok,
-            ob::speak.layer(oe),
+            ob::speak,
         )
 }
 
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
 
-/// Start-up work of this family, run once every family's routes are built.
-pub fn start(_state: &AppState) {}
+/// Start-up work of this family, run once every family's routes are built: the
+/// family state, the main-chat input router and the heartbeat sweep.
+pub fn start(state: &AppState) {
+    start_with(state, GamesConfig::default());
+}
+
+/// [`start`] with explicit timings (tests use short heartbeat timeouts).
+#[doc(hidden)]
+pub fn start_with(state: &AppState, cfg: GamesConfig) {
+    let games = Arc::new(Games::new(state, cfg.clone()));
+    state.provide(Arc::new(Onboarding::new(cfg)));
+    state.provide(games.clone());
+    state.hooks.set_input_router(Arc::new(GameInputRouter {
+        games: games.clone(),
+    }));
+    games::spawn_sweeper(state, &games);
+}

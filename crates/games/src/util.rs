@@ -268,29 +268,6 @@ pub fn game_type(raw: &str) -> Result<String, Failure> {
     Ok(g)
 }
 
-/// Extract the first JSON object from a model reply (code fences allowed).
-pub fn extract_json_object(text: &str) -> Option<Map<String, Value>> {
-    let t = text.trim();
-    let t = t
-        .strip_prefix("```json")
-        .or_else(|| t.strip_prefix("```JSON"))
-        .or_else(|| t.strip_prefix("```"))
-        .unwrap_or(t);
-    let t = t.trim().strip_suffix("```").unwrap_or(t).trim();
-    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(t) {
-        return Some(m);
-    }
-    let start = t.find('{')?;
-    let end = t.rfind('}')?;
-    if end <= start {
-        return None;
-    }
-    match serde_json::from_str::<Value>(&t[start..=end]) {
-        Ok(Value::Object(m)) => Some(m),
-        _ => None,
-    }
-}
-
 /// Split a model reply into its visible line and a trailing JSON object (if any).
 pub fn split_trailing_json(text: &str) -> (String, Option<Map<String, Value>>) {
     let t = text.trim().to_string();

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use companiond_core::testkit::{MockLlm, MockReply, TestServer};
-use companiond_core::{Api, AppState};
+use companiond_core::AppState;
 use companiond_games::GamesConfig;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -15,8 +15,8 @@ type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Short timings for the heartbeat-lapse and score-session-expiry tests.
-fn fast_api(s: &AppState) -> Api {
-    companiond_games::api_with(
+fn fast_start(s: &AppState) {
+    companiond_games::start_with(
         s,
         GamesConfig {
             heartbeat_interval: Duration::from_millis(100),
@@ -392,7 +392,11 @@ async fn a_new_start_supersedes_the_characters_other_route() {
 
 #[tokio::test]
 async fn a_lapsed_heartbeat_ends_the_route_by_itself() {
-    let s = TestServer::start(&[companiond_core::server::Family::routes(fast_api)]).await;
+    let s = TestServer::start(&[companiond_core::server::Family {
+        api: companiond_games::api,
+        start: fast_start,
+    }])
+    .await;
     let mut ws = ws_open(&s, "Companion").await;
     start(&s, "soccer", "s1").await;
     // beats keep it alive well past one timeout
@@ -1285,7 +1289,11 @@ async fn play_badminton(s: &TestServer, session: &str, mode: &str, score: Value)
 
 #[tokio::test]
 async fn leaderboard_is_validated_against_server_totals() {
-    let s = TestServer::start(&[companiond_core::server::Family::routes(fast_api)]).await;
+    let s = TestServer::start(&[companiond_core::server::Family {
+        api: companiond_games::api,
+        start: fast_start,
+    }])
+    .await;
     let lb = "/api/game/badminton/leaderboard";
     // other game types: same shape, empty; submissions refused
     let (_, b) = s.get("/api/game/soccer/leaderboard").await;

@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
 use companiond_core::providers::Slot;
+use companiond_core::text::reply_json_object;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
 use super::leaderboard::normalize_mode;
 use super::routes::Miss;
 use super::{llm_key, Games, LlmSession};
-use crate::util::{clean_line, extract_json_object, split_trailing_json, truncate_chars};
+use crate::util::{clean_line, split_trailing_json, truncate_chars};
 
 /// Longest game line.
 pub const MAX_LINE_CHARS: usize = 120;
@@ -467,7 +468,7 @@ pub async fn quick_lines(
         Ok(c) => c,
         Err(e) => return failure(e.to_string()),
     };
-    let Some(raw) = extract_json_object(&c.content) else {
+    let Some(raw) = reply_json_object(&c.content) else {
         return failure("the model reply was not a JSON object".into());
     };
     let lines = normalize_lines(keys, &raw);
@@ -637,7 +638,7 @@ pub async fn passive_guard(
         Ok(Ok(c)) => c,
     };
     normalize_guard(
-        extract_json_object(&c.content),
+        reply_json_object(&c.content),
         &body.get("stage").cloned().unwrap_or(Value::Null),
         prompt_type,
     )

@@ -1,15 +1,12 @@
 //! Thin HTTP handlers of `/api/game`: parse, call the domain, answer the envelope.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::llm::ChatMessage;
-use companiond_core::AppState;
+use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
 use super::dialogue::{self, guard_fallback, ChatRequest};
@@ -27,8 +24,6 @@ use crate::util::{
 pub const MAX_BODY: usize = 1024 * 1024;
 /// Longest game line for speak / mirror.
 pub const MAX_SPOKEN_CHARS: usize = 240;
-
-type G = Extension<Arc<Games>>;
 
 /// Read and parse a JSON object body (at most [`MAX_BODY`]).
 pub async fn body_map(body: Body) -> Result<Map<String, Value>, Failure> {
@@ -131,20 +126,20 @@ fn read_query(raw: Option<&str>) -> Result<ReadQuery, Failure> {
     })
 }
 
-pub async fn logs_get(Extension(g): G, RawQuery(raw): RawQuery) -> Response {
+pub async fn logs_get(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
     match read_query(raw.as_deref()) {
-        Ok(q) => no_store(ok_json(g.logs.read(&q))),
+        Ok(q) => no_store(ok_json(games.logs.read(&q))),
         Err(f) => f.into_response(),
     }
 }
 
-pub async fn logs_view(Extension(g): G, RawQuery(raw): RawQuery) -> Response {
+pub async fn logs_view(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
     match read_query(raw.as_deref()) {
         Ok(q) => no_store(
             (
                 StatusCode::OK,
                 [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-                g.logs.view(&q),
+                games.logs.view(&q),
             )
                 .into_response(),
         ),
@@ -162,11 +157,11 @@ fn log_ids(b: &Map<String, Value>) -> Result<(String, String, String), Failure> 
     Ok((session, game, persona))
 }
 
-pub async fn logs_post(Extension(g): G, body: Body) -> Response {
+pub async fn logs_post(Ext(games): Ext<Games>, body: Body) -> Response {
     let r: Outcome = async {
         let b = body_map(body).await?;
         let (session, game, persona) = log_ids(&b)?;
-        match g
+        match games
             .logs
             .ingest(&game, &session, &persona, NewEntry::from_body(&b))
         {
@@ -183,14 +178,14 @@ pub async fn logs_post(Extension(g): G, body: Body) -> Response {
     respond(r)
 }
 
-pub async fn logs_enable(Extension(g): G, body: Body) -> Response {
+pub async fn logs_enable(Ext(games): Ext<Games>, body: Body) -> Response {
     let r: Outcome = async {
         let b = body_map(body).await?;
         let (session, game, persona) = log_ids(&b)?;
         let reason = opt_str(&b, &["reason"])?
             .map(|r| truncate_chars(&r, 64))
             .unwrap_or_else(|| "manual".into());
-        let seq = g.logs.enable(&game, &session, &persona, &reason);
+        let seq = games.logs.enable(&game, &session, &persona, &reason);
         Ok(json!({"ok": true, "session_id": session, "game_type": game, "seq": seq}))
     }
     .await;
@@ -218,7 +213,7 @@ async fn pre_game_context(st: &AppState, persona: &str) -> Value {
 
 pub async fn route_start(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
@@ -238,7 +233,7 @@ pub async fn route_start(
             None => None,
         };
         let ctx = pre_game_context(&st, &persona).await;
-        let (state, superseded) = g.routes.start(
+        let (state, superseded) = games.routes.start(
             &persona,
             &game_type,
             &session,
@@ -248,15 +243,17 @@ pub async fn route_start(
         );
         let mut superseded_list = Vec::new();
         for f in &superseded {
-            g.after_finalize(&st, f);
+            games.after_finalize(&st, f);
             if f.persona_name == persona {
                 superseded_list.push(json!({"game_type": f.game_type, "session_id": f.session_id}));
             }
         }
         if game_type == "soccer" {
-            g.logs.enable(&game_type, &session, &persona, "route_start");
+            games
+                .logs
+                .enable(&game_type, &session, &persona, "route_start");
         }
-        g.log_event(
+        games.log_event(
             &game_type,
             &session,
             "route_started",
@@ -283,33 +280,33 @@ pub async fn route_start(
 
 pub async fn route_state(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let r: Outcome = (|| {
         let game_type = norm_game_type(&gt)?;
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
-        Ok(json!({"ok": true, "state": g.routes.state(&persona, &game_type)}))
+        Ok(json!({"ok": true, "state": games.routes.state(&persona, &game_type)}))
     })();
     no_store(respond(r))
 }
 
 pub async fn route_active(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let r: Outcome = (|| {
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
-        Ok(match g.routes.active_of(&persona) {
+        Ok(match games.routes.active_of(&persona) {
             Some((game_type, session_id)) => {
                 json!({"ok": true, "active": true, "game_type": game_type,
                 "session_id": session_id, "persona_name": persona})
             }
             None => {
                 let mut v = json!({"ok": true, "active": false});
-                if let Some(e) = g.routes.last_ended_of(&persona) {
+                if let Some(e) = games.routes.last_ended_of(&persona) {
                     v["ended_route"] = e;
                 }
                 v
@@ -319,7 +316,7 @@ pub async fn route_active(
     no_store(respond(r))
 }
 
-pub async fn route_drain(Extension(g): G, Path(gt): Path<String>, body: Body) -> Response {
+pub async fn route_drain(Ext(games): Ext<Games>, Path(gt): Path<String>, body: Body) -> Response {
     let r: Outcome = async {
         let game_type = norm_game_type(&gt)?;
         let b = body_map(body).await?;
@@ -331,7 +328,7 @@ pub async fn route_drain(Extension(g): G, Path(gt): Path<String>, body: Body) ->
             .unwrap_or(50)
             .clamp(1, 50);
         let limit = usize::try_from(limit).unwrap_or(50);
-        let (outputs, state) = g
+        let (outputs, state) = games
             .routes
             .drain(&persona, &game_type, session.as_deref(), limit);
         Ok(json!({"ok": true, "outputs": outputs, "state": state}))
@@ -341,7 +338,7 @@ pub async fn route_drain(Extension(g): G, Path(gt): Path<String>, body: Body) ->
 }
 
 pub async fn route_voice_transcript(
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
@@ -354,7 +351,7 @@ pub async fn route_voice_transcript(
         let session = session_of(&b)?;
         let request_id = opt_str(&b, &["request_id", "requestId"])?;
         let text = truncate_chars(&transcript, 2000);
-        match g.routes.transcript(
+        match games.routes.transcript(
             &persona,
             &game_type,
             session.as_deref(),
@@ -364,7 +361,7 @@ pub async fn route_voice_transcript(
         ) {
             Ok((handled, state)) => {
                 if let Some(sid) = state.get("session_id").and_then(Value::as_str) {
-                    g.log_event(
+                    games.log_event(
                         &game_type,
                         sid,
                         "voice_transcript",
@@ -391,13 +388,17 @@ pub async fn route_voice_transcript(
     respond(r)
 }
 
-pub async fn route_heartbeat(Extension(g): G, Path(gt): Path<String>, body: Body) -> Response {
+pub async fn route_heartbeat(
+    Ext(games): Ext<Games>,
+    Path(gt): Path<String>,
+    body: Body,
+) -> Response {
     let r: Outcome = async {
         let game_type = norm_game_type(&gt)?;
         let b = body_map(body).await?;
         let persona = require_persona(&b)?;
         let session = session_of(&b)?;
-        let cfg = &g.cfg;
+        let cfg = &games.cfg;
         let base = |active: bool, state: Value| {
             let timeout = if state.get("page_visible") == Some(&json!(false)) {
                 cfg.hidden_heartbeat_timeout
@@ -415,7 +416,7 @@ pub async fn route_heartbeat(Extension(g): G, Path(gt): Path<String>, body: Body
             })
         };
         Ok(
-            match g.routes.heartbeat(
+            match games.routes.heartbeat(
                 &persona,
                 &game_type,
                 session.as_deref(),
@@ -437,7 +438,7 @@ pub async fn route_heartbeat(Extension(g): G, Path(gt): Path<String>, body: Body
 
 async fn end_common(
     st: AppState,
-    g: Arc<Games>,
+    games: &Games,
     gt: String,
     body: Body,
     default_reason: &str,
@@ -458,18 +459,18 @@ async fn end_common(
         .unwrap_or_else(|| default_reason.to_string());
     let session = match session_of(&b)? {
         Some(s) => s,
-        None => g
+        None => games
             .routes
             .with_active(&persona, &game_type, None, |r, _| r.session_id.clone())
             .unwrap_or_else(|_| "default".into()),
     };
     let signals = Signals::from_body(&b);
-    match g
+    match games
         .routes
         .end(&persona, &game_type, &session, &reason, &signals)
     {
         EndOutcome::Finalized(f) => {
-            let closed = g.after_finalize(&st, &f);
+            let closed = games.after_finalize(&st, &f);
             let started = f
                 .archive
                 .get("game_started")
@@ -492,15 +493,16 @@ async fn end_common(
             if game_type == "badminton" {
                 let final_score = f.archive.get("finalScore").cloned().unwrap_or(Value::Null);
                 let mode = f.mode.clone().unwrap_or_else(|| normalize_mode(None));
-                let recorded = g
-                    .board
-                    .record(&f.persona_name, &f.session_id, &mode, &final_score);
+                let recorded =
+                    games
+                        .board
+                        .record(&f.persona_name, &f.session_id, &mode, &final_score);
                 out["score_session_recorded"] = json!(recorded);
             }
             Ok(out)
         }
         EndOutcome::AlreadyEnded { archive, state } => {
-            let closed = g.close_llm_session(&persona, &game_type, &session);
+            let closed = games.close_llm_session(&persona, &game_type, &session);
             Ok(
                 json!({"ok": true, "closed": closed, "session_id": session, "route_closed": false,
                 "already_ended": true, "archive": archive, "state": state}),
@@ -508,7 +510,7 @@ async fn end_common(
         }
         EndOutcome::NoRoute => {
             // No running round is not an error: the cached model session (if any) is dropped.
-            let closed = g.close_llm_session(&persona, &game_type, &session);
+            let closed = games.close_llm_session(&persona, &game_type, &session);
             Ok(
                 json!({"ok": true, "closed": closed, "session_id": session, "route_closed": false,
                 "archive": null}),
@@ -519,27 +521,27 @@ async fn end_common(
 
 pub async fn route_end(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
-    respond(end_common(st, g, gt, body, "route_end").await)
+    respond(end_common(st, &games, gt, body, "route_end").await)
 }
 
 pub async fn game_end(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
-    respond(end_common(st, g, gt, body, "game_end").await)
+    respond(end_common(st, &games, gt, body, "game_end").await)
 }
 
 // ------------------------------------------------------------------ dialogue
 
 pub async fn chat(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
@@ -569,7 +571,7 @@ pub async fn chat(
     ok_json(
         dialogue::chat(
             &st,
-            &g,
+            &games,
             ChatRequest {
                 game_type,
                 persona,
@@ -583,7 +585,7 @@ pub async fn chat(
 
 pub async fn mirror_assistant(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
@@ -598,21 +600,21 @@ pub async fn mirror_assistant(
         let persona = require_persona(&b)?;
         let session = session_of(&b)?;
         let method = "project_text_mirror";
-        if let Some((other, _)) = g.routes.active_of(&persona).filter(|(t, _)| *t != game_type) {
+        if let Some((other, _)) = games.routes.active_of(&persona).filter(|(t, _)| *t != game_type) {
             return Err(Failure::new(Reason::RouteOwnedByOtherGame)
                 .with("persona_name", &persona)
                 .with("active_game_type", other));
         }
         // A matching route records the line; a route of another session makes it stale.
         let kind = b.get("event").and_then(|e| e.get("kind")).and_then(Value::as_str).map(str::to_string);
-        if let Err(Miss::Mismatch(state)) = g.routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
+        if let Err(Miss::Mismatch(state)) = games.routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
             return Ok(json!({"ok": true, "skipped": "stale_session", "reason": "session_id_mismatch",
                 "handled": false, "persona_name": persona, "method": method, "state": state, "mirrored": false}));
         }
         let Some(mgr) = st.sessions.get(&persona) else {
             return Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona));
         };
-        let _ = g.routes.with_active(&persona, &game_type, session.as_deref(), |r, _| {
+        let _ = games.routes.with_active(&persona, &game_type, session.as_deref(), |r, _| {
             let mut d = Map::new();
             d.insert("type".into(), json!(if kind.as_deref() == Some("opening-line") { "opening_line" } else { "assistant" }));
             d.insert("text".into(), json!(line));
@@ -642,7 +644,7 @@ fn tts_pipeline() -> Value {
 
 pub async fn speak(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
@@ -668,7 +670,7 @@ pub async fn speak(
                 .with("method", "project_tts")
                 .with("voice_source", voice_source(skipped))
         };
-        match g.routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
+        match games.routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
             Err(Miss::Inactive) => return Err(base(Failure::new(Reason::RouteNotActive), "route_not_active")),
             Err(Miss::Mismatch(state)) => {
                 return Ok(json!({"ok": true, "skipped": "stale_session", "reason": "session_id_mismatch",
@@ -718,7 +720,7 @@ pub async fn realtime_context(
 
 pub async fn quick_lines(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
@@ -738,12 +740,12 @@ pub async fn quick_lines(
         Ok(p) => p,
         Err(f) => return fail(f.reason.code()),
     };
-    ok_json(dialogue::quick_lines(&st, &g, &game_type, &persona, &b).await)
+    ok_json(dialogue::quick_lines(&st, &games, &game_type, &persona, &b).await)
 }
 
 pub async fn passive_guard(
     State(st): State<AppState>,
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     body: Body,
 ) -> Response {
@@ -760,16 +762,17 @@ pub async fn passive_guard(
         (Ok(p), Ok(s)) => (p, s),
         (Err(f), _) | (_, Err(f)) => return ok_json(guard_fallback(f.reason.code())),
     };
-    let state = match g
-        .routes
-        .with_active(&persona, &game_type, session.as_deref(), |r, cfg| {
-            r.public_state(cfg)
-        }) {
-        Ok(s) => s,
-        Err(Miss::Inactive) => return ok_json(guard_fallback("route_not_active")),
-        Err(Miss::Mismatch(_)) => return ok_json(guard_fallback("session_id_mismatch")),
-    };
-    ok_json(dialogue::passive_guard(&st, &g, &persona, &b, state).await)
+    let state =
+        match games
+            .routes
+            .with_active(&persona, &game_type, session.as_deref(), |r, cfg| {
+                r.public_state(cfg)
+            }) {
+            Ok(s) => s,
+            Err(Miss::Inactive) => return ok_json(guard_fallback("route_not_active")),
+            Err(Miss::Mismatch(_)) => return ok_json(guard_fallback("session_id_mismatch")),
+        };
+    ok_json(dialogue::passive_guard(&st, &games, &persona, &b, state).await)
 }
 
 pub async fn character_info(
@@ -797,7 +800,7 @@ pub async fn character_info(
 // ------------------------------------------------------------------ leaderboard
 
 pub async fn leaderboard_get(
-    Extension(g): G,
+    Ext(games): Ext<Games>,
     Path(gt): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Response {
@@ -814,7 +817,8 @@ pub async fn leaderboard_get(
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
         };
-        g.board
+        games
+            .board
             .page(PageQuery {
                 persona_name: text("persona_name").map(|p| truncate_chars(&p, 80)),
                 session_id: text("session_id").map(|s| truncate_chars(&s, 120)),
@@ -827,15 +831,19 @@ pub async fn leaderboard_get(
     no_store(respond(r))
 }
 
-pub async fn leaderboard_post(Extension(g): G, Path(gt): Path<String>, body: Body) -> Response {
+pub async fn leaderboard_post(
+    Ext(games): Ext<Games>,
+    Path(gt): Path<String>,
+    body: Body,
+) -> Response {
     let r: Outcome = async {
         let game_type = norm_game_type(&gt)?;
         if game_type != "badminton" {
             return Err(Failure::new(Reason::UnsupportedGameType).with("game_type", game_type));
         }
         let b = body_map(body).await?;
-        let sub = g.board.validate(&b)?;
-        g.board.submit(sub).await
+        let sub = games.board.validate(&b)?;
+        games.board.submit(sub).await
     }
     .await;
     respond(r)

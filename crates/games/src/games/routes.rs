@@ -1,4 +1,4 @@
-//! The game-route table (interface.md § States, game route): per character at
+//! The game-route table: per character at
 //! most one active route; a start supersedes every other active route of the
 //! character; heartbeats keep a route alive, a lapse ends it; ended routes are
 //! kept (inactive) for a while so `/route/state` and a repeated `/end` can

@@ -1,16 +1,14 @@
-//! Thin HTTP handlers of `/api/icebreaker` (rules 1–7 of interface.md § Onboarding).
-
-use std::sync::Arc;
+//! Thin HTTP handlers of `/api/icebreaker` (the rules are in docs/games.md, Onboarding).
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
-use axum::Extension;
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::history::{Entry, Speaker};
 use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
 use companiond_core::providers::Slot;
-use companiond_core::AppState;
+use companiond_core::text::reply_json_object;
+use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
 use super::{
@@ -19,11 +17,7 @@ use super::{
 };
 use crate::error::{respond, Failure, Outcome, Reason};
 use crate::games::http::{body_map, persona_of};
-use crate::util::{
-    clean_line, extract_json_object, opt_bool, opt_str, parse_query, truncate_chars,
-};
-
-type O = Extension<Arc<Onboarding>>;
+use crate::util::{clean_line, opt_bool, opt_str, parse_query, truncate_chars};
 
 /// The body's character, else the current one (route/start, route/end, speak).
 fn persona_or_current(st: &AppState, b: &Map<String, Value>) -> Result<String, Failure> {
@@ -44,24 +38,32 @@ fn session_of(b: &Map<String, Value>) -> Result<Option<String>, Failure> {
     Ok(s)
 }
 
-/// The rule-3 envelope: the route belongs to another session.
+/// The stale envelope: the route belongs to another session (a success, `handled:false`).
 fn stale(persona: &str, method: &str, state: Value) -> Value {
     json!({"ok": true, "skipped": "stale_session", "reason": "session_id_mismatch", "handled": false,
            "persona_name": persona, "method": method, "state": state})
 }
 
-pub async fn route_start(State(st): State<AppState>, Extension(o): O, body: Body) -> Response {
+pub async fn route_start(
+    State(st): State<AppState>,
+    Ext(onboarding): Ext<Onboarding>,
+    body: Body,
+) -> Response {
     let r: Outcome = async {
         let b = body_map(body).await?;
         let persona = persona_or_current(&st, &b)?;
         let session = session_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
-        Ok(json!({"ok": true, "state": o.start(&persona, &session)}))
+        Ok(json!({"ok": true, "state": onboarding.start(&persona, &session)}))
     }
     .await;
     respond(r)
 }
 
-pub async fn route_end(State(st): State<AppState>, Extension(o): O, body: Body) -> Response {
+pub async fn route_end(
+    State(st): State<AppState>,
+    Ext(onboarding): Ext<Onboarding>,
+    body: Body,
+) -> Response {
     let r: Outcome = async {
         let b = body_map(body).await?;
         let persona = persona_or_current(&st, &b)?;
@@ -69,7 +71,7 @@ pub async fn route_end(State(st): State<AppState>, Extension(o): O, body: Body) 
         let reason = opt_str(&b, &["reason"])?
             .map(|r| truncate_chars(&r, 64))
             .unwrap_or_else(|| "icebreaker_end".into());
-        match o.end(&persona, session.as_deref()) {
+        match onboarding.end(&persona, session.as_deref()) {
             Err(state) => Err(Failure::new(Reason::SessionIdMismatch)
                 .with("handled", false)
                 .with("persona_name", &persona)
@@ -92,7 +94,7 @@ pub async fn route_end(State(st): State<AppState>, Extension(o): O, body: Body) 
 
 pub async fn route_state(
     State(st): State<AppState>,
-    Extension(o): O,
+    Ext(onboarding): Ext<Onboarding>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let q = parse_query(raw.as_deref());
@@ -105,7 +107,7 @@ pub async fn route_state(
         None => st.characters.resolve(None),
     };
     respond(match persona {
-        Some(p) => Ok(json!({"ok": true, "state": o.state(&p)})),
+        Some(p) => Ok(json!({"ok": true, "state": onboarding.state(&p)})),
         None => Err(Failure::new(Reason::MissingPersonaName)),
     })
 }
@@ -127,7 +129,11 @@ async fn cache_in_memory(st: &AppState, persona: &str, role: &str, text: &str) -
     st.history.append(&name, vec![entry]).await.is_ok()
 }
 
-pub async fn context(State(st): State<AppState>, Extension(o): O, body: Body) -> Response {
+pub async fn context(
+    State(st): State<AppState>,
+    Ext(onboarding): Ext<Onboarding>,
+    body: Body,
+) -> Response {
     let method = "project_session_history";
     let r: Outcome = async {
         let b = body_map(body).await?;
@@ -143,7 +149,7 @@ pub async fn context(State(st): State<AppState>, Extension(o): O, body: Body) ->
         }
         let persona = persona_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingPersonaName))?;
         let session = session_of(&b)?;
-        let route = match o.check(&persona, session.as_deref(), true) {
+        let route = match onboarding.check(&persona, session.as_deref(), true) {
             Ok(r) => r,
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
@@ -166,7 +172,7 @@ pub async fn context(State(st): State<AppState>, Extension(o): O, body: Body) ->
         let base = json!({"ok": true, "method": method, "persona_name": persona, "source": SOURCE,
                           "session_id": route.session_id});
         if let Some(id) = &request_id {
-            if !o.first_request(&persona, &route.session_id, &truncate_chars(id, 128)) {
+            if !onboarding.first_request(&persona, &route.session_id, &truncate_chars(id, 128)) {
                 let mut v = base;
                 v["deduped"] = json!(true);
                 v["memory_cached"] = json!(false);
@@ -189,7 +195,11 @@ pub async fn context(State(st): State<AppState>, Extension(o): O, body: Body) ->
     respond(r)
 }
 
-pub async fn free_text(State(st): State<AppState>, Extension(o): O, body: Body) -> Response {
+pub async fn free_text(
+    State(st): State<AppState>,
+    Ext(onboarding): Ext<Onboarding>,
+    body: Body,
+) -> Response {
     let method = "free_text_interpreter";
     let r: Outcome = async {
         let b = body_map(body).await?;
@@ -198,7 +208,7 @@ pub async fn free_text(State(st): State<AppState>, Extension(o): O, body: Body) 
             .ok_or_else(|| Failure::new(Reason::MissingUserText).with("persona_name", &persona))?;
         let session = session_of(&b)?
             .ok_or_else(|| Failure::new(Reason::MissingSessionId).with("persona_name", &persona))?;
-        match o.check(&persona, Some(&session), true) {
+        match onboarding.check(&persona, Some(&session), true) {
             Ok(_) => {}
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
@@ -259,7 +269,7 @@ pub async fn free_text(State(st): State<AppState>, Extension(o): O, body: Body) 
             "node_id": b.get("node_id"),
         });
         let call = CallOptions {
-            timeout: o.cfg.free_text_timeout,
+            timeout: onboarding.cfg.free_text_timeout,
             max_tokens: Some(512),
             character: persona.clone(),
             ..Default::default()
@@ -272,7 +282,7 @@ pub async fn free_text(State(st): State<AppState>, Extension(o): O, body: Body) 
                 let reason = if e == LlmError::Timeout { Reason::Timeout } else { Reason::FreeTextInterpreterFailed };
                 Failure::new(reason).with("error", e.to_string()).with("persona_name", &persona)
             })?;
-        let Some(mut v) = normalize_interpretation(extract_json_object(&c.content), &options) else {
+        let Some(mut v) = normalize_interpretation(reply_json_object(&c.content), &options) else {
             return Err(Failure::new(Reason::ParseFailed)
                 .with("error", "the model reply was not a JSON object")
                 .with("persona_name", &persona));
@@ -288,13 +298,17 @@ pub async fn free_text(State(st): State<AppState>, Extension(o): O, body: Body) 
     respond(r)
 }
 
-pub async fn choice(State(st): State<AppState>, Extension(o): O, body: Body) -> Response {
+pub async fn choice(
+    State(st): State<AppState>,
+    Ext(onboarding): Ext<Onboarding>,
+    body: Body,
+) -> Response {
     let method = "tutorial_choices";
     let r: Outcome = async {
         let b = body_map(body).await?;
         let persona = persona_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingPersonaName))?;
         let session = session_of(&b)?;
-        let route = match o.check(&persona, session.as_deref(), true) {
+        let route = match onboarding.check(&persona, session.as_deref(), true) {
             Ok(r) => r,
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
@@ -378,7 +392,11 @@ pub async fn choice(State(st): State<AppState>, Extension(o): O, body: Body) -> 
     respond(r)
 }
 
-pub async fn speak(State(st): State<AppState>, Extension(o): O, body: Body) -> Response {
+pub async fn speak(
+    State(st): State<AppState>,
+    Ext(onboarding): Ext<Onboarding>,
+    body: Body,
+) -> Response {
     let method = "project_tts";
     let r: Outcome = async {
         let b = body_map(body).await?;
@@ -391,7 +409,7 @@ pub async fn speak(State(st): State<AppState>, Extension(o): O, body: Body) -> R
         let mirror_text = opt_bool(&b, &["mirror_text"], true)?;
         let emit_turn_end = opt_bool(&b, &["emit_turn_end"], true)?;
         let interrupt_audio = opt_bool(&b, &["interrupt_audio"], false)?;
-        let route = match o.check(&persona, session.as_deref(), true) {
+        let route = match onboarding.check(&persona, session.as_deref(), true) {
             Ok(r) => r,
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
