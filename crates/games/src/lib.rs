@@ -1,9 +1,9 @@
-//! Mini-games (`/api/game`) and onboarding (`/api/icebreaker`).
+//! Mini-games (`/api/game`) and the new-user icebreaker (`/api/icebreaker`).
 //!
 //! * [`games`]: per-character game routes (one active at a time, heartbeats,
 //!   supersession), main-chat input routing into the active game, game dialogue
 //!   through the language model, diagnostic logs, the badminton leaderboard.
-//! * [`onboarding`]: the new-user onboarding route and its context, free-text,
+//! * [`icebreaker`]: the new-user onboarding route and its context, free-text,
 //!   choice and speak calls.
 //!
 //! Both families answer `{ok:false, reason}` ([`error::Failure`]). See docs/games.md.
@@ -11,7 +11,7 @@
 pub mod config;
 pub mod error;
 pub mod games;
-pub mod onboarding;
+pub mod icebreaker;
 pub mod util;
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use companiond_core::{Api, AppState};
 
 pub use config::GamesConfig;
 use games::{http as g, GameInputRouter, Games};
-use onboarding::{http as ob, Onboarding};
+use icebreaker::{http as ob, Icebreaker};
 
 /// Every route of this family, with its literal path.
 pub fn api(state: &AppState) -> Api {
@@ -204,7 +204,7 @@ pub fn start(state: &AppState) {
 #[doc(hidden)]
 pub fn start_with(state: &AppState, cfg: GamesConfig) {
     let games = Arc::new(Games::new(state, cfg.clone()));
-    state.provide(Arc::new(Onboarding::new(cfg)));
+    state.provide(Arc::new(Icebreaker::new(cfg)));
     state.provide(games.clone());
     state.hooks.set_input_router(Arc::new(GameInputRouter {
         games: games.clone(),

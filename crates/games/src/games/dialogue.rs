@@ -11,8 +11,8 @@ use companiond_core::text::reply_json_object;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
+use super::game_routes::Miss;
 use super::leaderboard::normalize_mode;
-use super::routes::Miss;
 use super::{llm_key, Games, LlmSession};
 use crate::util::{clean_line, split_trailing_json, truncate_chars};
 
@@ -220,7 +220,7 @@ pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Value {
     } = req;
     let session =
         match games
-            .routes
+            .game_routes
             .with_active(&persona, &game_type, session_id.as_deref(), |r, _| {
                 r.session_id.clone()
             }) {
@@ -320,7 +320,7 @@ pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Value {
         .unwrap_or_default();
     let current_state = event.get("currentState").filter(|v| v.is_object()).cloned();
     let recorded = games
-        .routes
+        .game_routes
         .with_active(&persona, &game_type, Some(&session), |r, _| {
             if let Some(cs) = current_state {
                 r.last_state = cs;

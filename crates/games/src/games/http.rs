@@ -10,9 +10,9 @@ use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
 use super::dialogue::{self, guard_fallback, ChatRequest};
+use super::game_routes::{inactive_state, EndOutcome, Miss, Signals};
 use super::leaderboard::{empty_page, normalize_mode, PageQuery, MAX_OFFSET, MAX_PAGE};
 use super::logs::{NewEntry, ReadQuery, DEFAULT_LIMIT, MAX_LIMIT};
-use super::routes::{inactive_state, EndOutcome, Miss, Signals};
 use super::{character, Games, ICEBREAKER_GAME_TYPE};
 use crate::error::{respond, Failure, Outcome, Reason};
 use crate::util::{
@@ -233,7 +233,7 @@ pub async fn route_start(
             None => None,
         };
         let ctx = pre_game_context(&st, &persona).await;
-        let (state, superseded) = games.routes.start(
+        let (state, superseded) = games.game_routes.start(
             &persona,
             &game_type,
             &session,
@@ -287,7 +287,7 @@ pub async fn route_state(
     let r: Outcome = (|| {
         let game_type = norm_game_type(&gt)?;
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
-        Ok(json!({"ok": true, "state": games.routes.state(&persona, &game_type)}))
+        Ok(json!({"ok": true, "state": games.game_routes.state(&persona, &game_type)}))
     })();
     no_store(respond(r))
 }
@@ -299,14 +299,14 @@ pub async fn route_active(
 ) -> Response {
     let r: Outcome = (|| {
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
-        Ok(match games.routes.active_of(&persona) {
+        Ok(match games.game_routes.active_of(&persona) {
             Some((game_type, session_id)) => {
                 json!({"ok": true, "active": true, "game_type": game_type,
                 "session_id": session_id, "persona_name": persona})
             }
             None => {
                 let mut v = json!({"ok": true, "active": false});
-                if let Some(e) = games.routes.last_ended_of(&persona) {
+                if let Some(e) = games.game_routes.last_ended_of(&persona) {
                     v["ended_route"] = e;
                 }
                 v
@@ -328,9 +328,10 @@ pub async fn route_drain(Ext(games): Ext<Games>, Path(gt): Path<String>, body: B
             .unwrap_or(50)
             .clamp(1, 50);
         let limit = usize::try_from(limit).unwrap_or(50);
-        let (outputs, state) = games
-            .routes
-            .drain(&persona, &game_type, session.as_deref(), limit);
+        let (outputs, state) =
+            games
+                .game_routes
+                .drain(&persona, &game_type, session.as_deref(), limit);
         Ok(json!({"ok": true, "outputs": outputs, "state": state}))
     }
     .await;
@@ -351,7 +352,7 @@ pub async fn route_voice_transcript(
         let session = session_of(&b)?;
         let request_id = opt_str(&b, &["request_id", "requestId"])?;
         let text = truncate_chars(&transcript, 2000);
-        match games.routes.transcript(
+        match games.game_routes.transcript(
             &persona,
             &game_type,
             session.as_deref(),
@@ -416,7 +417,7 @@ pub async fn route_heartbeat(
             })
         };
         Ok(
-            match games.routes.heartbeat(
+            match games.game_routes.heartbeat(
                 &persona,
                 &game_type,
                 session.as_deref(),
@@ -460,13 +461,13 @@ async fn end_common(
     let session = match session_of(&b)? {
         Some(s) => s,
         None => games
-            .routes
+            .game_routes
             .with_active(&persona, &game_type, None, |r, _| r.session_id.clone())
             .unwrap_or_else(|_| "default".into()),
     };
     let signals = Signals::from_body(&b);
     match games
-        .routes
+        .game_routes
         .end(&persona, &game_type, &session, &reason, &signals)
     {
         EndOutcome::Finalized(f) => {
@@ -600,21 +601,21 @@ pub async fn mirror_assistant(
         let persona = require_persona(&b)?;
         let session = session_of(&b)?;
         let method = "project_text_mirror";
-        if let Some((other, _)) = games.routes.active_of(&persona).filter(|(t, _)| *t != game_type) {
+        if let Some((other, _)) = games.game_routes.active_of(&persona).filter(|(t, _)| *t != game_type) {
             return Err(Failure::new(Reason::RouteOwnedByOtherGame)
                 .with("persona_name", &persona)
                 .with("active_game_type", other));
         }
         // A matching route records the line; a route of another session makes it stale.
         let kind = b.get("event").and_then(|e| e.get("kind")).and_then(Value::as_str).map(str::to_string);
-        if let Err(Miss::Mismatch(state)) = games.routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
+        if let Err(Miss::Mismatch(state)) = games.game_routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
             return Ok(json!({"ok": true, "skipped": "stale_session", "reason": "session_id_mismatch",
                 "handled": false, "persona_name": persona, "method": method, "state": state, "mirrored": false}));
         }
         let Some(mgr) = st.sessions.get(&persona) else {
             return Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona));
         };
-        let _ = games.routes.with_active(&persona, &game_type, session.as_deref(), |r, _| {
+        let _ = games.game_routes.with_active(&persona, &game_type, session.as_deref(), |r, _| {
             let mut d = Map::new();
             d.insert("type".into(), json!(if kind.as_deref() == Some("opening-line") { "opening_line" } else { "assistant" }));
             d.insert("text".into(), json!(line));
@@ -670,7 +671,7 @@ pub async fn speak(
                 .with("method", "project_tts")
                 .with("voice_source", voice_source(skipped))
         };
-        match games.routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
+        match games.game_routes.with_active(&persona, &game_type, session.as_deref(), |_, _| ()) {
             Err(Miss::Inactive) => return Err(base(Failure::new(Reason::RouteNotActive), "route_not_active")),
             Err(Miss::Mismatch(state)) => {
                 return Ok(json!({"ok": true, "skipped": "stale_session", "reason": "session_id_mismatch",
@@ -764,7 +765,7 @@ pub async fn passive_guard(
     };
     let state =
         match games
-            .routes
+            .game_routes
             .with_active(&persona, &game_type, session.as_deref(), |r, cfg| {
                 r.public_state(cfg)
             }) {

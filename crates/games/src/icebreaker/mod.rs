@@ -1,4 +1,4 @@
-//! Onboarding (`/api/icebreaker`): the per-character onboarding route (in
+//! Icebreaker (`/api/icebreaker`): the per-character onboarding route (in
 //! memory), request-id de-duplication of context lines, the free-text
 //! interpretation normaliser, and the write-only choice record
 //! (`<data>/state/icebreaker_choices.json`). `http` holds the handlers.
@@ -24,7 +24,7 @@ pub const MAX_CONTEXT_CHARS: usize = 2000;
 pub const MAX_SPOKEN_CHARS: usize = 240;
 /// Request ids remembered per (character, session) for context de-duplication.
 const MAX_REQUEST_IDS: usize = 256;
-/// Onboarding routes kept at once (the least recently active is dropped first).
+/// Icebreaker routes kept at once (the least recently active is dropped first).
 const MAX_ROUTES: usize = 256;
 /// Choice-record caps: characters, days per character, choices per day.
 const MAX_CHARACTERS: usize = 32;
@@ -67,15 +67,15 @@ pub enum IceMiss {
 }
 
 /// The onboarding family's in-memory state.
-pub struct Onboarding {
+pub struct Icebreaker {
     pub cfg: GamesConfig,
     routes: Mutex<HashMap<String, IceRoute>>,
     request_ids: Mutex<HashMap<String, VecDeque<String>>>,
 }
 
-impl Onboarding {
+impl Icebreaker {
     pub fn new(cfg: GamesConfig) -> Self {
-        Onboarding {
+        Icebreaker {
             cfg,
             routes: Mutex::default(),
             request_ids: Mutex::default(),

@@ -1,5 +1,7 @@
-//! The game-route table: per character at
-//! most one active route; a start supersedes every other active route of the
+//! The game-route table. A *game route* (`/api/game/{game_type}/route/*`, not
+//! an HTTP route) binds a character to one running game round: main-chat and
+//! voice input of the character go into the game while it is active. Per
+//! character at most one active route; a start supersedes every other active route of the
 //! character; heartbeats keep a route alive, a lapse ends it; ended routes are
 //! kept (inactive) for a while so `/route/state` and a repeated `/end` can
 //! report them. Pure in-memory state; the side effects of a finalized route
@@ -37,7 +39,7 @@ const HIDDEN_STATES: &[&str] = &["hidden", "prerender", "unloaded"];
 
 /// One game route.
 #[derive(Debug, Clone)]
-pub struct Route {
+pub struct GameRoute {
     pub instance: u64,
     pub game_type: String,
     pub session_id: String,
@@ -140,10 +142,10 @@ impl Signals {
     }
 }
 
-impl Route {
-    fn new(instance: u64, persona: &str, game_type: &str, session_id: &str) -> Route {
+impl GameRoute {
+    fn new(instance: u64, persona: &str, game_type: &str, session_id: &str) -> GameRoute {
         let now = now_secs();
-        Route {
+        GameRoute {
             instance,
             game_type: game_type.into(),
             session_id: session_id.into(),
@@ -365,22 +367,22 @@ pub enum EndOutcome {
 }
 
 /// Every game route of every character.
-pub struct RouteTable {
+pub struct GameRouteTable {
     cfg: GamesConfig,
-    map: Mutex<HashMap<(String, String), Route>>,
+    map: Mutex<HashMap<(String, String), GameRoute>>,
     next: AtomicU64,
 }
 
-impl RouteTable {
+impl GameRouteTable {
     pub fn new(cfg: GamesConfig) -> Self {
-        RouteTable {
+        GameRouteTable {
             cfg,
             map: Mutex::default(),
             next: AtomicU64::new(1),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Route>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), GameRoute>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -417,7 +419,7 @@ impl RouteTable {
             };
             evicted.push(r.finalize("evicted", &self.cfg));
         }
-        let mut route = Route::new(
+        let mut route = GameRoute::new(
             self.next.fetch_add(1, Ordering::Relaxed),
             persona,
             game_type,
@@ -473,7 +475,7 @@ impl RouteTable {
         persona: &str,
         game_type: &str,
         session_id: Option<&str>,
-        f: impl FnOnce(&mut Route, &GamesConfig) -> R,
+        f: impl FnOnce(&mut GameRoute, &GamesConfig) -> R,
     ) -> Result<R, Miss> {
         let mut map = self.lock();
         match map.get_mut(&Self::key(persona, game_type)) {
@@ -616,7 +618,7 @@ impl RouteTable {
 }
 
 /// Queue an input for the game and record it in the dialogue log.
-fn take_input(r: &mut Route, text: &str, source: &'static str, via: &str) -> Value {
+fn take_input(r: &mut GameRoute, text: &str, source: &'static str, via: &str) -> Value {
     r.input_mode = source;
     r.input_count += 1;
     r.touch();
@@ -634,8 +636,8 @@ fn take_input(r: &mut Route, text: &str, source: &'static str, via: &str) -> Val
 }
 
 /// Keep at most a few ended records per character.
-fn prune_ended(map: &mut HashMap<(String, String), Route>, persona: &str) {
-    let oldest_first = |map: &HashMap<(String, String), Route>, only: Option<&str>| {
+fn prune_ended(map: &mut HashMap<(String, String), GameRoute>, persona: &str) {
+    let oldest_first = |map: &HashMap<(String, String), GameRoute>, only: Option<&str>| {
         let mut ended: Vec<((String, String), f64)> = map
             .iter()
             .filter(|(_, r)| !r.active && only.is_none_or(|p| r.persona_name == p))

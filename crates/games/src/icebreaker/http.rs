@@ -1,4 +1,4 @@
-//! Thin HTTP handlers of `/api/icebreaker` (the rules are in docs/games.md, Onboarding).
+//! Thin HTTP handlers of `/api/icebreaker` (the rules are in docs/games.md, Icebreaker).
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     apply_choice, inactive_state, normalize_interpretation, normalize_options, ChoiceRecord,
-    IceMiss, Onboarding, CHOICES_DOC, MAX_CONTEXT_CHARS, MAX_SPOKEN_CHARS, SOURCE,
+    IceMiss, Icebreaker, CHOICES_DOC, MAX_CONTEXT_CHARS, MAX_SPOKEN_CHARS, SOURCE,
 };
 use crate::error::{respond, Failure, Outcome, Reason};
 use crate::games::http::{body_map, persona_of};
@@ -46,14 +46,14 @@ fn stale(persona: &str, method: &str, state: Value) -> Value {
 
 pub async fn route_start(
     State(st): State<AppState>,
-    Ext(onboarding): Ext<Onboarding>,
+    Ext(icebreaker): Ext<Icebreaker>,
     body: Body,
 ) -> Response {
     let r: Outcome = async {
         let b = body_map(body).await?;
         let persona = persona_or_current(&st, &b)?;
         let session = session_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
-        Ok(json!({"ok": true, "state": onboarding.start(&persona, &session)}))
+        Ok(json!({"ok": true, "state": icebreaker.start(&persona, &session)}))
     }
     .await;
     respond(r)
@@ -61,7 +61,7 @@ pub async fn route_start(
 
 pub async fn route_end(
     State(st): State<AppState>,
-    Ext(onboarding): Ext<Onboarding>,
+    Ext(icebreaker): Ext<Icebreaker>,
     body: Body,
 ) -> Response {
     let r: Outcome = async {
@@ -71,7 +71,7 @@ pub async fn route_end(
         let reason = opt_str(&b, &["reason"])?
             .map(|r| truncate_chars(&r, 64))
             .unwrap_or_else(|| "icebreaker_end".into());
-        match onboarding.end(&persona, session.as_deref()) {
+        match icebreaker.end(&persona, session.as_deref()) {
             Err(state) => Err(Failure::new(Reason::SessionIdMismatch)
                 .with("handled", false)
                 .with("persona_name", &persona)
@@ -94,7 +94,7 @@ pub async fn route_end(
 
 pub async fn route_state(
     State(st): State<AppState>,
-    Ext(onboarding): Ext<Onboarding>,
+    Ext(icebreaker): Ext<Icebreaker>,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let q = parse_query(raw.as_deref());
@@ -107,7 +107,7 @@ pub async fn route_state(
         None => st.characters.resolve(None),
     };
     respond(match persona {
-        Some(p) => Ok(json!({"ok": true, "state": onboarding.state(&p)})),
+        Some(p) => Ok(json!({"ok": true, "state": icebreaker.state(&p)})),
         None => Err(Failure::new(Reason::MissingPersonaName)),
     })
 }
@@ -131,7 +131,7 @@ async fn cache_in_memory(st: &AppState, persona: &str, role: &str, text: &str) -
 
 pub async fn context(
     State(st): State<AppState>,
-    Ext(onboarding): Ext<Onboarding>,
+    Ext(icebreaker): Ext<Icebreaker>,
     body: Body,
 ) -> Response {
     let method = "project_session_history";
@@ -149,7 +149,7 @@ pub async fn context(
         }
         let persona = persona_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingPersonaName))?;
         let session = session_of(&b)?;
-        let route = match onboarding.check(&persona, session.as_deref(), true) {
+        let route = match icebreaker.check(&persona, session.as_deref(), true) {
             Ok(r) => r,
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
@@ -172,7 +172,7 @@ pub async fn context(
         let base = json!({"ok": true, "method": method, "persona_name": persona, "source": SOURCE,
                           "session_id": route.session_id});
         if let Some(id) = &request_id {
-            if !onboarding.first_request(&persona, &route.session_id, &truncate_chars(id, 128)) {
+            if !icebreaker.first_request(&persona, &route.session_id, &truncate_chars(id, 128)) {
                 let mut v = base;
                 v["deduped"] = json!(true);
                 v["memory_cached"] = json!(false);
@@ -197,7 +197,7 @@ pub async fn context(
 
 pub async fn free_text(
     State(st): State<AppState>,
-    Ext(onboarding): Ext<Onboarding>,
+    Ext(icebreaker): Ext<Icebreaker>,
     body: Body,
 ) -> Response {
     let method = "free_text_interpreter";
@@ -208,7 +208,7 @@ pub async fn free_text(
             .ok_or_else(|| Failure::new(Reason::MissingUserText).with("persona_name", &persona))?;
         let session = session_of(&b)?
             .ok_or_else(|| Failure::new(Reason::MissingSessionId).with("persona_name", &persona))?;
-        match onboarding.check(&persona, Some(&session), true) {
+        match icebreaker.check(&persona, Some(&session), true) {
             Ok(_) => {}
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
@@ -269,7 +269,7 @@ pub async fn free_text(
             "node_id": b.get("node_id"),
         });
         let call = CallOptions {
-            timeout: onboarding.cfg.free_text_timeout,
+            timeout: icebreaker.cfg.free_text_timeout,
             max_tokens: Some(512),
             character: persona.clone(),
             ..Default::default()
@@ -300,7 +300,7 @@ pub async fn free_text(
 
 pub async fn choice(
     State(st): State<AppState>,
-    Ext(onboarding): Ext<Onboarding>,
+    Ext(icebreaker): Ext<Icebreaker>,
     body: Body,
 ) -> Response {
     let method = "tutorial_choices";
@@ -308,7 +308,7 @@ pub async fn choice(
         let b = body_map(body).await?;
         let persona = persona_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingPersonaName))?;
         let session = session_of(&b)?;
-        let route = match onboarding.check(&persona, session.as_deref(), true) {
+        let route = match icebreaker.check(&persona, session.as_deref(), true) {
             Ok(r) => r,
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
@@ -394,7 +394,7 @@ pub async fn choice(
 
 pub async fn speak(
     State(st): State<AppState>,
-    Ext(onboarding): Ext<Onboarding>,
+    Ext(icebreaker): Ext<Icebreaker>,
     body: Body,
 ) -> Response {
     let method = "project_tts";
@@ -409,7 +409,7 @@ pub async fn speak(
         let mirror_text = opt_bool(&b, &["mirror_text"], true)?;
         let emit_turn_end = opt_bool(&b, &["emit_turn_end"], true)?;
         let interrupt_audio = opt_bool(&b, &["interrupt_audio"], false)?;
-        let route = match onboarding.check(&persona, session.as_deref(), true) {
+        let route = match icebreaker.check(&persona, session.as_deref(), true) {
             Ok(r) => r,
             Err(IceMiss::NotActive) => {
                 return Err(Failure::new(Reason::RouteNotActive)
