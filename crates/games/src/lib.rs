@@ -3,196 +3,198 @@
 //! * [`games`]: per-character game routes (one active at a time, heartbeats,
 //!   supersession), main-chat input routing into the active game, game dialogue
 //!   through the language model, diagnostic logs, the badminton leaderboard.
-//! * [`icebreaker`]: the new-user onboarding route and its context, free-text,
-//!   choice and speak calls.
+//! * [`icebreaker`]: the onboarding route and its context, free-text, choice
+//!   and speak calls.
+//! * `http`: the handlers, one module per resource, over those two.
 //!
-//! Both families answer `{ok:false, reason}` ([`error::Failure`]). See docs/games.md.
+//! Both answer failures as `{ok:false, reason}` ([`error::Failure`]). See docs/games.md.
 
-pub mod config;
-pub mod error;
+mod config;
+mod error;
 pub mod games;
-pub mod icebreaker;
-pub mod util;
+mod http;
+mod icebreaker;
+mod text;
 
 use std::sync::Arc;
 
 use axum::http::Method;
 use companiond_core::guards::Csrf;
+use companiond_core::server::Family;
 use companiond_core::{Api, AppState};
 
 pub use config::GamesConfig;
-use games::{http as g, GameInputRouter, Games};
-use icebreaker::{http as ob, Icebreaker};
+use games::{GameInputRouter, Games};
+use icebreaker::Icebreaker;
+
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: Family = Family { api, start };
 
 /// Every route of this family, with its literal path.
 pub fn api(state: &AppState) -> Api {
-    let post = Method::POST;
     Api::new(state, "games")
         // ---- logs
         .get(
             "/api/game/logs",
             "game diagnostic log of a session (since cursor, limit) or the session list",
-            g::logs_get,
+            http::logs::read,
         )
         .get(
             "/api/game/logs/view",
             "game diagnostic logs as an HTML page",
-            g::logs_view,
+            http::logs::view,
         )
         .guarded(
-            post.clone(),
+            Method::POST,
             "/api/game/logs",
             "append a game log entry (CSRF)",
             Csrf::Ok,
-            g::logs_post,
+            http::logs::append,
         )
         .guarded(
-            post.clone(),
+            Method::POST,
             "/api/game/logs/enable",
             "enable the diagnostic log of a session (CSRF)",
             Csrf::Ok,
-            g::logs_enable,
+            http::logs::enable,
         )
-        // ---- route lifecycle
+        // ---- game routes
         .post(
             "/api/game/{game_type}/route/start",
             "start a game route (supersedes the character's other routes)",
-            g::route_start,
+            http::game_routes::start,
         )
         .get(
             "/api/game/{game_type}/route/state",
             "public state of a character's game route",
-            g::route_state,
+            http::game_routes::state,
         )
         .get(
             "/api/game/route/active",
             "the character's active game route, any game type (read-only)",
-            g::route_active,
+            http::game_routes::active,
         )
         .post(
             "/api/game/{game_type}/route/drain",
             "take the queued outputs of a game route",
-            g::route_drain,
+            http::game_routes::drain,
         )
         .post(
             "/api/game/{game_type}/route/voice-transcript",
             "route a voice transcript into the game",
-            g::route_voice_transcript,
+            http::game_routes::voice_transcript,
         )
         .post(
             "/api/game/{game_type}/route/heartbeat",
             "keep a game route alive",
-            g::route_heartbeat,
+            http::game_routes::heartbeat,
         )
         .post(
             "/api/game/{game_type}/route/end",
             "end a game route (cleanup result)",
-            g::route_end,
+            http::game_routes::end,
         )
         .post(
             "/api/game/{game_type}/end",
             "end a game round and its model session (cleanup result)",
-            g::game_end,
+            http::game_routes::end_game,
         )
         // ---- dialogue
         .post(
             "/api/game/{game_type}/passive-guard",
             "soccer passive-player classifier",
-            g::passive_guard,
+            http::dialogue::passive_guard,
         )
         .post(
             "/api/game/{game_type}/chat",
             "one game event to one character line and control",
-            g::chat,
+            http::dialogue::chat,
         )
         .post(
             "/api/game/{game_type}/mirror-assistant",
             "mirror a game line into the chat session (no speech)",
-            g::mirror_assistant,
+            http::dialogue::mirror_assistant,
         )
         .post(
             "/api/game/{game_type}/speak",
             "speak a game line (speech pipeline state)",
-            g::speak,
+            http::dialogue::speak,
         )
         .guarded(
-            post.clone(),
+            Method::POST,
             "/api/game/{game_type}/realtime-context",
             "inject game context into a realtime voice session (CSRF)",
             Csrf::Ok,
-            g::realtime_context,
+            http::dialogue::realtime_context,
         )
         .post(
             "/api/game/{game_type}/quick-lines",
             "pre-generated reaction lines (soccer, badminton)",
-            g::quick_lines,
+            http::dialogue::quick_lines,
         )
         .get(
             "/api/game/{game_type}/character",
             "model type and paths of the game character",
-            g::character_info,
+            http::dialogue::character,
         )
         // ---- leaderboard
         .get(
             "/api/game/{game_type}/leaderboard",
             "leaderboard page",
-            g::leaderboard_get,
+            http::leaderboard::page,
         )
         .post(
             "/api/game/{game_type}/leaderboard",
             "submit a round's score (validated against the server's record)",
-            g::leaderboard_post,
+            http::leaderboard::submit,
         )
-        // ---- onboarding
+        // ---- icebreaker
         .guarded(
-            post.clone(),
+            Method::POST,
             "/api/icebreaker/route/start",
             "start the onboarding route (CSRF)",
             Csrf::Ok,
-            ob::route_start,
+            http::icebreaker::start,
         )
         .guarded(
-            post.clone(),
+            Method::POST,
             "/api/icebreaker/route/end",
             "end the onboarding route (CSRF)",
             Csrf::Ok,
-            ob::route_end,
+            http::icebreaker::end,
         )
         .get(
             "/api/icebreaker/route/state",
             "onboarding route state",
-            ob::route_state,
+            http::icebreaker::state,
         )
         .guarded(
-            post.clone(),
+            Method::POST,
             "/api/icebreaker/context",
             "add an onboarding line to the session history (CSRF)",
             Csrf::Ok,
-            ob::context,
+            http::icebreaker::context,
         )
         .post(
             "/api/icebreaker/free-text/interpret",
             "interpret a free-text answer through the model",
-            ob::free_text,
+            http::icebreaker::free_text,
         )
         .guarded(
-            post.clone(),
+            Method::POST,
             "/api/icebreaker/choice",
             "record an onboarding choice (write-only, CSRF)",
             Csrf::Ok,
-            ob::choice,
+            http::icebreaker::choice,
         )
         .guarded(
-            post,
+            Method::POST,
             "/api/icebreaker/speak",
             "speak an onboarding line: mirror text, turn end (CSRF)",
             Csrf::Ok,
-            ob::speak,
+            http::icebreaker::speak,
         )
 }
-
-/// This family as the binary lists it: its routes and its start-up work.
-pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
 
 /// Start-up work of this family, run once every family's routes are built: the
 /// family state, the main-chat input router and the heartbeat sweep.

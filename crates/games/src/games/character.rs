@@ -7,7 +7,7 @@
 use companiond_core::AppState;
 use serde_json::{json, Value};
 
-use crate::util::truncate_chars;
+use crate::text::truncate_chars;
 
 /// The value reported when a profile names no model type.
 pub const FALLBACK_MODEL_TYPE: &str = "live2d";

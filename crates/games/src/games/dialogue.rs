@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 use super::game_routes::Miss;
 use super::leaderboard::normalize_mode;
 use super::{llm_key, Games, LlmSession};
-use crate::util::{clean_line, split_trailing_json, truncate_chars};
+use crate::text::{clean_line, split_trailing_json, truncate_chars};
 
 /// Longest game line.
 pub const MAX_LINE_CHARS: usize = 120;
@@ -357,11 +357,11 @@ pub fn normalize_lines(keys: &[&str], raw: &Map<String, Value>) -> Map<String, V
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(Value::as_str)
-                .map(|s| truncate_chars(&crate::util::collapse_ws(s), 24))
+                .map(|s| truncate_chars(&crate::text::collapse_ws(s), 24))
                 .filter(|s| !s.is_empty())
                 .take(4)
                 .collect(),
-            Some(Value::String(s)) => vec![truncate_chars(&crate::util::collapse_ws(s), 24)]
+            Some(Value::String(s)) => vec![truncate_chars(&crate::text::collapse_ws(s), 24)]
                 .into_iter()
                 .filter(|s| !s.is_empty())
                 .collect(),

@@ -13,7 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Failure, Reason};
-use crate::util::truncate_chars;
+use crate::text::truncate_chars;
 
 /// Pixels per metre of the badminton court (12 px per foot).
 const PX_PER_METRE: f64 = 12.0 * 3.28084;

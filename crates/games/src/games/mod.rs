@@ -1,11 +1,15 @@
-//! Mini-games (`/api/game`): the route table, the dialogue helpers, the logs and
-//! the leaderboard, tied together by [`Games`]. `http` holds the thin handlers.
+//! Mini-games (`/api/game`): the game-route table and the life of a route, the
+//! dialogue through the model, the delivery of lines to the chat, the
+//! diagnostic logs and the leaderboard, tied together by [`Games`]. The
+//! handlers are in `crate::http`.
 
 pub mod character;
+pub mod delivery;
 pub mod dialogue;
 pub mod game_routes;
-pub mod http;
+pub mod kind;
 pub mod leaderboard;
+pub mod lifecycle;
 pub mod logs;
 
 use std::collections::{HashMap, VecDeque};

@@ -1,23 +1,27 @@
-//! Icebreaker (`/api/icebreaker`): the per-character onboarding route (in
-//! memory), request-id de-duplication of context lines, the free-text
-//! interpretation normaliser, and the write-only choice record
-//! (`<data>/state/icebreaker_choices.json`). `http` holds the handlers.
+//! The new-user icebreaker (`/api/icebreaker`), the onboarding conversation:
+//! the per-character icebreaker route (in memory), context lines into the chat
+//! history (de-duplicated by request id), spoken lines mirrored into the chat,
+//! the free-text interpreter ([`free_text`]) and the write-only choice record
+//! ([`choices`]). The handlers are in `crate::http::icebreaker`.
 
-pub mod http;
+pub mod choices;
+pub mod free_text;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use companiond_core::{now_millis, now_secs};
-use serde_json::{json, Map, Value};
+use companiond_core::characters::{validate_name, NameRules};
+use companiond_core::history::{Entry, Speaker};
+use companiond_core::llm::ChatMessage;
+use companiond_core::now_secs;
+use companiond_core::sessions::SessionManager;
+use companiond_core::AppState;
+use serde_json::{json, Value};
 
 use crate::config::GamesConfig;
-use crate::util::{collapse_ws, truncate_chars};
 
 /// The source tag of everything the onboarding flow writes.
 pub const SOURCE: &str = "new_user_icebreaker";
-/// The choice record, relative to the data dir.
-pub const CHOICES_DOC: &str = "state/icebreaker_choices.json";
 /// Longest context line.
 pub const MAX_CONTEXT_CHARS: usize = 2000;
 /// Longest spoken line (after tag stripping).
@@ -26,10 +30,6 @@ pub const MAX_SPOKEN_CHARS: usize = 240;
 const MAX_REQUEST_IDS: usize = 256;
 /// Icebreaker routes kept at once (the least recently active is dropped first).
 const MAX_ROUTES: usize = 256;
-/// Choice-record caps: characters, days per character, choices per day.
-const MAX_CHARACTERS: usize = 32;
-const MAX_DAYS: usize = 64;
-const MAX_CHOICES_PER_DAY: usize = 128;
 
 /// One active onboarding route.
 #[derive(Debug, Clone)]
@@ -171,281 +171,120 @@ impl Icebreaker {
     }
 }
 
-// ------------------------------------------------------------------ free text
-
-/// One option of a free-text question.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Choice {
-    pub id: String,
-    pub label: String,
+/// Who said a context line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
 }
 
-/// Normalise `options`: a list (first 4 items) of `{choice|id, label}` objects or
-/// plain strings (then lettered A, B, C, D). `None` when the value is not a list.
-pub fn normalize_options(v: &Value) -> Option<Vec<Choice>> {
-    let items = v.as_array()?;
-    let letters = ["A", "B", "C", "D"];
-    let mut out: Vec<Choice> = Vec::new();
-    for (i, item) in items.iter().take(4).enumerate() {
-        let (id, label) = match item {
-            Value::String(s) => (letters[i].to_string(), s.clone()),
-            Value::Object(m) => {
-                let id = m
-                    .get("choice")
-                    .or_else(|| m.get("id"))
-                    .map(|v| match v {
-                        Value::String(s) => s.trim().to_string(),
-                        Value::Number(n) => n.to_string(),
-                        _ => String::new(),
-                    })
-                    .unwrap_or_default();
-                let label = m
-                    .get("label")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                (id, label)
+impl Role {
+    /// `user` or `assistant`; anything else is no role.
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// What a context line did.
+pub enum ContextAdded {
+    /// Its request id was already seen for the route: nothing was added.
+    Deduped,
+    /// Added to the session history; `memory_cached`: also to the chat history file.
+    Added { memory_cached: bool },
+}
+
+/// What a spoken line did (there is no voice: the line is only shown).
+pub struct Spoken {
+    /// Chat connections shown the mirrored line (0 without mirroring).
+    pub mirror_delivered: usize,
+}
+
+/// The options of a spoken line.
+#[derive(Clone, Copy)]
+pub struct SpeakOptions {
+    pub mirror_text: bool,
+    pub emit_turn_end: bool,
+    pub interrupt_audio: bool,
+}
+
+impl Icebreaker {
+    /// Add a context line of the route to the character's session history and,
+    /// marked as the icebreaker's, to its chat history file.
+    pub async fn add_context(
+        &self,
+        st: &AppState,
+        mgr: &SessionManager,
+        route: &IceRoute,
+        role: Role,
+        text: &str,
+        request_id: Option<&str>,
+    ) -> ContextAdded {
+        if let Some(id) = request_id {
+            if !self.first_request(&route.persona_name, &route.session_id, id) {
+                return ContextAdded::Deduped;
             }
-            _ => continue,
+        }
+        let msg = match role {
+            Role::User => ChatMessage::user(text.to_string()),
+            Role::Assistant => ChatMessage::assistant(text.to_string()),
         };
-        let id = id.trim().to_uppercase();
-        let label = truncate_chars(&collapse_ws(&label), 200);
-        if id.is_empty() || id.chars().count() > 16 || out.iter().any(|c| c.id == id) {
-            continue;
+        mgr.push_history(msg).await;
+        ContextAdded::Added {
+            memory_cached: cache_in_memory(st, &route.persona_name, role, text).await,
         }
-        out.push(Choice { id, label });
     }
-    Some(out)
+
+    /// Show a spoken line: interrupt audio, mirror the line into the session
+    /// history and the chat connections, end the turn (each as asked).
+    pub async fn speak(
+        &self,
+        mgr: &SessionManager,
+        route: &IceRoute,
+        line: &str,
+        o: SpeakOptions,
+    ) -> Spoken {
+        if o.interrupt_audio {
+            mgr.notify(json!({"type": "interrupt_audio", "source": SOURCE, "session_id": route.session_id}));
+        }
+        let mut mirror_delivered = 0;
+        if o.mirror_text {
+            mgr.push_history(ChatMessage::assistant(line.to_string()))
+                .await;
+            mirror_delivered = mgr.notify(json!({"type": "assistant_mirror", "text": line,
+                "source": SOURCE, "session_id": route.session_id}));
+        }
+        if o.emit_turn_end {
+            mgr.notify(
+                json!({"type": "turn_end", "source": SOURCE, "session_id": route.session_id}),
+            );
+        }
+        Spoken { mirror_delivered }
+    }
 }
 
-/// Normalise the interpreter's JSON reply; `None` when it is not usable JSON.
-pub fn normalize_interpretation(
-    raw: Option<Map<String, Value>>,
-    options: &[Choice],
-) -> Option<Value> {
-    let raw = raw?;
-    let s = |k: &str| {
-        raw.get(k)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .unwrap_or("")
-            .to_string()
+/// Append a line to the character's chat history, marked as the icebreaker's.
+async fn cache_in_memory(st: &AppState, persona: &str, role: Role, text: &str) -> bool {
+    let Ok(name) = validate_name(persona, NameRules::EXISTING) else {
+        return false;
     };
-    let mut action = s("action").to_ascii_lowercase();
-    if !matches!(
-        action.as_str(),
-        "choose" | "respond_and_keep_options" | "release"
-    ) {
-        action = "respond_and_keep_options".into();
+    if !st.characters.exists(&name) {
+        return false;
     }
-    let mut choice = s("choice").to_uppercase();
-    let mut reply = truncate_chars(&collapse_ws(&s("reply")), 240);
-    if action == "choose" {
-        if !options.iter().any(|o| o.id == choice) {
-            action = "respond_and_keep_options".into();
-            choice.clear();
-        } else {
-            reply.clear();
-        }
-    } else {
-        choice.clear();
-    }
-    let mut topic = s("topic_state").to_ascii_lowercase();
-    if !matches!(topic.as_str(), "on_topic" | "soft_derail" | "hard_exit") {
-        topic = if action == "release" {
-            "hard_exit"
-        } else {
-            "on_topic"
-        }
-        .into();
-    }
-    let selected = options
-        .iter()
-        .find(|o| o.id == choice)
-        .map(|o| json!({"choice": o.id, "label": o.label}));
-    Some(json!({
-        "action": action,
-        "choice": choice,
-        "reply": reply,
-        "topic_state": topic,
-        "selected_option": selected,
-    }))
-}
-
-// ------------------------------------------------------------------ choices
-
-/// One recorded choice.
-#[derive(Debug, Clone)]
-pub struct ChoiceRecord {
-    pub persona: String,
-    pub session_id: String,
-    pub day: i64,
-    pub node_id: String,
-    pub choice: String,
-    pub label: String,
-    pub handoff: bool,
-    pub completed: bool,
-    pub seq: i64,
-}
-
-/// Apply a choice to the record document; returns whether it was a duplicate.
-/// The caps keep the newest entries (oldest dropped first).
-pub fn apply_choice(doc: Option<Value>, c: &ChoiceRecord) -> Result<(Value, bool), String> {
-    let mut doc = match doc {
-        None => json!({"version": 1, "kind": "tutorial_choices", "characters": {}}),
-        Some(Value::Object(m)) => Value::Object(m),
-        Some(_) => return Err("the choice record is not a JSON object".into()),
+    let speaker = match role {
+        Role::User => Speaker::Human,
+        Role::Assistant => Speaker::Ai,
     };
-    let now = now_millis();
-    let Some(root) = doc.as_object_mut() else {
-        return Err("the choice record is not a JSON object".into());
-    };
-    let chars = root.entry("characters").or_insert_with(|| json!({}));
-    if !chars.is_object() {
-        *chars = json!({});
-    }
-    let Some(chars) = chars.as_object_mut() else {
-        return Err("unexpected choice record shape".into());
-    };
-    if !chars.contains_key(&c.persona) && chars.len() >= MAX_CHARACTERS {
-        let oldest = chars
-            .iter()
-            .min_by_key(|(_, v)| latest_update(v))
-            .map(|(k, _)| k.clone());
-        if let Some(k) = oldest {
-            chars.shift_remove(&k);
-        }
-    }
-    let ch = chars
-        .entry(c.persona.clone())
-        .or_insert_with(|| json!({"days": {}}));
-    if !ch.get("days").is_some_and(Value::is_object) {
-        *ch = json!({"days": {}});
-    }
-    let Some(days) = ch.get_mut("days").and_then(Value::as_object_mut) else {
-        return Err("unexpected choice record shape".into());
-    };
-    let day_key = c.day.to_string();
-    if !days.contains_key(&day_key) && days.len() >= MAX_DAYS {
-        let oldest = days
-            .iter()
-            .min_by_key(|(_, v)| v.get("updated_at").and_then(Value::as_i64).unwrap_or(0))
-            .map(|(k, _)| k.clone());
-        if let Some(k) = oldest {
-            days.shift_remove(&k);
-        }
-    }
-    let day = days.entry(day_key).or_insert_with(|| {
-        json!({"day": c.day, "session_id": c.session_id, "source": SOURCE, "completed": false,
-               "first_recorded_at": now, "updated_at": now, "choices": []})
-    });
-    let Some(day) = day.as_object_mut() else {
-        return Err("unexpected choice record shape".into());
-    };
-    day.insert("session_id".into(), json!(c.session_id));
-    day.insert("updated_at".into(), json!(now));
-    let was_completed = day
-        .get("completed")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    day.insert("completed".into(), json!(was_completed || c.completed));
-    let list = day.entry("choices").or_insert_with(|| json!([]));
-    if !list.is_array() {
-        *list = json!([]);
-    }
-    let Some(list) = list.as_array_mut() else {
-        return Err("unexpected choice record shape".into());
-    };
-    let duplicate = !c.session_id.is_empty()
-        && list.iter().any(|e| {
-            e.get("session_id").and_then(Value::as_str) == Some(c.session_id.as_str())
-                && e.get("node_id").and_then(Value::as_str) == Some(c.node_id.as_str())
-                && e.get("choice").and_then(Value::as_str) == Some(c.choice.as_str())
-                && e.get("handoff").and_then(Value::as_bool) == Some(c.handoff)
-        });
-    if !duplicate {
-        list.push(json!({
-            "node_id": c.node_id, "choice": c.choice, "label": c.label, "handoff": c.handoff,
-            "session_id": c.session_id, "seq": c.seq, "at": now,
-        }));
-        let excess = list.len().saturating_sub(MAX_CHOICES_PER_DAY);
-        list.drain(..excess);
-    }
-    Ok((doc, duplicate))
-}
-
-fn latest_update(ch: &Value) -> i64 {
-    ch.get("days")
-        .and_then(Value::as_object)
-        .map(|d| {
-            d.values()
-                .filter_map(|v| v.get("updated_at").and_then(Value::as_i64))
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(node: &str) -> ChoiceRecord {
-        ChoiceRecord {
-            persona: "A".into(),
-            session_id: "s".into(),
-            day: 1,
-            node_id: node.into(),
-            choice: "A".into(),
-            label: "x".into(),
-            handoff: false,
-            completed: false,
-            seq: 1,
-        }
-    }
-
-    #[test]
-    fn choices_dedup_and_cap() {
-        let (doc, dup) = apply_choice(None, &rec("n1")).unwrap();
-        assert!(!dup);
-        let (doc, dup) = apply_choice(Some(doc), &rec("n1")).unwrap();
-        assert!(dup);
-        let mut doc = doc;
-        for i in 0..200 {
-            doc = apply_choice(Some(doc), &rec(&format!("m{i}"))).unwrap().0;
-        }
-        let list = doc["characters"]["A"]["days"]["1"]["choices"]
-            .as_array()
-            .unwrap();
-        assert_eq!(list.len(), MAX_CHOICES_PER_DAY);
-        assert_eq!(list.last().unwrap()["node_id"], "m199");
-    }
-
-    #[test]
-    fn interpretation_rules() {
-        let opts = normalize_options(&json!([{"choice": "a", "label": "Yes"}, "No"])).unwrap();
-        assert_eq!(opts[0].id, "A");
-        assert_eq!(opts[1].id, "B");
-        let v = normalize_interpretation(
-            json!({"action": "choose", "choice": "b", "reply": "hi"})
-                .as_object()
-                .cloned(),
-            &opts,
-        )
-        .unwrap();
-        assert_eq!(v["choice"], "B");
-        assert_eq!(v["reply"], "");
-        let v = normalize_interpretation(
-            json!({"action": "choose", "choice": "z"})
-                .as_object()
-                .cloned(),
-            &opts,
-        )
-        .unwrap();
-        assert_eq!(v["action"], "respond_and_keep_options");
-        let v = normalize_interpretation(json!({"action": "release"}).as_object().cloned(), &opts)
-            .unwrap();
-        assert_eq!(v["topic_state"], "hard_exit");
-        assert!(normalize_interpretation(None, &opts).is_none());
-    }
+    let entry = Entry::new(speaker, text).from_source(SOURCE);
+    st.history.append(&name, vec![entry]).await.is_ok()
 }

@@ -1,0 +1,299 @@
+//! `/api/game/{game_type}/route/*`, `/api/game/{game_type}/end` and
+//! `/api/game/route/active`: the life of a game route (see
+//! [`crate::games::lifecycle`]).
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use companiond_core::envelope::no_store;
+use companiond_core::{AppState, Ext};
+use serde_json::{json, Map, Value};
+
+use super::input::{
+    body_map, game_type_of, opt_int, opt_str, parse_query, persona_of, query_persona,
+    require_persona, session_of, MAX_SAFE_INT,
+};
+use super::refuse_icebreaker;
+use crate::error::{respond, Failure, Outcome, Reason};
+use crate::games::game_routes::{inactive_state, Miss, Signals};
+use crate::games::lifecycle::{EndRoute, Ended, StartRoute};
+use crate::games::Games;
+use crate::text::truncate_chars;
+
+/// Longest voice transcript taken into a game.
+const MAX_TRANSCRIPT_CHARS: usize = 2000;
+/// Default and largest `limit` of a drain.
+const MAX_DRAIN: i64 = 50;
+
+/// `POST /api/game/{game_type}/route/start`.
+pub async fn start(
+    State(st): State<AppState>,
+    Ext(games): Ext<Games>,
+    Path(gt): Path<String>,
+    body: Body,
+) -> Response {
+    let r: Outcome = async {
+        refuse_icebreaker(&gt, "/api/icebreaker/route/start")?;
+        let game_type = game_type_of(&gt)?;
+        let b = body_map(body).await?;
+        let persona = require_persona(&b)?;
+        let session_id = session_of(&b)?.unwrap_or_else(|| "default".into());
+        let mode = opt_str(&b, &["mode"])?;
+        let started = games
+            .start_route(
+                &st,
+                StartRoute {
+                    persona,
+                    game_type,
+                    session_id,
+                    mode,
+                    signals: Signals::from_body(&b),
+                },
+            )
+            .await;
+        let mut out = Map::new();
+        out.insert("ok".into(), json!(true));
+        if let Value::Object(s) = &started.state {
+            out.extend(s.clone());
+        }
+        out.insert("state".into(), started.state);
+        out.insert("superseded".into(), json!(started.superseded));
+        Ok(Value::Object(out))
+    }
+    .await;
+    respond(r)
+}
+
+/// `GET /api/game/{game_type}/route/state`.
+pub async fn state(
+    State(st): State<AppState>,
+    Ext(games): Ext<Games>,
+    Path(gt): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let r: Outcome = (|| {
+        let game_type = game_type_of(&gt)?;
+        let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
+        Ok(json!({"ok": true, "state": games.game_routes.state(&persona, &game_type)}))
+    })();
+    no_store(respond(r))
+}
+
+/// `GET /api/game/route/active`: the character's active route, any game type.
+pub async fn active(
+    State(st): State<AppState>,
+    Ext(games): Ext<Games>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let r: Outcome = (|| {
+        let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
+        Ok(match games.game_routes.active_of(&persona) {
+            Some((game_type, session_id)) => {
+                json!({"ok": true, "active": true, "game_type": game_type,
+                "session_id": session_id, "persona_name": persona})
+            }
+            None => {
+                let mut v = json!({"ok": true, "active": false});
+                if let Some(e) = games.game_routes.last_ended_of(&persona) {
+                    v["ended_route"] = e;
+                }
+                v
+            }
+        })
+    })();
+    no_store(respond(r))
+}
+
+/// `POST /api/game/{game_type}/route/drain`: take the queued outputs.
+pub async fn drain(Ext(games): Ext<Games>, Path(gt): Path<String>, body: Body) -> Response {
+    let r: Outcome = async {
+        let game_type = game_type_of(&gt)?;
+        let b = body_map(body).await?;
+        let persona = require_persona(&b)?;
+        let session = session_of(&b)?;
+        // An integer is clamped to 1..=50; a value that is no integer at all
+        // (or beyond ±2^53) is invalid_body.
+        let limit = opt_int(&b, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
+            .unwrap_or(MAX_DRAIN)
+            .clamp(1, MAX_DRAIN);
+        let limit = usize::try_from(limit).unwrap_or(50);
+        let (outputs, state) =
+            games
+                .game_routes
+                .drain(&persona, &game_type, session.as_deref(), limit);
+        Ok(json!({"ok": true, "outputs": outputs, "state": state}))
+    }
+    .await;
+    respond(r)
+}
+
+/// `POST /api/game/{game_type}/route/voice-transcript`.
+pub async fn voice_transcript(
+    Ext(games): Ext<Games>,
+    Path(gt): Path<String>,
+    body: Body,
+) -> Response {
+    let r: Outcome = async {
+        let game_type = game_type_of(&gt)?;
+        let b = body_map(body).await?;
+        let transcript = opt_str(&b, &["transcript", "text"])?
+            .ok_or_else(|| Failure::new(Reason::MissingTranscript))?;
+        let persona = require_persona(&b)?;
+        let session = session_of(&b)?;
+        let request_id = opt_str(&b, &["request_id", "requestId"])?;
+        let text = truncate_chars(&transcript, MAX_TRANSCRIPT_CHARS);
+        let refused = |reason: Reason, state: Value| {
+            Failure::new(reason)
+                .with("handled", false)
+                .with("persona_name", &persona)
+                .with("state", state)
+        };
+        match games.voice_transcript(
+            &persona,
+            &game_type,
+            session.as_deref(),
+            &text,
+            request_id.as_deref(),
+            &Signals::from_body(&b),
+        ) {
+            Ok((handled, state)) => {
+                let mut v = json!({"ok": true, "handled": handled, "state": state});
+                if !handled {
+                    v["reason"] = json!("duplicate_request");
+                }
+                Ok(v)
+            }
+            Err(Miss::Inactive) => Err(refused(Reason::RouteNotActive, inactive_state())),
+            Err(Miss::Mismatch(state)) => Err(refused(Reason::SessionIdMismatch, state)),
+        }
+    }
+    .await;
+    respond(r)
+}
+
+/// `POST /api/game/{game_type}/route/heartbeat`.
+pub async fn heartbeat(Ext(games): Ext<Games>, Path(gt): Path<String>, body: Body) -> Response {
+    let r: Outcome = async {
+        let game_type = game_type_of(&gt)?;
+        let b = body_map(body).await?;
+        let persona = require_persona(&b)?;
+        let session = session_of(&b)?;
+        let beat = games.heartbeat(
+            &persona,
+            &game_type,
+            session.as_deref(),
+            &Signals::from_body(&b),
+        );
+        let cfg = &games.cfg;
+        let mut v = json!({
+            "ok": true,
+            "active": beat.active,
+            "heartbeat_interval_seconds": cfg.heartbeat_interval.as_secs_f64(),
+            "heartbeat_timeout_seconds": beat.timeout.as_secs_f64(),
+            "foreground_heartbeat_timeout_seconds": cfg.heartbeat_timeout.as_secs_f64(),
+            "hidden_heartbeat_timeout_seconds": cfg.hidden_heartbeat_timeout.as_secs_f64(),
+            "state": beat.state,
+        });
+        if beat.session_mismatch {
+            v["reason"] = json!("session_id_mismatch");
+        }
+        Ok(v)
+    }
+    .await;
+    respond(r)
+}
+
+/// `POST /api/game/{game_type}/route/end`.
+pub async fn end(
+    State(st): State<AppState>,
+    Ext(games): Ext<Games>,
+    Path(gt): Path<String>,
+    body: Body,
+) -> Response {
+    respond(end_with(&st, &games, &gt, body, "route_end").await)
+}
+
+/// `POST /api/game/{game_type}/end`: the same, with reason `game_end` by default.
+pub async fn end_game(
+    State(st): State<AppState>,
+    Ext(games): Ext<Games>,
+    Path(gt): Path<String>,
+    body: Body,
+) -> Response {
+    respond(end_with(&st, &games, &gt, body, "game_end").await)
+}
+
+/// An end and its cleanup result.
+async fn end_with(
+    st: &AppState,
+    games: &Games,
+    gt: &str,
+    body: Body,
+    default_reason: &str,
+) -> Outcome {
+    refuse_icebreaker(gt, "/api/icebreaker/route/end")?;
+    let game_type = game_type_of(gt)?;
+    let b = body_map(body).await?;
+    // The body's character, else the current one; with neither there is no
+    // round to end (the no-route answer).
+    let persona = match persona_of(&b)? {
+        Some(p) => p,
+        None => st.characters.resolve(None).unwrap_or_default(),
+    };
+    let reason = opt_str(&b, &["reason"])?
+        .map(|r| truncate_chars(&r, 64))
+        .unwrap_or_else(|| default_reason.to_string());
+    let session_id = session_of(&b)?;
+    let ended = games.end_route(
+        st,
+        EndRoute {
+            persona,
+            game_type,
+            session_id,
+            reason,
+            signals: Signals::from_body(&b),
+        },
+    );
+    Ok(match ended {
+        Ended::Finalized {
+            closed,
+            route: f,
+            score_session_recorded,
+        } => {
+            let started = f
+                .archive
+                .get("game_started")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let mut out = json!({
+                "ok": true,
+                "closed": closed,
+                "session_id": f.session_id,
+                "game_type": f.game_type,
+                "persona_name": f.persona_name,
+                "reason": f.reason,
+                "route_closed": true,
+                "archive": f.archive,
+                "archive_memory": {"ok": true, "status": "skipped",
+                    "reason": if started { "game_memory_archive_disabled" } else { "game_not_started" }},
+                "postgame": {"ok": true, "action": "skip", "reason": "disabled"},
+                "state": f.state,
+            });
+            if let Some(recorded) = score_session_recorded {
+                out["score_session_recorded"] = json!(recorded);
+            }
+            out
+        }
+        Ended::AlreadyEnded {
+            closed,
+            session_id,
+            archive,
+            state,
+        } => json!({"ok": true, "closed": closed, "session_id": session_id,
+            "route_closed": false, "already_ended": true, "archive": archive, "state": state}),
+        Ended::NoRoute { closed, session_id } => {
+            json!({"ok": true, "closed": closed, "session_id": session_id,
+            "route_closed": false, "archive": null})
+        }
+    })
+}
