@@ -7,6 +7,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use companiond_core::envelope::OkReason;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -137,13 +138,5 @@ impl IntoResponse for Failure {
     }
 }
 
-/// Handlers answer either a JSON success value or a failure envelope.
-pub type Outcome = Result<Value, Failure>;
-
-/// Turn an outcome into a response.
-pub fn respond(o: Outcome) -> Response {
-    match o {
-        Ok(v) => companiond_core::envelope::ok_json(v),
-        Err(f) => f.into_response(),
-    }
-}
+/// What a handler answers: a JSON success value, or the failure envelope.
+pub type Answer = Result<Json<Value>, Failure>;

@@ -2,19 +2,19 @@
 //! `/api/game/route/active`: the life of a game route (see
 //! [`crate::games::lifecycle`]).
 
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
+use axum::Json;
 use companiond_core::envelope::no_store;
 use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
+use super::extract::{GameType, JsonObject, PlayableGameType};
 use super::input::{
-    body_map, game_type_of, opt_int, opt_str, parse_query, persona_of, query_persona,
-    require_persona, session_of, MAX_SAFE_INT,
+    opt_int, opt_str, parse_query, persona_of, query_persona, require_persona, session_of,
+    MAX_SAFE_INT,
 };
-use super::refuse_icebreaker;
-use crate::error::{respond, Failure, Outcome, Reason};
+use crate::error::{Answer, Failure, Reason};
 use crate::games::game_routes::{inactive_state, Miss, Signals};
 use crate::games::lifecycle::{EndRoute, Ended, StartRoute};
 use crate::games::Games;
@@ -29,54 +29,48 @@ const MAX_DRAIN: i64 = 50;
 pub async fn start(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    Path(gt): Path<String>,
-    body: Body,
-) -> Response {
-    let r: Outcome = async {
-        refuse_icebreaker(&gt, "/api/icebreaker/route/start")?;
-        let game_type = game_type_of(&gt)?;
-        let b = body_map(body).await?;
-        let persona = require_persona(&b)?;
-        let session_id = session_of(&b)?.unwrap_or_else(|| "default".into());
-        let mode = opt_str(&b, &["mode"])?;
-        let started = games
-            .start_route(
-                &st,
-                StartRoute {
-                    persona,
-                    game_type,
-                    session_id,
-                    mode,
-                    signals: Signals::from_body(&b),
-                },
-            )
-            .await;
-        let mut out = Map::new();
-        out.insert("ok".into(), json!(true));
-        if let Value::Object(s) = &started.state {
-            out.extend(s.clone());
-        }
-        out.insert("state".into(), started.state);
-        out.insert("superseded".into(), json!(started.superseded));
-        Ok(Value::Object(out))
+    PlayableGameType(game_type): PlayableGameType,
+    JsonObject(b): JsonObject,
+) -> Answer {
+    let persona = require_persona(&b)?;
+    let session_id = session_of(&b)?.unwrap_or_else(|| "default".into());
+    let mode = opt_str(&b, &["mode"])?;
+    let started = games
+        .start_route(
+            &st,
+            StartRoute {
+                persona,
+                game_type,
+                session_id,
+                mode,
+                signals: Signals::from_body(&b),
+            },
+        )
+        .await;
+    let mut out = Map::new();
+    out.insert("ok".into(), json!(true));
+    if let Value::Object(s) = &started.state {
+        out.extend(s.clone());
     }
-    .await;
-    respond(r)
+    out.insert("state".into(), started.state);
+    out.insert("superseded".into(), json!(started.superseded));
+    Ok(Json(Value::Object(out)))
 }
 
 /// `GET /api/game/{game_type}/route/state`.
 pub async fn state(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    Path(gt): Path<String>,
+    game_type: Result<GameType, Failure>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let r: Outcome = (|| {
-        let game_type = game_type_of(&gt)?;
+    let answer = || -> Answer {
+        let GameType(game_type) = game_type?;
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
-        Ok(json!({"ok": true, "state": games.game_routes.state(&persona, &game_type)}))
-    })();
-    no_store(respond(r))
+        let state = games.game_routes.state(&persona, &game_type);
+        Ok(Json(json!({"ok": true, "state": state})))
+    };
+    no_store(answer())
 }
 
 /// `GET /api/game/route/active`: the character's active route, any game type.
@@ -85,9 +79,9 @@ pub async fn active(
     Ext(games): Ext<Games>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let r: Outcome = (|| {
+    let answer = || -> Answer {
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
-        Ok(match games.game_routes.active_of(&persona) {
+        Ok(Json(match games.game_routes.active_of(&persona) {
             Some((game_type, session_id)) => {
                 json!({"ok": true, "active": true, "game_type": game_type,
                 "session_id": session_id, "persona_name": persona})
@@ -99,151 +93,139 @@ pub async fn active(
                 }
                 v
             }
-        })
-    })();
-    no_store(respond(r))
+        }))
+    };
+    no_store(answer())
 }
 
 /// `POST /api/game/{game_type}/route/drain`: take the queued outputs.
-pub async fn drain(Ext(games): Ext<Games>, Path(gt): Path<String>, body: Body) -> Response {
-    let r: Outcome = async {
-        let game_type = game_type_of(&gt)?;
-        let b = body_map(body).await?;
-        let persona = require_persona(&b)?;
-        let session = session_of(&b)?;
-        // An integer is clamped to 1..=50; a value that is no integer at all
-        // (or beyond ±2^53) is invalid_body.
-        let limit = opt_int(&b, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
-            .unwrap_or(MAX_DRAIN)
-            .clamp(1, MAX_DRAIN);
-        let limit = usize::try_from(limit).unwrap_or(50);
-        let (outputs, state) =
-            games
-                .game_routes
-                .drain(&persona, &game_type, session.as_deref(), limit);
-        Ok(json!({"ok": true, "outputs": outputs, "state": state}))
-    }
-    .await;
-    respond(r)
+pub async fn drain(
+    Ext(games): Ext<Games>,
+    GameType(game_type): GameType,
+    JsonObject(b): JsonObject,
+) -> Answer {
+    let persona = require_persona(&b)?;
+    let session = session_of(&b)?;
+    // An integer is clamped to 1..=50; a value that is no integer at all
+    // (or beyond ±2^53) is invalid_body.
+    let limit = opt_int(&b, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
+        .unwrap_or(MAX_DRAIN)
+        .clamp(1, MAX_DRAIN);
+    let limit = usize::try_from(limit).unwrap_or(50);
+    let (outputs, state) = games
+        .game_routes
+        .drain(&persona, &game_type, session.as_deref(), limit);
+    Ok(Json(
+        json!({"ok": true, "outputs": outputs, "state": state}),
+    ))
 }
 
 /// `POST /api/game/{game_type}/route/voice-transcript`.
 pub async fn voice_transcript(
     Ext(games): Ext<Games>,
-    Path(gt): Path<String>,
-    body: Body,
-) -> Response {
-    let r: Outcome = async {
-        let game_type = game_type_of(&gt)?;
-        let b = body_map(body).await?;
-        let transcript = opt_str(&b, &["transcript", "text"])?
-            .ok_or_else(|| Failure::new(Reason::MissingTranscript))?;
-        let persona = require_persona(&b)?;
-        let session = session_of(&b)?;
-        let request_id = opt_str(&b, &["request_id", "requestId"])?;
-        let text = truncate_chars(&transcript, MAX_TRANSCRIPT_CHARS);
-        let refused = |reason: Reason, state: Value| {
-            Failure::new(reason)
-                .with("handled", false)
-                .with("persona_name", &persona)
-                .with("state", state)
-        };
-        match games.voice_transcript(
-            &persona,
-            &game_type,
-            session.as_deref(),
-            &text,
-            request_id.as_deref(),
-            &Signals::from_body(&b),
-        ) {
-            Ok((handled, state)) => {
-                let mut v = json!({"ok": true, "handled": handled, "state": state});
-                if !handled {
-                    v["reason"] = json!("duplicate_request");
-                }
-                Ok(v)
+    GameType(game_type): GameType,
+    JsonObject(b): JsonObject,
+) -> Answer {
+    let transcript = opt_str(&b, &["transcript", "text"])?
+        .ok_or_else(|| Failure::new(Reason::MissingTranscript))?;
+    let persona = require_persona(&b)?;
+    let session = session_of(&b)?;
+    let request_id = opt_str(&b, &["request_id", "requestId"])?;
+    let text = truncate_chars(&transcript, MAX_TRANSCRIPT_CHARS);
+    let refused = |reason: Reason, state: Value| {
+        Failure::new(reason)
+            .with("handled", false)
+            .with("persona_name", &persona)
+            .with("state", state)
+    };
+    match games.voice_transcript(
+        &persona,
+        &game_type,
+        session.as_deref(),
+        &text,
+        request_id.as_deref(),
+        &Signals::from_body(&b),
+    ) {
+        Ok((handled, state)) => {
+            let mut v = json!({"ok": true, "handled": handled, "state": state});
+            if !handled {
+                v["reason"] = json!("duplicate_request");
             }
-            Err(Miss::Inactive) => Err(refused(Reason::RouteNotActive, inactive_state())),
-            Err(Miss::Mismatch(state)) => Err(refused(Reason::SessionIdMismatch, state)),
+            Ok(Json(v))
         }
+        Err(Miss::Inactive) => Err(refused(Reason::RouteNotActive, inactive_state())),
+        Err(Miss::Mismatch(state)) => Err(refused(Reason::SessionIdMismatch, state)),
     }
-    .await;
-    respond(r)
 }
 
 /// `POST /api/game/{game_type}/route/heartbeat`.
-pub async fn heartbeat(Ext(games): Ext<Games>, Path(gt): Path<String>, body: Body) -> Response {
-    let r: Outcome = async {
-        let game_type = game_type_of(&gt)?;
-        let b = body_map(body).await?;
-        let persona = require_persona(&b)?;
-        let session = session_of(&b)?;
-        let beat = games.heartbeat(
-            &persona,
-            &game_type,
-            session.as_deref(),
-            &Signals::from_body(&b),
-        );
-        let cfg = &games.cfg;
-        let mut v = json!({
-            "ok": true,
-            "active": beat.active,
-            "heartbeat_interval_seconds": cfg.heartbeat_interval.as_secs_f64(),
-            "heartbeat_timeout_seconds": beat.timeout.as_secs_f64(),
-            "foreground_heartbeat_timeout_seconds": cfg.heartbeat_timeout.as_secs_f64(),
-            "hidden_heartbeat_timeout_seconds": cfg.hidden_heartbeat_timeout.as_secs_f64(),
-            "state": beat.state,
-        });
-        if beat.session_mismatch {
-            v["reason"] = json!("session_id_mismatch");
-        }
-        Ok(v)
+pub async fn heartbeat(
+    Ext(games): Ext<Games>,
+    GameType(game_type): GameType,
+    JsonObject(b): JsonObject,
+) -> Answer {
+    let persona = require_persona(&b)?;
+    let session = session_of(&b)?;
+    let beat = games.heartbeat(
+        &persona,
+        &game_type,
+        session.as_deref(),
+        &Signals::from_body(&b),
+    );
+    let cfg = &games.cfg;
+    let mut v = json!({
+        "ok": true,
+        "active": beat.active,
+        "heartbeat_interval_seconds": cfg.heartbeat_interval.as_secs_f64(),
+        "heartbeat_timeout_seconds": beat.timeout.as_secs_f64(),
+        "foreground_heartbeat_timeout_seconds": cfg.heartbeat_timeout.as_secs_f64(),
+        "hidden_heartbeat_timeout_seconds": cfg.hidden_heartbeat_timeout.as_secs_f64(),
+        "state": beat.state,
+    });
+    if beat.session_mismatch {
+        v["reason"] = json!("session_id_mismatch");
     }
-    .await;
-    respond(r)
+    Ok(Json(v))
 }
 
 /// `POST /api/game/{game_type}/route/end`.
 pub async fn end(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    Path(gt): Path<String>,
-    body: Body,
-) -> Response {
-    respond(end_with(&st, &games, &gt, body, "route_end").await)
+    PlayableGameType(game_type): PlayableGameType,
+    JsonObject(b): JsonObject,
+) -> Answer {
+    end_with(&st, &games, game_type, &b, "route_end")
 }
 
 /// `POST /api/game/{game_type}/end`: the same, with reason `game_end` by default.
 pub async fn end_game(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    Path(gt): Path<String>,
-    body: Body,
-) -> Response {
-    respond(end_with(&st, &games, &gt, body, "game_end").await)
+    PlayableGameType(game_type): PlayableGameType,
+    JsonObject(b): JsonObject,
+) -> Answer {
+    end_with(&st, &games, game_type, &b, "game_end")
 }
 
 /// An end and its cleanup result.
-async fn end_with(
+fn end_with(
     st: &AppState,
     games: &Games,
-    gt: &str,
-    body: Body,
+    game_type: String,
+    b: &Map<String, Value>,
     default_reason: &str,
-) -> Outcome {
-    refuse_icebreaker(gt, "/api/icebreaker/route/end")?;
-    let game_type = game_type_of(gt)?;
-    let b = body_map(body).await?;
+) -> Answer {
     // The body's character, else the current one; with neither there is no
     // round to end (the no-route answer).
-    let persona = match persona_of(&b)? {
+    let persona = match persona_of(b)? {
         Some(p) => p,
         None => st.characters.resolve(None).unwrap_or_default(),
     };
-    let reason = opt_str(&b, &["reason"])?
+    let reason = opt_str(b, &["reason"])?
         .map(|r| truncate_chars(&r, 64))
         .unwrap_or_else(|| default_reason.to_string());
-    let session_id = session_of(&b)?;
+    let session_id = session_of(b)?;
     let ended = games.end_route(
         st,
         EndRoute {
@@ -251,10 +233,10 @@ async fn end_with(
             game_type,
             session_id,
             reason,
-            signals: Signals::from_body(&b),
+            signals: Signals::from_body(b),
         },
     );
-    Ok(match ended {
+    Ok(Json(match ended {
         Ended::Finalized {
             closed,
             route: f,
@@ -295,5 +277,5 @@ async fn end_with(
             json!({"ok": true, "closed": closed, "session_id": session_id,
             "route_closed": false, "archive": null})
         }
-    })
+    }))
 }

@@ -1,17 +1,16 @@
 //! `/api/icebreaker/*`: the new-user icebreaker (onboarding) routes. The rules
 //! are in docs/games.md, section Icebreaker.
 
-use axum::body::Body;
 use axum::extract::{RawQuery, State};
-use axum::response::Response;
+use axum::Json;
 use companiond_core::{now_secs, AppState, Ext};
 use serde_json::{json, Map, Value};
 
+use super::extract::JsonObject;
 use super::input::{
-    body_map, opt_bool, opt_str, parse_query, persona_or_current, query_text, require_persona,
-    session_of,
+    opt_bool, opt_str, parse_query, persona_or_current, query_text, require_persona, session_of,
 };
-use crate::error::{respond, Failure, Outcome, Reason};
+use crate::error::{Answer, Failure, Reason};
 use crate::icebreaker::choices::{self, ChoiceRecord, ChoiceWriteFailed};
 use crate::icebreaker::free_text::{self, normalize_options, FreeText};
 use crate::icebreaker::{
@@ -48,50 +47,42 @@ fn bound_route(
 pub async fn start(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
-    body: Body,
-) -> Response {
-    let r: Outcome = async {
-        let b = body_map(body).await?;
-        let persona = persona_or_current(&st, &b)?;
-        let session = session_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
-        Ok(json!({"ok": true, "state": icebreaker.start(&persona, &session)}))
-    }
-    .await;
-    respond(r)
+    JsonObject(b): JsonObject,
+) -> Answer {
+    let persona = persona_or_current(&st, &b)?;
+    let session = session_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
+    Ok(Json(
+        json!({"ok": true, "state": icebreaker.start(&persona, &session)}),
+    ))
 }
 
 /// `POST /api/icebreaker/route/end` (CSRF).
 pub async fn end(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
-    body: Body,
-) -> Response {
-    let r: Outcome = async {
-        let b = body_map(body).await?;
-        let persona = persona_or_current(&st, &b)?;
-        let session = session_of(&b)?;
-        let reason = opt_str(&b, &["reason"])?
-            .map(|r| truncate_chars(&r, 64))
-            .unwrap_or_else(|| "icebreaker_end".into());
-        match icebreaker.end(&persona, session.as_deref()) {
-            Err(state) => Err(Failure::new(Reason::SessionIdMismatch)
-                .with("handled", false)
-                .with("persona_name", &persona)
-                .with("method", "route_end")
-                .with("state", state)),
-            Ok(ended) => Ok(json!({
-                "ok": true,
-                "persona_name": persona,
-                "reason": reason,
-                "state": inactive_state(),
-                "ended": ended.map(|r| json!({"session_id": r.session_id, "started_at": r.started_at,
-                    "last_activity": r.last_activity, "ended_at": now_secs(),
-                    "end_reason": reason})),
-            })),
-        }
+    JsonObject(b): JsonObject,
+) -> Answer {
+    let persona = persona_or_current(&st, &b)?;
+    let session = session_of(&b)?;
+    let reason = opt_str(&b, &["reason"])?
+        .map(|r| truncate_chars(&r, 64))
+        .unwrap_or_else(|| "icebreaker_end".into());
+    match icebreaker.end(&persona, session.as_deref()) {
+        Err(state) => Err(Failure::new(Reason::SessionIdMismatch)
+            .with("handled", false)
+            .with("persona_name", &persona)
+            .with("method", "route_end")
+            .with("state", state)),
+        Ok(ended) => Ok(Json(json!({
+            "ok": true,
+            "persona_name": persona,
+            "reason": reason,
+            "state": inactive_state(),
+            "ended": ended.map(|r| json!({"session_id": r.session_id, "started_at": r.started_at,
+                "last_activity": r.last_activity, "ended_at": now_secs(),
+                "end_reason": reason})),
+        }))),
     }
-    .await;
-    respond(r)
 }
 
 /// `GET /api/icebreaker/route/state` (the query's character, else the current one).
@@ -99,27 +90,26 @@ pub async fn state(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
     RawQuery(raw): RawQuery,
-) -> Response {
+) -> Answer {
     let q = parse_query(raw.as_deref());
     let persona = match query_text(&q, "persona_name") {
         Some(p) => Some(truncate_chars(&p, 128)),
         None => st.characters.resolve(None),
     };
-    respond(match persona {
-        Some(p) => Ok(json!({"ok": true, "state": icebreaker.state(&p)})),
+    match persona {
+        Some(p) => Ok(Json(json!({"ok": true, "state": icebreaker.state(&p)}))),
         None => Err(Failure::new(Reason::MissingPersonaName)),
-    })
+    }
 }
 
 /// `POST /api/icebreaker/context` (CSRF): a line into the session history.
 pub async fn context(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
-    body: Body,
-) -> Response {
+    JsonObject(b): JsonObject,
+) -> Answer {
     let method = "project_session_history";
-    let r: Outcome = async {
-        let b = body_map(body).await?;
+    {
         let role = opt_str(&b, &["role"])?
             .as_deref()
             .and_then(Role::parse)
@@ -134,7 +124,7 @@ pub async fn context(
         let session = session_of(&b)?;
         let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
             Ok(r) => r,
-            Err(stale) => return Ok(stale),
+            Err(stale) => return Ok(Json(stale)),
         };
         let Some(mgr) = st.sessions.get(&persona) else {
             return Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona));
@@ -162,10 +152,8 @@ pub async fn context(
                 v["role"] = json!(role.as_str());
             }
         }
-        Ok(v)
+        Ok(Json(v))
     }
-    .await;
-    respond(r)
 }
 
 /// The last free-text turns (at most 4) and the derail streak (0 or 1) of a body.
@@ -189,11 +177,10 @@ fn free_text_history(b: &Map<String, Value>) -> (Vec<Value>, i64) {
 pub async fn free_text(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
-    body: Body,
-) -> Response {
+    JsonObject(b): JsonObject,
+) -> Answer {
     let method = "free_text_interpreter";
-    let r: Outcome = async {
-        let b = body_map(body).await?;
+    {
         let persona = require_persona(&b)?;
         let user_text = opt_str(&b, &["user_text", "userText"])?
             .ok_or_else(|| Failure::new(Reason::MissingUserText).with("persona_name", &persona))?;
@@ -242,10 +229,8 @@ pub async fn free_text(
         v["persona_name"] = json!(req.persona);
         v["session_id"] = json!(session);
         v["source"] = json!(SOURCE);
-        Ok(v)
+        Ok(Json(v))
     }
-    .await;
-    respond(r)
 }
 
 /// `day` of a choice: an integer or an integer string, 0..=9999.
@@ -271,16 +256,15 @@ fn day_of(b: &Map<String, Value>) -> Result<i64, Failure> {
 pub async fn choice(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
-    body: Body,
-) -> Response {
+    JsonObject(b): JsonObject,
+) -> Answer {
     let method = "tutorial_choices";
-    let r: Outcome = async {
-        let b = body_map(body).await?;
+    {
         let persona = require_persona(&b)?;
         let session = session_of(&b)?;
         let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
             Ok(r) => r,
-            Err(stale) => return Ok(stale),
+            Err(stale) => return Ok(Json(stale)),
         };
         let day = day_of(&b)?;
         let node_id = opt_str(&b, &["node_id"])?;
@@ -309,30 +293,30 @@ pub async fn choice(
             seq,
         };
         match choices::record(&st, rec).await {
-            Ok(deduped) => Ok(
+            Ok(deduped) => Ok(Json(
                 json!({"ok": true, "deduped": deduped, "persona_name": persona, "day": day,
                 "source": SOURCE, "method": method, "session_id": route.session_id}),
-            ),
+            )),
             Err(ChoiceWriteFailed(e)) => Err(Failure::new(Reason::ChoiceWriteFailed)
                 .with("error", e)
                 .with("persona_name", &persona)
                 .with("source", SOURCE)),
         }
     }
-    .await;
-    respond(r)
 }
 
 /// `POST /api/icebreaker/speak` (CSRF): show a spoken line (there is no voice).
 pub async fn speak(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
-    body: Body,
-) -> Response {
+    JsonObject(b): JsonObject,
+) -> Answer {
     let method = "project_tts";
-    let r: Outcome = async {
-        let b = body_map(body).await?;
-        let line = clean_line(&opt_str(&b, &["line"])?.unwrap_or_default(), MAX_SPOKEN_CHARS);
+    {
+        let line = clean_line(
+            &opt_str(&b, &["line"])?.unwrap_or_default(),
+            MAX_SPOKEN_CHARS,
+        );
         if line.is_empty() {
             return Err(Failure::new(Reason::MissingLine).with("audio_sent", false));
         }
@@ -349,7 +333,7 @@ pub async fn speak(
                 v["audio_sent"] = json!(false);
                 v["audio_committed"] = json!(false);
                 v["voice_source"] = json!({"provider": "project_tts", "method": "project_tts", "skipped": "stale_session"});
-                return Ok(v);
+                return Ok(Json(v));
             }
             Err(f) => return Err(f.with("audio_sent", false)),
         };
@@ -359,7 +343,7 @@ pub async fn speak(
                 .with("audio_sent", false));
         };
         let spoken = icebreaker.speak(&mgr, &route, &line, options).await;
-        Ok(json!({
+        Ok(Json(json!({
             "ok": true,
             "persona_name": persona,
             "method": method,
@@ -372,8 +356,6 @@ pub async fn speak(
             "audio_sent": false,
             "audio_committed": false,
             "voice_source": {"provider": "none", "method": method, "reason": "no_voice_provider"},
-        }))
+        })))
     }
-    .await;
-    respond(r)
 }

@@ -1,18 +1,19 @@
 //! `/api/game/logs`, `/api/game/logs/view`, `/api/game/logs/enable`: the game
 //! diagnostic logs.
 
-use axum::body::Body;
 use axum::extract::RawQuery;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::Ext;
 use serde_json::{json, Map, Value};
 
+use super::extract::JsonObject;
 use super::input::{
-    body_map, game_type_of, opt_str, parse_query, persona_of, query_int, query_text, session_of,
+    game_type_of, opt_str, parse_query, persona_of, query_int, query_text, session_of,
 };
-use crate::error::{respond, Failure, Outcome, Reason};
+use crate::error::{Answer, Failure, Reason};
 use crate::games::logs::{NewEntry, ReadQuery, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::games::Games;
 use crate::text::truncate_chars;
@@ -76,38 +77,30 @@ fn log_ids(b: &Map<String, Value>) -> Result<(String, String, String), Failure> 
 }
 
 /// `POST /api/game/logs`: append an entry to an enabled log.
-pub async fn append(Ext(games): Ext<Games>, body: Body) -> Response {
-    let r: Outcome = async {
-        let b = body_map(body).await?;
-        let (session, game, persona) = log_ids(&b)?;
-        match games
-            .logs
-            .ingest(&game, &session, &persona, NewEntry::from_body(&b))
-        {
-            Some(seq) => {
-                Ok(json!({"ok": true, "seq": seq, "session_id": session, "game_type": game}))
-            }
-            None => Err(Failure::new(Reason::LogNotActive)
-                .with("seq", Value::Null)
-                .with("session_id", session)
-                .with("game_type", game)),
-        }
+pub async fn append(Ext(games): Ext<Games>, JsonObject(b): JsonObject) -> Answer {
+    let (session, game, persona) = log_ids(&b)?;
+    match games
+        .logs
+        .ingest(&game, &session, &persona, NewEntry::from_body(&b))
+    {
+        Some(seq) => Ok(Json(
+            json!({"ok": true, "seq": seq, "session_id": session, "game_type": game}),
+        )),
+        None => Err(Failure::new(Reason::LogNotActive)
+            .with("seq", Value::Null)
+            .with("session_id", session)
+            .with("game_type", game)),
     }
-    .await;
-    respond(r)
 }
 
 /// `POST /api/game/logs/enable`: start (or keep) a session's log.
-pub async fn enable(Ext(games): Ext<Games>, body: Body) -> Response {
-    let r: Outcome = async {
-        let b = body_map(body).await?;
-        let (session, game, persona) = log_ids(&b)?;
-        let reason = opt_str(&b, &["reason"])?
-            .map(|r| truncate_chars(&r, 64))
-            .unwrap_or_else(|| "manual".into());
-        let seq = games.logs.enable(&game, &session, &persona, &reason);
-        Ok(json!({"ok": true, "session_id": session, "game_type": game, "seq": seq}))
-    }
-    .await;
-    respond(r)
+pub async fn enable(Ext(games): Ext<Games>, JsonObject(b): JsonObject) -> Answer {
+    let (session, game, persona) = log_ids(&b)?;
+    let reason = opt_str(&b, &["reason"])?
+        .map(|r| truncate_chars(&r, 64))
+        .unwrap_or_else(|| "manual".into());
+    let seq = games.logs.enable(&game, &session, &persona, &reason);
+    Ok(Json(
+        json!({"ok": true, "session_id": session, "game_type": game, "seq": seq}),
+    ))
 }

@@ -1,0 +1,71 @@
+//! The request parts every game handler reads first, as extractors whose
+//! rejection is the family's failure envelope: the `{game_type}` path segment
+//! (checked before the body) and the JSON object body.
+
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Request};
+use axum::http::request::Parts;
+use companiond_core::AppState;
+use serde_json::{Map, Value};
+
+use super::input::{body_map, game_type_of};
+use crate::error::{Failure, Reason};
+use crate::games::ICEBREAKER_GAME_TYPE;
+
+/// The `{game_type}` path segment, normalised (see [`game_type_of`]).
+pub struct GameType(pub String);
+
+impl FromRequestParts<AppState> for GameType {
+    type Rejection = Failure;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Failure> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| Failure::new(Reason::InvalidGameType))?;
+        game_type_of(&raw).map(GameType)
+    }
+}
+
+/// The `{game_type}` of a call the icebreaker has its own route for (start,
+/// speak, end): the icebreaker's game type is HTTP 400 `not_a_game_route`
+/// naming that route.
+pub struct PlayableGameType(pub String);
+
+impl FromRequestParts<AppState> for PlayableGameType {
+    type Rejection = Failure;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Failure> {
+        let GameType(game_type) = GameType::from_request_parts(parts, state).await?;
+        if game_type != ICEBREAKER_GAME_TYPE {
+            return Ok(PlayableGameType(game_type));
+        }
+        let path = parts
+            .extensions
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str)
+            .unwrap_or("");
+        let route = if path.ends_with("/route/start") {
+            "/api/icebreaker/route/start"
+        } else if path.ends_with("/speak") {
+            "/api/icebreaker/speak"
+        } else {
+            "/api/icebreaker/route/end"
+        };
+        Err(Failure::new(Reason::NotAGameRoute)
+            .with("route", route)
+            .with(
+                "error",
+                "new_user_icebreaker is the onboarding flow; use /api/icebreaker",
+            ))
+    }
+}
+
+/// A JSON object body: empty is `{}`, anything else that is no object is `invalid_body`.
+pub struct JsonObject(pub Map<String, Value>);
+
+impl FromRequest<AppState> for JsonObject {
+    type Rejection = Failure;
+
+    async fn from_request(req: Request, _: &AppState) -> Result<Self, Failure> {
+        body_map(req.into_body()).await.map(JsonObject)
+    }
+}
