@@ -14,10 +14,12 @@ mod error;
 pub mod games;
 mod http;
 mod icebreaker;
+mod model;
 mod text;
 
 use std::sync::Arc;
 
+use axum::handler::Handler;
 use axum::http::Method;
 use companiond_core::guards::Csrf;
 use companiond_core::server::Family;
@@ -44,18 +46,14 @@ pub fn api(state: &AppState) -> Api {
             "game diagnostic logs as an HTML page",
             http::logs::view,
         )
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/game/logs",
             "append a game log entry (CSRF)",
-            Csrf::Ok,
             http::logs::append,
         )
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/game/logs/enable",
             "enable the diagnostic log of a session (CSRF)",
-            Csrf::Ok,
             http::logs::enable,
         )
         // ---- game routes
@@ -120,11 +118,9 @@ pub fn api(state: &AppState) -> Api {
             "speak a game line (speech pipeline state)",
             http::dialogue::speak,
         )
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/game/{game_type}/realtime-context",
             "inject game context into a realtime voice session (CSRF)",
-            Csrf::Ok,
             http::dialogue::realtime_context,
         )
         .post(
@@ -149,18 +145,14 @@ pub fn api(state: &AppState) -> Api {
             http::leaderboard::submit,
         )
         // ---- icebreaker
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/icebreaker/route/start",
             "start the onboarding route (CSRF)",
-            Csrf::Ok,
             http::icebreaker::start,
         )
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/icebreaker/route/end",
             "end the onboarding route (CSRF)",
-            Csrf::Ok,
             http::icebreaker::end,
         )
         .get(
@@ -168,11 +160,9 @@ pub fn api(state: &AppState) -> Api {
             "onboarding route state",
             http::icebreaker::state,
         )
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/icebreaker/context",
             "add an onboarding line to the session history (CSRF)",
-            Csrf::Ok,
             http::icebreaker::context,
         )
         .post(
@@ -180,20 +170,37 @@ pub fn api(state: &AppState) -> Api {
             "interpret a free-text answer through the model",
             http::icebreaker::free_text,
         )
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/icebreaker/choice",
             "record an onboarding choice (write-only, CSRF)",
-            Csrf::Ok,
             http::icebreaker::choice,
         )
-        .guarded(
-            Method::POST,
+        .csrf_post(
             "/api/icebreaker/speak",
             "speak an onboarding line: mirror text, turn end (CSRF)",
-            Csrf::Ok,
             http::icebreaker::speak,
         )
+}
+
+/// A CSRF-guarded POST route answering a bad token with `{ok:false, reason}`.
+trait CsrfPost {
+    fn csrf_post<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &str,
+        summary: &str,
+        h: H,
+    ) -> Self;
+}
+
+impl CsrfPost for Api {
+    fn csrf_post<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &str,
+        summary: &str,
+        h: H,
+    ) -> Self {
+        self.guarded(Method::POST, path, summary, Csrf::Ok, h)
+    }
 }
 
 /// Start-up work of this family, run once every family's routes are built: the

@@ -55,6 +55,18 @@ pub struct Heartbeat {
     pub timeout: Duration,
 }
 
+/// A voice transcript for the character's route of a game type.
+pub struct VoiceTranscript {
+    pub persona: String,
+    pub game_type: String,
+    /// Absent: the active route's session.
+    pub session_id: Option<String>,
+    pub text: String,
+    /// A request id already taken is not taken again.
+    pub request_id: Option<String>,
+    pub signals: Signals,
+}
+
 /// A route end.
 pub struct EndRoute {
     pub persona: String,
@@ -189,24 +201,21 @@ impl Games {
 
     /// A voice transcript for the game (noted in the round's log):
     /// `Ok((handled, state))`, handled false for a repeated request id.
-    pub fn voice_transcript(
-        &self,
-        persona: &str,
-        game_type: &str,
-        session_id: Option<&str>,
-        text: &str,
-        request_id: Option<&str>,
-        signals: &Signals,
-    ) -> Result<(bool, Value), Miss> {
-        let (handled, state) = self
-            .game_routes
-            .transcript(persona, game_type, session_id, text, request_id, signals)?;
+    pub fn voice_transcript(&self, t: &VoiceTranscript) -> Result<(bool, Value), Miss> {
+        let (handled, state) = self.game_routes.transcript(
+            &t.persona,
+            &t.game_type,
+            t.session_id.as_deref(),
+            &t.text,
+            t.request_id.as_deref(),
+            &t.signals,
+        )?;
         if let Some(sid) = state.get("session_id").and_then(Value::as_str) {
             self.log_event(
-                game_type,
+                &t.game_type,
                 sid,
                 "voice_transcript",
-                json!({"handled": handled, "chars": text.chars().count()}),
+                json!({"handled": handled, "chars": t.text.chars().count()}),
             );
         }
         Ok((handled, state))

@@ -4,13 +4,15 @@
 //! handlers are in `crate::http`.
 
 pub mod character;
+pub mod chat;
 pub mod delivery;
-pub mod dialogue;
 pub mod game_routes;
 pub mod kind;
 pub mod leaderboard;
 pub mod lifecycle;
 pub mod logs;
+pub mod passive_guard;
+pub mod quick_lines;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};

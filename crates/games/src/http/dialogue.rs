@@ -6,61 +6,45 @@
 use axum::extract::{RawQuery, State};
 use axum::Json;
 use companiond_core::{AppState, Ext};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::extract::{GameType, JsonObject, PlayableGameType};
+use super::extract::{GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{opt_bool, opt_object, opt_str, parse_query, require_persona, session_of};
 use crate::error::{Answer, Failure, Reason};
+use crate::games::chat::{self, ChatRequest};
 use crate::games::delivery::{MirrorRefused, SpeakRefused};
-use crate::games::dialogue::{self, guard_fallback, ChatRequest};
 use crate::games::game_routes::Miss;
 use crate::games::kind::GameKind;
+use crate::games::passive_guard::{self, guard_fallback};
+use crate::games::quick_lines;
 use crate::games::{character, Games};
 use crate::text::clean_line;
 
 /// Longest game line for speak / mirror.
 const MAX_SPOKEN_CHARS: usize = 240;
 
-/// The game type, body and character of a dialogue call with its own degraded
-/// envelope, checked in that order (the game type also against `kind_ok`).
-fn dialogue_input(
-    game_type: Result<GameType, Failure>,
-    body: Result<JsonObject, Failure>,
-    kind_ok: impl Fn(GameKind) -> bool,
-) -> Result<(String, Map<String, Value>, String), Failure> {
-    let GameType(game_type) = game_type?;
-    if !kind_ok(GameKind::of(&game_type)) {
-        return Err(Failure::new(Reason::UnsupportedGameType));
-    }
-    let JsonObject(b) = body?;
-    let persona = require_persona(&b)?;
-    Ok((game_type, b, persona))
-}
-
 /// `POST /api/game/{game_type}/chat`: one game event to one line and control.
 pub async fn chat(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    game_type: Result<GameType, Failure>,
-    body: Result<JsonObject, Failure>,
+    call: Result<RouteCall, Failure>,
 ) -> Json<Value> {
     let input = || {
-        let (game_type, b, persona) = dialogue_input(game_type, body, |_| true)?;
-        let session_id = session_of(&b)?;
-        let event = match b.get("event") {
+        let call = call?;
+        let event = match call.body.get("event") {
             None | Some(Value::Null) => return Err(Failure::new(Reason::MissingEvent)),
             Some(Value::Object(e)) => e.clone(),
             Some(_) => return Err(Failure::new(Reason::InvalidEvent)),
         };
         Ok(ChatRequest {
-            game_type,
-            persona,
-            session_id,
+            game_type: call.game_type,
+            persona: call.persona,
+            session_id: call.session,
             event,
         })
     };
     Json(match input() {
-        Ok(req) => dialogue::chat(&st, &games, req).await,
+        Ok(req) => chat::chat(&st, &games, req).await,
         Err(f) => {
             let code = f.reason.code();
             json!({"error": code, "reason": code, "line": "", "control": {}})
@@ -189,17 +173,24 @@ pub async fn quick_lines(
     game_type: Result<GameType, Failure>,
     body: Result<JsonObject, Failure>,
 ) -> Json<Value> {
-    Json(
-        match dialogue_input(game_type, body, GameKind::has_quick_lines) {
-            Ok((game_type, b, persona)) => {
-                dialogue::quick_lines(&st, &games, &game_type, &persona, &b).await
-            }
-            Err(f) => {
-                let reason = f.reason.code();
-                json!({"ok": false, "reason": reason, "error": reason, "lines": {}})
-            }
-        },
-    )
+    let input = || {
+        let GameType(game_type) = game_type?;
+        if !GameKind::of(&game_type).has_quick_lines() {
+            return Err(Failure::new(Reason::UnsupportedGameType));
+        }
+        let JsonObject(b) = body?;
+        let persona = require_persona(&b)?;
+        Ok((game_type, b, persona))
+    };
+    Json(match input() {
+        Ok((game_type, b, persona)) => {
+            quick_lines::quick_lines(&st, &games, &game_type, &persona, &b).await
+        }
+        Err(f) => {
+            let reason = f.reason.code();
+            json!({"ok": false, "reason": reason, "error": reason, "lines": {}})
+        }
+    })
 }
 
 /// `POST /api/game/{game_type}/passive-guard` (soccer): the passive-player classifier.
@@ -207,15 +198,22 @@ pub async fn passive_guard(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     game_type: Result<GameType, Failure>,
-    body: Result<JsonObject, Failure>,
+    call: Result<RouteCall, Failure>,
 ) -> Json<Value> {
     let input = || {
-        let (game_type, b, persona) = dialogue_input(game_type, body, GameKind::has_passive_guard)?;
-        let session = session_of(&b)?;
-        Ok::<_, Failure>((game_type, b, persona, session))
+        let GameType(game_type) = game_type?;
+        if !GameKind::of(&game_type).has_passive_guard() {
+            return Err(Failure::new(Reason::UnsupportedGameType));
+        }
+        call
     };
-    let (game_type, b, persona, session) = match input() {
-        Ok(x) => x,
+    let RouteCall {
+        game_type,
+        persona,
+        session,
+        body: b,
+    } = match input() {
+        Ok(call) => call,
         Err(f) => return Json(guard_fallback(f.reason.code())),
     };
     let state =
@@ -228,7 +226,7 @@ pub async fn passive_guard(
             Err(Miss::Inactive) => return Json(guard_fallback("route_not_active")),
             Err(Miss::Mismatch(_)) => return Json(guard_fallback("session_id_mismatch")),
         };
-    Json(dialogue::passive_guard(&st, &games, &persona, &b, state).await)
+    Json(passive_guard::passive_guard(&st, &games, &persona, &b, state).await)
 }
 
 /// `GET /api/game/{game_type}/character`: model type and paths of the game

@@ -7,7 +7,7 @@ use axum::http::request::Parts;
 use companiond_core::AppState;
 use serde_json::{Map, Value};
 
-use super::input::{body_map, game_type_of};
+use super::input::{body_map, game_type_of, require_persona, session_of};
 use crate::error::{Failure, Reason};
 use crate::games::ICEBREAKER_GAME_TYPE;
 
@@ -67,5 +67,33 @@ impl FromRequest<AppState> for JsonObject {
 
     async fn from_request(req: Request, _: &AppState) -> Result<Self, Failure> {
         body_map(req.into_body()).await.map(JsonObject)
+    }
+}
+
+/// A call about the character's route of a game type: the `{game_type}`, the
+/// JSON object body, the character (required) and the session (optional),
+/// checked in that order.
+pub struct RouteCall {
+    pub game_type: String,
+    pub persona: String,
+    pub session: Option<String>,
+    pub body: Map<String, Value>,
+}
+
+impl FromRequest<AppState> for RouteCall {
+    type Rejection = Failure;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Failure> {
+        let (mut parts, body) = req.into_parts();
+        let GameType(game_type) = GameType::from_request_parts(&mut parts, state).await?;
+        let body = body_map(body).await?;
+        let persona = require_persona(&body)?;
+        let session = session_of(&body)?;
+        Ok(RouteCall {
+            game_type,
+            persona,
+            session,
+            body,
+        })
     }
 }

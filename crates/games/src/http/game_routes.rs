@@ -9,14 +9,14 @@ use companiond_core::envelope::no_store;
 use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
-use super::extract::{GameType, JsonObject, PlayableGameType};
+use super::extract::{GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{
     opt_int, opt_str, parse_query, persona_of, query_persona, require_persona, session_of,
     MAX_SAFE_INT,
 };
 use crate::error::{Answer, Failure, Reason};
 use crate::games::game_routes::{inactive_state, Miss, Signals};
-use crate::games::lifecycle::{EndRoute, Ended, StartRoute};
+use crate::games::lifecycle::{EndRoute, Ended, StartRoute, VoiceTranscript};
 use crate::games::Games;
 use crate::text::truncate_chars;
 
@@ -29,24 +29,18 @@ const MAX_DRAIN: i64 = 50;
 pub async fn start(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    PlayableGameType(game_type): PlayableGameType,
-    JsonObject(b): JsonObject,
+    _: PlayableGameType,
+    call: RouteCall,
 ) -> Answer {
-    let persona = require_persona(&b)?;
-    let session_id = session_of(&b)?.unwrap_or_else(|| "default".into());
-    let mode = opt_str(&b, &["mode"])?;
-    let started = games
-        .start_route(
-            &st,
-            StartRoute {
-                persona,
-                game_type,
-                session_id,
-                mode,
-                signals: Signals::from_body(&b),
-            },
-        )
-        .await;
+    let mode = opt_str(&call.body, &["mode"])?;
+    let req = StartRoute {
+        signals: Signals::from_body(&call.body),
+        persona: call.persona,
+        game_type: call.game_type,
+        session_id: call.session.unwrap_or_else(|| "default".into()),
+        mode,
+    };
+    let started = games.start_route(&st, req).await;
     let mut out = Map::new();
     out.insert("ok".into(), json!(true));
     if let Value::Object(s) = &started.state {
@@ -99,22 +93,19 @@ pub async fn active(
 }
 
 /// `POST /api/game/{game_type}/route/drain`: take the queued outputs.
-pub async fn drain(
-    Ext(games): Ext<Games>,
-    GameType(game_type): GameType,
-    JsonObject(b): JsonObject,
-) -> Answer {
-    let persona = require_persona(&b)?;
-    let session = session_of(&b)?;
+pub async fn drain(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
     // An integer is clamped to 1..=50; a value that is no integer at all
     // (or beyond ±2^53) is invalid_body.
-    let limit = opt_int(&b, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
+    let limit = opt_int(&call.body, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
         .unwrap_or(MAX_DRAIN)
         .clamp(1, MAX_DRAIN);
     let limit = usize::try_from(limit).unwrap_or(50);
-    let (outputs, state) = games
-        .game_routes
-        .drain(&persona, &game_type, session.as_deref(), limit);
+    let (outputs, state) = games.game_routes.drain(
+        &call.persona,
+        &call.game_type,
+        call.session.as_deref(),
+        limit,
+    );
     Ok(Json(
         json!({"ok": true, "outputs": outputs, "state": state}),
     ))
@@ -131,21 +122,20 @@ pub async fn voice_transcript(
     let persona = require_persona(&b)?;
     let session = session_of(&b)?;
     let request_id = opt_str(&b, &["request_id", "requestId"])?;
-    let text = truncate_chars(&transcript, MAX_TRANSCRIPT_CHARS);
     let refused = |reason: Reason, state: Value| {
         Failure::new(reason)
             .with("handled", false)
             .with("persona_name", &persona)
             .with("state", state)
     };
-    match games.voice_transcript(
-        &persona,
-        &game_type,
-        session.as_deref(),
-        &text,
-        request_id.as_deref(),
-        &Signals::from_body(&b),
-    ) {
+    match games.voice_transcript(&VoiceTranscript {
+        persona: persona.clone(),
+        game_type,
+        session_id: session,
+        text: truncate_chars(&transcript, MAX_TRANSCRIPT_CHARS),
+        request_id,
+        signals: Signals::from_body(&b),
+    }) {
         Ok((handled, state)) => {
             let mut v = json!({"ok": true, "handled": handled, "state": state});
             if !handled {
@@ -159,18 +149,12 @@ pub async fn voice_transcript(
 }
 
 /// `POST /api/game/{game_type}/route/heartbeat`.
-pub async fn heartbeat(
-    Ext(games): Ext<Games>,
-    GameType(game_type): GameType,
-    JsonObject(b): JsonObject,
-) -> Answer {
-    let persona = require_persona(&b)?;
-    let session = session_of(&b)?;
+pub async fn heartbeat(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
     let beat = games.heartbeat(
-        &persona,
-        &game_type,
-        session.as_deref(),
-        &Signals::from_body(&b),
+        &call.persona,
+        &call.game_type,
+        call.session.as_deref(),
+        &Signals::from_body(&call.body),
     );
     let cfg = &games.cfg;
     let mut v = json!({

@@ -109,51 +109,47 @@ pub async fn context(
     JsonObject(b): JsonObject,
 ) -> Answer {
     let method = "project_session_history";
-    {
-        let role = opt_str(&b, &["role"])?
-            .as_deref()
-            .and_then(Role::parse)
-            .ok_or_else(|| Failure::new(Reason::InvalidRole))?;
-        let text = opt_str(&b, &["text"])?.ok_or_else(|| Failure::new(Reason::MissingText))?;
-        if text.chars().count() > MAX_CONTEXT_CHARS {
-            return Err(
-                Failure::new(Reason::InvalidTextLength).with("max_length", MAX_CONTEXT_CHARS)
-            );
-        }
-        let persona = require_persona(&b)?;
-        let session = session_of(&b)?;
-        let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
-            Ok(r) => r,
-            Err(stale) => return Ok(Json(stale)),
-        };
-        let Some(mgr) = st.sessions.get(&persona) else {
-            return Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona));
-        };
-        let request_id = match opt_str(&b, &["request_id"])? {
-            Some(id) => Some(id),
-            None => match b.get("event") {
-                Some(Value::Object(e)) => opt_str(e, &["request_id"])?,
-                _ => None,
-            },
-        };
-        let request_id = request_id.map(|id| truncate_chars(&id, 128));
-        let mut v = json!({"ok": true, "method": method, "persona_name": persona, "source": SOURCE,
-                           "session_id": route.session_id});
-        match icebreaker
-            .add_context(&st, &mgr, &route, role, &text, request_id.as_deref())
-            .await
-        {
-            ContextAdded::Deduped => {
-                v["deduped"] = json!(true);
-                v["memory_cached"] = json!(false);
-            }
-            ContextAdded::Added { memory_cached } => {
-                v["memory_cached"] = json!(memory_cached);
-                v["role"] = json!(role.as_str());
-            }
-        }
-        Ok(Json(v))
+    let role = opt_str(&b, &["role"])?
+        .as_deref()
+        .and_then(Role::parse)
+        .ok_or_else(|| Failure::new(Reason::InvalidRole))?;
+    let text = opt_str(&b, &["text"])?.ok_or_else(|| Failure::new(Reason::MissingText))?;
+    if text.chars().count() > MAX_CONTEXT_CHARS {
+        return Err(Failure::new(Reason::InvalidTextLength).with("max_length", MAX_CONTEXT_CHARS));
     }
+    let persona = require_persona(&b)?;
+    let session = session_of(&b)?;
+    let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
+        Ok(r) => r,
+        Err(stale) => return Ok(Json(stale)),
+    };
+    let Some(mgr) = st.sessions.get(&persona) else {
+        return Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona));
+    };
+    let request_id = match opt_str(&b, &["request_id"])? {
+        Some(id) => Some(id),
+        None => match b.get("event") {
+            Some(Value::Object(e)) => opt_str(e, &["request_id"])?,
+            _ => None,
+        },
+    };
+    let request_id = request_id.map(|id| truncate_chars(&id, 128));
+    let mut v = json!({"ok": true, "method": method, "persona_name": persona, "source": SOURCE,
+                       "session_id": route.session_id});
+    match icebreaker
+        .add_context(&st, &mgr, &route, role, &text, request_id.as_deref())
+        .await
+    {
+        ContextAdded::Deduped => {
+            v["deduped"] = json!(true);
+            v["memory_cached"] = json!(false);
+        }
+        ContextAdded::Added { memory_cached } => {
+            v["memory_cached"] = json!(memory_cached);
+            v["role"] = json!(role.as_str());
+        }
+    }
+    Ok(Json(v))
 }
 
 /// The last free-text turns (at most 4) and the derail streak (0 or 1) of a body.
@@ -180,57 +176,55 @@ pub async fn free_text(
     JsonObject(b): JsonObject,
 ) -> Answer {
     let method = "free_text_interpreter";
-    {
-        let persona = require_persona(&b)?;
-        let user_text = opt_str(&b, &["user_text", "userText"])?
-            .ok_or_else(|| Failure::new(Reason::MissingUserText).with("persona_name", &persona))?;
-        let session = session_of(&b)?
-            .ok_or_else(|| Failure::new(Reason::MissingSessionId).with("persona_name", &persona))?;
-        match icebreaker.check(&persona, Some(&session), true) {
-            Ok(_) => {}
-            Err(IceMiss::NotActive) => {
-                return Err(Failure::new(Reason::RouteNotActive)
-                    .with("persona_name", &persona)
-                    .with("method", method))
-            }
-            Err(IceMiss::Stale(state)) => {
-                return Err(Failure::new(Reason::SessionIdMismatch)
-                    .with("skipped", "stale_session")
-                    .with("handled", false)
-                    .with("persona_name", &persona)
-                    .with("method", method)
-                    .with("state", state))
-            }
+    let persona = require_persona(&b)?;
+    let user_text = opt_str(&b, &["user_text", "userText"])?
+        .ok_or_else(|| Failure::new(Reason::MissingUserText).with("persona_name", &persona))?;
+    let session = session_of(&b)?
+        .ok_or_else(|| Failure::new(Reason::MissingSessionId).with("persona_name", &persona))?;
+    match icebreaker.check(&persona, Some(&session), true) {
+        Ok(_) => {}
+        Err(IceMiss::NotActive) => {
+            return Err(Failure::new(Reason::RouteNotActive)
+                .with("persona_name", &persona)
+                .with("method", method))
         }
-        let options = match b.get("options") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(v) => normalize_options(v).ok_or_else(|| {
-                Failure::new(Reason::InvalidBody).with("error", "options must be a list")
-            })?,
-        };
-        if options.is_empty() {
-            return Err(Failure::new(Reason::MissingOptions).with("persona_name", &persona));
+        Err(IceMiss::Stale(state)) => {
+            return Err(Failure::new(Reason::SessionIdMismatch)
+                .with("skipped", "stale_session")
+                .with("handled", false)
+                .with("persona_name", &persona)
+                .with("method", method)
+                .with("state", state))
         }
-        let assistant_line = opt_str(&b, &["assistant_line", "assistantLine"])?.unwrap_or_default();
-        let (recent_turns, derail_streak) = free_text_history(&b);
-        let req = FreeText {
-            persona,
-            options,
-            assistant_line,
-            user_text,
-            recent_turns,
-            derail_streak,
-            day: b.get("day").cloned(),
-            node_id: b.get("node_id").cloned(),
-        };
-        let mut v = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req).await?;
-        v["ok"] = json!(true);
-        v["method"] = json!(method);
-        v["persona_name"] = json!(req.persona);
-        v["session_id"] = json!(session);
-        v["source"] = json!(SOURCE);
-        Ok(Json(v))
     }
+    let options = match b.get("options") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => normalize_options(v).ok_or_else(|| {
+            Failure::new(Reason::InvalidBody).with("error", "options must be a list")
+        })?,
+    };
+    if options.is_empty() {
+        return Err(Failure::new(Reason::MissingOptions).with("persona_name", &persona));
+    }
+    let assistant_line = opt_str(&b, &["assistant_line", "assistantLine"])?.unwrap_or_default();
+    let (recent_turns, derail_streak) = free_text_history(&b);
+    let req = FreeText {
+        persona,
+        options,
+        assistant_line,
+        user_text,
+        recent_turns,
+        derail_streak,
+        day: b.get("day").cloned(),
+        node_id: b.get("node_id").cloned(),
+    };
+    let mut v = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req).await?;
+    v["ok"] = json!(true);
+    v["method"] = json!(method);
+    v["persona_name"] = json!(req.persona);
+    v["session_id"] = json!(session);
+    v["source"] = json!(SOURCE);
+    Ok(Json(v))
 }
 
 /// `day` of a choice: an integer or an integer string, 0..=9999.
@@ -259,49 +253,47 @@ pub async fn choice(
     JsonObject(b): JsonObject,
 ) -> Answer {
     let method = "tutorial_choices";
-    {
-        let persona = require_persona(&b)?;
-        let session = session_of(&b)?;
-        let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
-            Ok(r) => r,
-            Err(stale) => return Ok(Json(stale)),
-        };
-        let day = day_of(&b)?;
-        let node_id = opt_str(&b, &["node_id"])?;
-        let choice = opt_str(&b, &["choice"])?;
-        let (Some(node_id), Some(choice)) = (node_id, choice) else {
-            return Err(Failure::new(Reason::InvalidChoice).with("source", SOURCE));
-        };
-        let label = opt_str(&b, &["label"])?.unwrap_or_default();
-        let handoff = opt_bool(&b, &["handoff"], false)?;
-        let completed = opt_bool(&b, &["completed"], false)?;
-        let seq = match b.get("seq") {
-            None | Some(Value::Null) => 0,
-            Some(v) => v.as_i64().ok_or_else(|| {
-                Failure::new(Reason::InvalidBody).with("error", "seq must be an integer")
-            })?,
-        };
-        let rec = ChoiceRecord {
-            persona: truncate_chars(&persona, 128),
-            session_id: truncate_chars(&route.session_id, 128),
-            day,
-            node_id: truncate_chars(&node_id, 64),
-            choice: truncate_chars(&choice, 16),
-            label: truncate_chars(&label, 200),
-            handoff,
-            completed,
-            seq,
-        };
-        match choices::record(&st, rec).await {
-            Ok(deduped) => Ok(Json(
-                json!({"ok": true, "deduped": deduped, "persona_name": persona, "day": day,
-                "source": SOURCE, "method": method, "session_id": route.session_id}),
-            )),
-            Err(ChoiceWriteFailed(e)) => Err(Failure::new(Reason::ChoiceWriteFailed)
-                .with("error", e)
-                .with("persona_name", &persona)
-                .with("source", SOURCE)),
-        }
+    let persona = require_persona(&b)?;
+    let session = session_of(&b)?;
+    let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
+        Ok(r) => r,
+        Err(stale) => return Ok(Json(stale)),
+    };
+    let day = day_of(&b)?;
+    let node_id = opt_str(&b, &["node_id"])?;
+    let choice = opt_str(&b, &["choice"])?;
+    let (Some(node_id), Some(choice)) = (node_id, choice) else {
+        return Err(Failure::new(Reason::InvalidChoice).with("source", SOURCE));
+    };
+    let label = opt_str(&b, &["label"])?.unwrap_or_default();
+    let handoff = opt_bool(&b, &["handoff"], false)?;
+    let completed = opt_bool(&b, &["completed"], false)?;
+    let seq = match b.get("seq") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v.as_i64().ok_or_else(|| {
+            Failure::new(Reason::InvalidBody).with("error", "seq must be an integer")
+        })?,
+    };
+    let rec = ChoiceRecord {
+        persona: truncate_chars(&persona, 128),
+        session_id: truncate_chars(&route.session_id, 128),
+        day,
+        node_id: truncate_chars(&node_id, 64),
+        choice: truncate_chars(&choice, 16),
+        label: truncate_chars(&label, 200),
+        handoff,
+        completed,
+        seq,
+    };
+    match choices::record(&st, rec).await {
+        Ok(deduped) => Ok(Json(
+            json!({"ok": true, "deduped": deduped, "persona_name": persona, "day": day,
+            "source": SOURCE, "method": method, "session_id": route.session_id}),
+        )),
+        Err(ChoiceWriteFailed(e)) => Err(Failure::new(Reason::ChoiceWriteFailed)
+            .with("error", e)
+            .with("persona_name", &persona)
+            .with("source", SOURCE)),
     }
 }
 
@@ -312,50 +304,48 @@ pub async fn speak(
     JsonObject(b): JsonObject,
 ) -> Answer {
     let method = "project_tts";
-    {
-        let line = clean_line(
-            &opt_str(&b, &["line"])?.unwrap_or_default(),
-            MAX_SPOKEN_CHARS,
-        );
-        if line.is_empty() {
-            return Err(Failure::new(Reason::MissingLine).with("audio_sent", false));
-        }
-        let persona = persona_or_current(&st, &b)?;
-        let session = session_of(&b)?;
-        let options = SpeakOptions {
-            mirror_text: opt_bool(&b, &["mirror_text"], true)?,
-            emit_turn_end: opt_bool(&b, &["emit_turn_end"], true)?,
-            interrupt_audio: opt_bool(&b, &["interrupt_audio"], false)?,
-        };
-        let route = match bound_route(&icebreaker, &persona, session.as_deref(), method) {
-            Ok(Ok(r)) => r,
-            Ok(Err(mut v)) => {
-                v["audio_sent"] = json!(false);
-                v["audio_committed"] = json!(false);
-                v["voice_source"] = json!({"provider": "project_tts", "method": "project_tts", "skipped": "stale_session"});
-                return Ok(Json(v));
-            }
-            Err(f) => return Err(f.with("audio_sent", false)),
-        };
-        let Some(mgr) = st.sessions.get(&persona) else {
-            return Err(Failure::new(Reason::NoSessionManager)
-                .with("persona_name", &persona)
-                .with("audio_sent", false));
-        };
-        let spoken = icebreaker.speak(&mgr, &route, &line, options).await;
-        Ok(Json(json!({
-            "ok": true,
-            "persona_name": persona,
-            "method": method,
-            "session_id": route.session_id,
-            "line": line,
-            "mirrored": options.mirror_text,
-            "mirror_delivered": spoken.mirror_delivered,
-            "turn_end_emitted": options.emit_turn_end,
-            "audio_interrupted": options.interrupt_audio,
-            "audio_sent": false,
-            "audio_committed": false,
-            "voice_source": {"provider": "none", "method": method, "reason": "no_voice_provider"},
-        })))
+    let line = clean_line(
+        &opt_str(&b, &["line"])?.unwrap_or_default(),
+        MAX_SPOKEN_CHARS,
+    );
+    if line.is_empty() {
+        return Err(Failure::new(Reason::MissingLine).with("audio_sent", false));
     }
+    let persona = persona_or_current(&st, &b)?;
+    let session = session_of(&b)?;
+    let options = SpeakOptions {
+        mirror_text: opt_bool(&b, &["mirror_text"], true)?,
+        emit_turn_end: opt_bool(&b, &["emit_turn_end"], true)?,
+        interrupt_audio: opt_bool(&b, &["interrupt_audio"], false)?,
+    };
+    let route = match bound_route(&icebreaker, &persona, session.as_deref(), method) {
+        Ok(Ok(r)) => r,
+        Ok(Err(mut v)) => {
+            v["audio_sent"] = json!(false);
+            v["audio_committed"] = json!(false);
+            v["voice_source"] = json!({"provider": "project_tts", "method": "project_tts", "skipped": "stale_session"});
+            return Ok(Json(v));
+        }
+        Err(f) => return Err(f.with("audio_sent", false)),
+    };
+    let Some(mgr) = st.sessions.get(&persona) else {
+        return Err(Failure::new(Reason::NoSessionManager)
+            .with("persona_name", &persona)
+            .with("audio_sent", false));
+    };
+    let spoken = icebreaker.speak(&mgr, &route, &line, options).await;
+    Ok(Json(json!({
+        "ok": true,
+        "persona_name": persona,
+        "method": method,
+        "session_id": route.session_id,
+        "line": line,
+        "mirrored": options.mirror_text,
+        "mirror_delivered": spoken.mirror_delivered,
+        "turn_end_emitted": options.emit_turn_end,
+        "audio_interrupted": options.interrupt_audio,
+        "audio_sent": false,
+        "audio_committed": false,
+        "voice_source": {"provider": "none", "method": method, "reason": "no_voice_provider"},
+    })))
 }

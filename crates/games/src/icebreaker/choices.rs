@@ -9,10 +9,6 @@ use super::SOURCE;
 
 /// The choice record, relative to the data dir.
 pub const CHOICES_DOC: &str = "state/icebreaker_choices.json";
-/// Choice-record caps: characters, days per character, choices per day.
-const MAX_CHARACTERS: usize = 32;
-const MAX_DAYS: usize = 64;
-const MAX_CHOICES_PER_DAY: usize = 128;
 
 /// One recorded choice.
 #[derive(Debug, Clone)]
@@ -27,6 +23,11 @@ pub struct ChoiceRecord {
     pub completed: bool,
     pub seq: i64,
 }
+
+/// Choice-record caps: characters, days per character, choices per day.
+const MAX_CHARACTERS: usize = 32;
+const MAX_DAYS: usize = 64;
+const MAX_CHOICES_PER_DAY: usize = 128;
 
 /// Apply a choice to the record document; returns whether it was a duplicate.
 /// The caps keep the newest entries (oldest dropped first).

@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
-use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
+use companiond_core::llm::{ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::text::reply_json_object;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Failure, Reason};
+use crate::model::call_options;
 use crate::text::{collapse_ws, truncate_chars};
 
 /// One option of a free-text question.
@@ -157,12 +158,7 @@ pub async fn interpret(st: &AppState, timeout: Duration, req: &FreeText) -> Resu
         "day": req.day,
         "node_id": req.node_id,
     });
-    let call = CallOptions {
-        timeout,
-        max_tokens: Some(512),
-        character: persona.clone(),
-        ..Default::default()
-    };
+    let call = call_options(persona, timeout, 512);
     let messages = [
         ChatMessage::system(system),
         ChatMessage::user(payload.to_string()),
