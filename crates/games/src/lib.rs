@@ -95,7 +95,7 @@ pub fn api(state: &AppState) -> Api {
         .post(
             "/api/game/{game_type}/end",
             "end a game round and its model session (cleanup result)",
-            http::game_routes::end_game,
+            http::game_routes::end,
         )
         // ---- dialogue
         .post(

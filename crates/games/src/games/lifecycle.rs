@@ -44,6 +44,15 @@ pub struct Started {
     pub superseded: Vec<RouteRef>,
 }
 
+/// A heartbeat of the game page for the character's route of a game type.
+pub struct PageBeat {
+    pub persona: String,
+    pub game_type: String,
+    /// Absent: the active route's session.
+    pub session_id: Option<String>,
+    pub signals: Signals,
+}
+
 /// A heartbeat's result.
 pub struct Heartbeat {
     /// The route is active (and of this session).
@@ -171,17 +180,13 @@ impl Games {
     }
 
     /// A heartbeat of the page: keeps the route alive and applies its signals.
-    pub fn heartbeat(
-        &self,
-        persona: &str,
-        game_type: &str,
-        session_id: Option<&str>,
-        signals: &Signals,
-    ) -> Heartbeat {
-        let (active, session_mismatch, state) = match self
-            .game_routes
-            .heartbeat(persona, game_type, session_id, signals)
-        {
+    pub fn heartbeat(&self, beat: &PageBeat) -> Heartbeat {
+        let (active, session_mismatch, state) = match self.game_routes.heartbeat(
+            &beat.persona,
+            &beat.game_type,
+            beat.session_id.as_deref(),
+            &beat.signals,
+        ) {
             Ok(state) => (true, false, state),
             Err(Miss::Inactive) => (false, false, inactive_state()),
             Err(Miss::Mismatch(state)) => (false, true, state),

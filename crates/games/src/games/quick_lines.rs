@@ -13,9 +13,6 @@ use super::Games;
 use crate::model::{call_options, persona_prompt};
 use crate::text::{collapse_ws, truncate_chars};
 
-/// Badminton quick-lines cache entries.
-const QUICK_CACHE_ENTRIES: usize = 32;
-
 pub const SOCCER_KEYS: &[&str] = &[
     "goal-scored",
     "goal-conceded",
@@ -46,6 +43,9 @@ pub const BADMINTON_KEYS: &[&str] = &[
     "streak_15",
     "streak_20",
 ];
+
+/// Badminton quick-lines cache entries.
+const QUICK_CACHE_ENTRIES: usize = 32;
 
 /// Normalise quick lines: allowed keys only; each a list of at most 4 strings of at most 24 chars.
 pub fn normalize_lines(keys: &[&str], raw: &Map<String, Value>) -> Map<String, Value> {

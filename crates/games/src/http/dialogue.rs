@@ -166,6 +166,18 @@ pub async fn realtime_context(
     Err(Failure::new(reason).with("persona_name", &persona))
 }
 
+/// The game type when its kind has the route (`serves`), else `unsupported_game_type`.
+fn served(
+    game_type: Result<GameType, Failure>,
+    serves: fn(GameKind) -> bool,
+) -> Result<String, Failure> {
+    let GameType(game_type) = game_type?;
+    if !serves(GameKind::of(&game_type)) {
+        return Err(Failure::new(Reason::UnsupportedGameType));
+    }
+    Ok(game_type)
+}
+
 /// `POST /api/game/{game_type}/quick-lines` (soccer, badminton).
 pub async fn quick_lines(
     State(st): State<AppState>,
@@ -174,13 +186,10 @@ pub async fn quick_lines(
     body: Result<JsonObject, Failure>,
 ) -> Json<Value> {
     let input = || {
-        let GameType(game_type) = game_type?;
-        if !GameKind::of(&game_type).has_quick_lines() {
-            return Err(Failure::new(Reason::UnsupportedGameType));
-        }
+        let game_type = served(game_type, GameKind::has_quick_lines)?;
         let JsonObject(b) = body?;
         let persona = require_persona(&b)?;
-        Ok((game_type, b, persona))
+        Ok::<_, Failure>((game_type, b, persona))
     };
     Json(match input() {
         Ok((game_type, b, persona)) => {
@@ -200,19 +209,13 @@ pub async fn passive_guard(
     game_type: Result<GameType, Failure>,
     call: Result<RouteCall, Failure>,
 ) -> Json<Value> {
-    let input = || {
-        let GameType(game_type) = game_type?;
-        if !GameKind::of(&game_type).has_passive_guard() {
-            return Err(Failure::new(Reason::UnsupportedGameType));
-        }
-        call
-    };
+    let call = served(game_type, GameKind::has_passive_guard).and(call);
     let RouteCall {
         game_type,
         persona,
         session,
         body: b,
-    } = match input() {
+    } = match call {
         Ok(call) => call,
         Err(f) => return Json(guard_fallback(f.reason.code())),
     };

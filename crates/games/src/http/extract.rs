@@ -97,3 +97,19 @@ impl FromRequest<AppState> for RouteCall {
         })
     }
 }
+
+/// The default reason of an end: `game_end` for `/api/game/{game_type}/end`,
+/// `route_end` for `/api/game/{game_type}/route/end`.
+pub struct EndReason(pub &'static str);
+
+impl FromRequestParts<AppState> for EndReason {
+    type Rejection = Failure;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Failure> {
+        let route_end = parts
+            .extensions
+            .get::<MatchedPath>()
+            .is_some_and(|p| p.as_str().ends_with("/route/end"));
+        Ok(EndReason(if route_end { "route_end" } else { "game_end" }))
+    }
+}

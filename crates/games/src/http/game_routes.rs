@@ -9,14 +9,14 @@ use companiond_core::envelope::no_store;
 use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
-use super::extract::{GameType, JsonObject, PlayableGameType, RouteCall};
+use super::extract::{EndReason, GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{
     opt_int, opt_str, parse_query, persona_of, query_persona, require_persona, session_of,
     MAX_SAFE_INT,
 };
 use crate::error::{Answer, Failure, Reason};
 use crate::games::game_routes::{inactive_state, Miss, Signals};
-use crate::games::lifecycle::{EndRoute, Ended, StartRoute, VoiceTranscript};
+use crate::games::lifecycle::{EndRoute, Ended, PageBeat, StartRoute, VoiceTranscript};
 use crate::games::Games;
 use crate::text::truncate_chars;
 
@@ -150,12 +150,12 @@ pub async fn voice_transcript(
 
 /// `POST /api/game/{game_type}/route/heartbeat`.
 pub async fn heartbeat(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
-    let beat = games.heartbeat(
-        &call.persona,
-        &call.game_type,
-        call.session.as_deref(),
-        &Signals::from_body(&call.body),
-    );
+    let beat = games.heartbeat(&PageBeat {
+        signals: Signals::from_body(&call.body),
+        persona: call.persona,
+        game_type: call.game_type,
+        session_id: call.session,
+    });
     let cfg = &games.cfg;
     let mut v = json!({
         "ok": true,
@@ -172,52 +172,33 @@ pub async fn heartbeat(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
     Ok(Json(v))
 }
 
-/// `POST /api/game/{game_type}/route/end`.
+/// `POST /api/game/{game_type}/route/end` and `POST /api/game/{game_type}/end`:
+/// end a route; the cleanup result.
 pub async fn end(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     PlayableGameType(game_type): PlayableGameType,
+    EndReason(default_reason): EndReason,
     JsonObject(b): JsonObject,
-) -> Answer {
-    end_with(&st, &games, game_type, &b, "route_end")
-}
-
-/// `POST /api/game/{game_type}/end`: the same, with reason `game_end` by default.
-pub async fn end_game(
-    State(st): State<AppState>,
-    Ext(games): Ext<Games>,
-    PlayableGameType(game_type): PlayableGameType,
-    JsonObject(b): JsonObject,
-) -> Answer {
-    end_with(&st, &games, game_type, &b, "game_end")
-}
-
-/// An end and its cleanup result.
-fn end_with(
-    st: &AppState,
-    games: &Games,
-    game_type: String,
-    b: &Map<String, Value>,
-    default_reason: &str,
 ) -> Answer {
     // The body's character, else the current one; with neither there is no
     // round to end (the no-route answer).
-    let persona = match persona_of(b)? {
+    let persona = match persona_of(&b)? {
         Some(p) => p,
         None => st.characters.resolve(None).unwrap_or_default(),
     };
-    let reason = opt_str(b, &["reason"])?
+    let reason = opt_str(&b, &["reason"])?
         .map(|r| truncate_chars(&r, 64))
         .unwrap_or_else(|| default_reason.to_string());
-    let session_id = session_of(b)?;
+    let session_id = session_of(&b)?;
     let ended = games.end_route(
-        st,
+        &st,
         EndRoute {
             persona,
             game_type,
             session_id,
             reason,
-            signals: Signals::from_body(b),
+            signals: Signals::from_body(&b),
         },
     );
     Ok(Json(match ended {
