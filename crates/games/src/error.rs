@@ -1,9 +1,9 @@
-//! The one failure type of the games and onboarding families, mapped to their
+//! The one failure type of the games and icebreaker families, mapped to their
 //! shared envelope `{ok:false, reason, ...}`: `reason` is the machine-readable
 //! code of the variant, extra fields sit beside it.
 //!
 //! Most failures are HTTP 200 (the families report application failures in the
-//! body); `not_a_game_route` is 400, storage faults are 500.
+//! body); `not_a_game_route` and `invalid_query` are 400, storage faults are 500.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
