@@ -87,7 +87,7 @@ pub struct EndRoute {
 }
 
 /// What an end did.
-pub enum Ended {
+pub enum EndResult {
     /// A live route was finalized now.
     Finalized {
         /// A dialogue model session was dropped.
@@ -228,7 +228,7 @@ impl Games {
 
     /// End a route (`route/end` and `/end`); a badminton round's final score
     /// becomes a score session for the leaderboard.
-    pub fn end_route(&self, st: &AppState, req: EndRoute) -> Ended {
+    pub fn end_route(&self, st: &AppState, req: EndRoute) -> EndResult {
         let EndRoute {
             persona,
             game_type,
@@ -264,19 +264,19 @@ impl Games {
                             &final_score,
                         )
                     });
-                Ended::Finalized {
+                EndResult::Finalized {
                     closed,
                     route,
                     score_session_recorded,
                 }
             }
-            EndOutcome::AlreadyEnded { archive, state } => Ended::AlreadyEnded {
+            EndOutcome::AlreadyEnded { archive, state } => EndResult::AlreadyEnded {
                 closed: self.close_llm_session(&persona, &game_type, &session),
                 session_id: session,
                 archive,
                 state,
             },
-            EndOutcome::NoRoute => Ended::NoRoute {
+            EndOutcome::NoRoute => EndResult::NoRoute {
                 closed: self.close_llm_session(&persona, &game_type, &session),
                 session_id: session,
             },

@@ -3,16 +3,16 @@
 //! diagnostic logs and the leaderboard, tied together by [`Games`]. The
 //! handlers are in `crate::http`.
 
-pub mod character;
-pub mod chat;
-pub mod delivery;
-pub mod game_routes;
-pub mod kind;
+pub(crate) mod character;
+pub(crate) mod chat;
+pub(crate) mod delivery;
+pub(crate) mod game_routes;
+pub(crate) mod kind;
 pub mod leaderboard;
-pub mod lifecycle;
-pub mod logs;
-pub mod passive_guard;
-pub mod quick_lines;
+pub(crate) mod lifecycle;
+pub(crate) mod logs;
+pub(crate) mod passive_guard;
+pub(crate) mod quick_lines;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};

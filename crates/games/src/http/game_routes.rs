@@ -16,7 +16,7 @@ use super::input::{
 };
 use crate::error::{Answer, Failure, Reason};
 use crate::games::game_routes::{inactive_state, Miss, Signals};
-use crate::games::lifecycle::{EndRoute, Ended, PageBeat, StartRoute, VoiceTranscript};
+use crate::games::lifecycle::{EndResult, EndRoute, PageBeat, StartRoute, VoiceTranscript};
 use crate::games::Games;
 use crate::text::truncate_chars;
 
@@ -202,7 +202,7 @@ pub async fn end(
         },
     );
     Ok(Json(match ended {
-        Ended::Finalized {
+        EndResult::Finalized {
             closed,
             route: f,
             score_session_recorded,
@@ -231,14 +231,14 @@ pub async fn end(
             }
             out
         }
-        Ended::AlreadyEnded {
+        EndResult::AlreadyEnded {
             closed,
             session_id,
             archive,
             state,
         } => json!({"ok": true, "closed": closed, "session_id": session_id,
             "route_closed": false, "already_ended": true, "archive": archive, "state": state}),
-        Ended::NoRoute { closed, session_id } => {
+        EndResult::NoRoute { closed, session_id } => {
             json!({"ok": true, "closed": closed, "session_id": session_id,
             "route_closed": false, "archive": null})
         }
