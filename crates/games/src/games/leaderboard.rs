@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::error::{Failure, Reason};
 use crate::text::truncate_chars;
@@ -148,6 +149,50 @@ pub struct PageQuery {
     pub offset: i64,
 }
 
+/// One row of a page.
+#[derive(Debug, Serialize)]
+pub struct BoardRow {
+    pub rank: i64,
+    pub name: String,
+    pub score: i64,
+    pub streak: i64,
+    /// Metres, one decimal, as text.
+    pub max_distance_m: String,
+    pub mode: String,
+    /// `YYYY-MM-DD`.
+    pub date: String,
+}
+
+/// A rank and score.
+#[derive(Debug, Serialize)]
+pub struct Best {
+    pub rank: i64,
+    pub score: i64,
+}
+
+/// A page of the board.
+#[derive(Debug, Serialize)]
+pub struct Page {
+    pub top: Vec<BoardRow>,
+    pub total_players: i64,
+    pub total_scores: i64,
+    pub limit: i64,
+    pub offset: i64,
+    pub has_more: bool,
+    /// The best of the asked character (else session), if any.
+    pub your_best: Option<Best>,
+}
+
+/// A stored submission.
+#[derive(Debug, Serialize)]
+pub struct Submitted {
+    pub rank: i64,
+    pub total_players: i64,
+    pub is_personal_best: bool,
+    pub score: i64,
+    pub mode: String,
+}
+
 /// The leaderboard store.
 pub struct Leaderboard {
     path: PathBuf,
@@ -283,8 +328,8 @@ impl Leaderboard {
         .map_err(|e| e.to_string())?
     }
 
-    /// Store a validated submission; `{rank, total_players, is_personal_best}`.
-    pub async fn submit(&self, s: Submission) -> Result<Value, Failure> {
+    /// Store a validated submission: its rank and whether it is the character's best.
+    pub async fn submit(&self, s: Submission) -> Result<Submitted, Failure> {
         let sub = s.clone();
         let r = self
             .with_conn(move |c| {
@@ -309,14 +354,13 @@ impl Leaderboard {
                 let (_, players) = counts(&tx)?;
                 let best = best_of(&tx, "persona_name", &sub.persona_name)?;
                 tx.commit()?;
-                Ok(json!({
-                    "ok": true,
-                    "rank": rank,
-                    "total_players": players,
-                    "is_personal_best": best.map(|(bid, _, _)| bid == id).unwrap_or(false),
-                    "score": sub.totals.score,
-                    "mode": sub.mode,
-                }))
+                Ok(Submitted {
+                    rank,
+                    total_players: players,
+                    is_personal_best: best.map(|(bid, _, _)| bid == id).unwrap_or(false),
+                    score: sub.totals.score,
+                    mode: sub.mode,
+                })
             })
             .await;
         r.map_err(|e| {
@@ -326,7 +370,7 @@ impl Leaderboard {
     }
 
     /// One page of the board.
-    pub async fn page(&self, q: PageQuery) -> Result<Value, Failure> {
+    pub async fn page(&self, q: PageQuery) -> Result<Page, Failure> {
         let r = self
             .with_conn(move |c| {
                 let (total_scores, players) = counts(c)?;
@@ -349,15 +393,15 @@ impl Leaderboard {
                 let mut top = Vec::new();
                 for (i, row) in rows.enumerate() {
                     let (name, _sid, score, streak, dist, mode, created) = row?;
-                    top.push(json!({
-                        "rank": q.offset + i as i64 + 1,
-                        "name": name,
-                        "score": score,
-                        "streak": streak,
-                        "max_distance_m": format!("{:.1}", dist / PX_PER_METRE),
-                        "mode": mode,
-                        "date": created.chars().take(10).collect::<String>(),
-                    }));
+                    top.push(BoardRow {
+                        rank: q.offset + i as i64 + 1,
+                        name,
+                        score,
+                        streak,
+                        max_distance_m: format!("{:.1}", dist / PX_PER_METRE),
+                        mode,
+                        date: created.chars().take(10).collect(),
+                    });
                 }
                 let your_best = match (&q.persona_name, &q.session_id) {
                     (Some(p), _) => best_of(c, "persona_name", p)?,
@@ -365,16 +409,15 @@ impl Leaderboard {
                     _ => None,
                 };
                 let shown = top.len() as i64;
-                Ok(json!({
-                    "ok": true,
-                    "top": top,
-                    "total_players": players,
-                    "total_scores": total_scores,
-                    "limit": q.limit,
-                    "offset": q.offset,
-                    "has_more": q.offset + shown < total_scores,
-                    "your_best": your_best.map(|(_, rank, score)| json!({"rank": rank, "score": score})),
-                }))
+                Ok(Page {
+                    top,
+                    total_players: players,
+                    total_scores,
+                    limit: q.limit,
+                    offset: q.offset,
+                    has_more: q.offset + shown < total_scores,
+                    your_best: your_best.map(|(_, rank, score)| Best { rank, score }),
+                })
             })
             .await;
         r.map_err(|e| Failure::new(Reason::StorageError).with("error", e))
@@ -422,9 +465,16 @@ pub fn import_scores(path: &std::path::Path, rows: &[ScoreRow]) -> Result<(), St
 }
 
 /// The same shape for games without a leaderboard.
-pub fn empty_page(limit: i64, offset: i64) -> Value {
-    json!({"ok": true, "top": [], "total_players": 0, "total_scores": 0, "limit": limit,
-           "offset": offset, "has_more": false, "your_best": null})
+pub fn empty_page(limit: i64, offset: i64) -> Page {
+    Page {
+        top: Vec::new(),
+        total_players: 0,
+        total_scores: 0,
+        limit,
+        offset,
+        has_more: false,
+        your_best: None,
+    }
 }
 
 fn open(path: &PathBuf) -> rusqlite::Result<Connection> {

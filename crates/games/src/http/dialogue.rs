@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::extract::{GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{opt_bool, opt_object, opt_str, parse_query, require_persona, session_of};
+use super::with_ok;
 use crate::error::{Answer, Failure, Reason};
 use crate::games::chat::{self, ChatRequest};
 use crate::games::delivery::{MirrorRefused, SpeakRefused};
@@ -243,7 +244,5 @@ pub async fn character(State(st): State<AppState>, _: GameType, RawQuery(raw): R
         .map(str::to_string)
         .or_else(|| st.characters.resolve(None))
         .ok_or_else(|| Failure::new(Reason::MissingPersonaName))?;
-    let mut v = character::info(&st, &persona);
-    v["ok"] = json!(true);
-    Ok(Json(v))
+    Ok(with_ok(character::info(&st, &persona)))
 }

@@ -3,12 +3,12 @@
 
 use axum::extract::RawQuery;
 use axum::response::Response;
-use axum::Json;
 use companiond_core::envelope::no_store;
 use companiond_core::Ext;
 
 use super::extract::{GameType, JsonObject};
 use super::input::{parse_query, query_int, query_text};
+use super::with_ok;
 use crate::error::{Answer, Failure, Reason};
 use crate::games::kind::GameKind;
 use crate::games::leaderboard::{empty_page, PageQuery, MAX_OFFSET, MAX_PAGE};
@@ -27,7 +27,7 @@ pub async fn page(
         let limit = query_int(&q, "limit")?.unwrap_or(10).clamp(0, MAX_PAGE);
         let offset = query_int(&q, "offset")?.unwrap_or(0).clamp(0, MAX_OFFSET);
         if !GameKind::of(&game_type).has_leaderboard() {
-            return Ok(Json(empty_page(limit, offset)));
+            return Ok(with_ok(empty_page(limit, offset)));
         }
         games
             .board
@@ -38,7 +38,7 @@ pub async fn page(
                 offset,
             })
             .await
-            .map(Json)
+            .map(with_ok)
     };
     no_store(answer.await)
 }
@@ -55,5 +55,5 @@ pub async fn submit(
     }
     let JsonObject(b) = body?;
     let sub = games.board.validate(&b)?;
-    games.board.submit(sub).await.map(Json)
+    games.board.submit(sub).await.map(with_ok)
 }
