@@ -9,15 +9,79 @@ use companiond_core::llm::{ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::text::reply_json_object;
 use companiond_core::AppState;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::Games;
 use crate::model::call_options;
 use crate::text::truncate_chars;
 
-/// The fallback fields of every passive-guard failure.
-pub fn guard_fallback(reason: &str) -> Value {
-    json!({"ok": false, "reason": reason, "recommendedAction": "observe_more", "exitPromptType": "none"})
+/// The classifier's verdict, normalised.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub classification: String,
+    /// 0 to 1.
+    pub confidence: f64,
+    /// One of the guard actions.
+    pub recommended_action: String,
+    /// `none`, `rest` or `surrender`.
+    pub exit_prompt_type: &'static str,
+    pub evidence_tags: Vec<String>,
+    pub counter_action: String,
+    pub reason_for_debug: String,
+}
+
+/// Why there is no verdict (the caller answers the fallback, `observe_more`).
+#[derive(Debug)]
+pub struct NoVerdict {
+    /// `llm_api_not_configured`, `timeout` or `exception`.
+    pub reason: &'static str,
+    /// The model call's error (`exception`).
+    pub error: Option<String>,
+}
+
+impl NoVerdict {
+    fn new(reason: &'static str) -> NoVerdict {
+        NoVerdict {
+            reason,
+            error: None,
+        }
+    }
+}
+
+/// What the page sends with a guard call (passed on to the classifier).
+pub struct GuardRequest {
+    pub stage: Value,
+    /// The page's prompt type: `rest`, else `surrender`.
+    pub prompt_type: &'static str,
+    pub pre_game_context: Option<Value>,
+    pub current_state: Option<Value>,
+    pub passive_guard_state: Option<Value>,
+    pub trigger: Option<Value>,
+    pub user_speech: String,
+}
+
+impl GuardRequest {
+    /// Read the optional fields of a body (missing or mistyped ones are left out).
+    pub fn from_body(b: &Map<String, Value>) -> GuardRequest {
+        GuardRequest {
+            stage: b.get("stage").cloned().unwrap_or(Value::Null),
+            prompt_type: match b.get("promptType").and_then(Value::as_str) {
+                Some("rest") => "rest",
+                _ => "surrender",
+            },
+            pre_game_context: b.get("preGameContext").cloned(),
+            current_state: b.get("currentState").cloned(),
+            passive_guard_state: b.get("passiveGuardState").cloned(),
+            trigger: b.get("trigger").cloned(),
+            user_speech: b
+                .get("userSpeech")
+                .and_then(Value::as_str)
+                .map(|s| truncate_chars(s, 240))
+                .unwrap_or_default(),
+        }
+    }
 }
 
 const GUARD_ACTIONS: &[&str] = &[
@@ -28,7 +92,11 @@ const GUARD_ACTIONS: &[&str] = &[
 ];
 
 /// Normalise the classifier's JSON into the passive-guard reply.
-pub fn normalize_guard(raw: Option<Map<String, Value>>, stage: &Value, prompt_type: &str) -> Value {
+pub fn normalize_guard(
+    raw: Option<Map<String, Value>>,
+    stage: &Value,
+    prompt_type: &str,
+) -> Verdict {
     let raw = raw.unwrap_or_default();
     let s = |k: &str, max: usize| {
         raw.get(k)
@@ -80,16 +148,15 @@ pub fn normalize_guard(raw: Option<Map<String, Value>>, stage: &Value, prompt_ty
                 .collect()
         })
         .unwrap_or_default();
-    json!({
-        "ok": true,
-        "classification": classification,
-        "confidence": confidence,
-        "recommendedAction": action,
-        "exitPromptType": exit,
-        "evidenceTags": tags,
-        "counterAction": s("counterAction", 80),
-        "reasonForDebug": s("reasonForDebug", 160),
-    })
+    Verdict {
+        classification,
+        confidence,
+        recommended_action: action,
+        exit_prompt_type: exit,
+        evidence_tags: tags,
+        counter_action: s("counterAction", 80),
+        reason_for_debug: s("reasonForDebug", 160),
+    }
 }
 
 /// `POST /api/game/soccer/passive-guard` once the route is checked.
@@ -97,28 +164,23 @@ pub async fn passive_guard(
     st: &AppState,
     games: &Games,
     persona: &str,
-    body: &Map<String, Value>,
+    req: &GuardRequest,
     route_state: Value,
-) -> Value {
+) -> Result<Verdict, NoVerdict> {
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
-        return guard_fallback("llm_api_not_configured");
-    };
-    let stage = body.get("stage").cloned().unwrap_or(Value::Null);
-    let prompt_type = match body.get("promptType").and_then(Value::as_str) {
-        Some("rest") => "rest",
-        _ => "surrender",
+        return Err(NoVerdict::new("llm_api_not_configured"));
     };
     let payload = json!({
         "staticRules": {"schemaVersion": 1, "stageLessThan8CannotOpenPrompt": true,
             "ordinaryExitType": "surrender", "withdrawnExitType": "rest", "teachingNeverUsesPrompt": true},
-        "preGameContext": body.get("preGameContext").cloned().unwrap_or_else(|| route_state.get("preGameContext").cloned().unwrap_or(json!({}))),
+        "preGameContext": req.pre_game_context.clone().unwrap_or_else(|| route_state.get("preGameContext").cloned().unwrap_or(json!({}))),
         "recentDialogues": route_state.get("last_dialogues").cloned().unwrap_or(json!([])),
-        "currentState": body.get("currentState").cloned().unwrap_or(json!({})),
-        "passiveGuardState": body.get("passiveGuardState").cloned().unwrap_or(json!({})),
-        "stage": stage,
-        "trigger": body.get("trigger").cloned().unwrap_or(Value::Null),
-        "promptType": prompt_type,
-        "userSpeech": body.get("userSpeech").and_then(Value::as_str).map(|s| truncate_chars(s, 240)).unwrap_or_default(),
+        "currentState": req.current_state.clone().unwrap_or(json!({})),
+        "passiveGuardState": req.passive_guard_state.clone().unwrap_or(json!({})),
+        "stage": req.stage,
+        "trigger": req.trigger.clone().unwrap_or(Value::Null),
+        "promptType": req.prompt_type,
+        "userSpeech": req.user_speech,
     });
     let prompt = format!(
         "You classify whether the player of a soccer mini-game with {persona} has become passive \
@@ -141,24 +203,30 @@ pub async fn passive_guard(
     )
     .await
     {
-        Err(_) | Ok(Err(LlmError::Timeout)) => return guard_fallback("timeout"),
+        Err(_) | Ok(Err(LlmError::Timeout)) => return Err(NoVerdict::new("timeout")),
         Ok(Err(e)) => {
-            let mut v = guard_fallback("exception");
-            v["error"] = json!(e.to_string());
-            return v;
+            return Err(NoVerdict {
+                reason: "exception",
+                error: Some(e.to_string()),
+            })
         }
         Ok(Ok(c)) => c,
     };
-    normalize_guard(
+    Ok(normalize_guard(
         reply_json_object(&c.content),
-        &body.get("stage").cloned().unwrap_or(Value::Null),
-        prompt_type,
-    )
+        &req.stage,
+        req.prompt_type,
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The verdict as the wire shows it.
+    fn verdict(v: Verdict) -> Value {
+        serde_json::to_value(v).unwrap_or_default()
+    }
 
     #[test]
     fn guard_rules() {
@@ -166,18 +234,26 @@ mod tests {
             let v = json!({"recommendedAction": a, "classification": c});
             v.as_object().cloned()
         };
-        let v = normalize_guard(raw("prepare_exit_prompt", "x"), &json!(3), "surrender");
+        let v = verdict(normalize_guard(
+            raw("prepare_exit_prompt", "x"),
+            &json!(3),
+            "surrender",
+        ));
         assert_eq!(v["recommendedAction"], "observe_more");
         assert_eq!(v["exitPromptType"], "none");
-        let v = normalize_guard(raw("prepare_exit_prompt", "x"), &json!(9), "rest");
+        let v = verdict(normalize_guard(
+            raw("prepare_exit_prompt", "x"),
+            &json!(9),
+            "rest",
+        ));
         assert_eq!(v["exitPromptType"], "rest");
-        let v = normalize_guard(
+        let v = verdict(normalize_guard(
             raw("send_rescue_hint", "soothed"),
             &json!("user_soothing"),
             "rest",
-        );
+        ));
         assert_eq!(v["recommendedAction"], "cancel_candidate");
-        let v = normalize_guard(None, &Value::Null, "surrender");
+        let v = verdict(normalize_guard(None, &Value::Null, "surrender"));
         assert_eq!(v["classification"], "inconclusive");
         assert_eq!(v["recommendedAction"], "observe_more");
     }

@@ -16,7 +16,7 @@ use crate::games::chat::{self, ChatRequest};
 use crate::games::delivery::{MirrorRefused, SpeakRefused};
 use crate::games::game_routes::Miss;
 use crate::games::kind::GameKind;
-use crate::games::passive_guard::{self, guard_fallback};
+use crate::games::passive_guard::{self, GuardRequest, NoVerdict};
 use crate::games::quick_lines;
 use crate::games::{character, Games};
 use crate::text::clean_line;
@@ -203,6 +203,11 @@ pub async fn quick_lines(
     })
 }
 
+/// The passive guard's answer without a verdict (`observe_more`).
+fn guard_fallback(reason: &str) -> Value {
+    json!({"ok": false, "reason": reason, "recommendedAction": "observe_more", "exitPromptType": "none"})
+}
+
 /// `POST /api/game/{game_type}/passive-guard` (soccer): the passive-player classifier.
 pub async fn passive_guard(
     State(st): State<AppState>,
@@ -230,7 +235,17 @@ pub async fn passive_guard(
             Err(Miss::Inactive) => return Json(guard_fallback("route_not_active")),
             Err(Miss::Mismatch(_)) => return Json(guard_fallback("session_id_mismatch")),
         };
-    Json(passive_guard::passive_guard(&st, &games, &persona, &b, state).await)
+    let req = GuardRequest::from_body(&b);
+    match passive_guard::passive_guard(&st, &games, &persona, &req, state).await {
+        Ok(verdict) => with_ok(verdict),
+        Err(NoVerdict { reason, error }) => {
+            let mut v = guard_fallback(reason);
+            if let Some(e) = error {
+                v["error"] = json!(e);
+            }
+            Json(v)
+        }
+    }
 }
 
 /// `GET /api/game/{game_type}/character`: model type and paths of the game
