@@ -11,6 +11,7 @@ use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
 use super::game_routes::Miss;
+use super::kind::GameKind;
 use super::{llm_key, Games, LlmSession};
 use crate::model::{call_options, persona_prompt};
 use crate::text::{clean_line, split_trailing_json, truncate_chars};
@@ -41,14 +42,6 @@ pub const BADMINTON_EXPRESSIONS: &[&str] =
     &["cheer", "shock", "hype", "anticipate", "bored", "tease"];
 pub const INTENSITIES: &[&str] = &["low", "medium", "high"];
 
-fn empty_reply(extra: Value) -> Value {
-    let mut v = json!({"line": "", "control": {}});
-    if let (Some(m), Value::Object(e)) = (v.as_object_mut(), extra) {
-        m.extend(e);
-    }
-    v
-}
-
 /// Normalise the control object of a game line.
 pub fn normalize_control(game_type: &str, raw: Option<Map<String, Value>>) -> Value {
     let Some(raw) = raw else {
@@ -61,8 +54,9 @@ pub fn normalize_control(game_type: &str, raw: Option<Map<String, Value>>) -> Va
             .map(|s| s.trim().to_ascii_lowercase())
             .filter(|s| allowed.contains(&s.as_str()))
     };
-    match game_type {
-        "soccer" | "badminton" => {
+    let kind = GameKind::of(game_type);
+    match kind {
+        GameKind::Soccer | GameKind::Badminton => {
             if let Some(m) = pick("mood", SOCCER_MOODS) {
                 out.insert("mood".into(), json!(m));
             }
@@ -72,7 +66,7 @@ pub fn normalize_control(game_type: &str, raw: Option<Map<String, Value>>) -> Va
             if let Some(r) = raw.get("reason").and_then(Value::as_str) {
                 out.insert("reason".into(), json!(truncate_chars(r.trim(), 120)));
             }
-            if game_type == "badminton" {
+            if kind == GameKind::Badminton {
                 if let Some(e) = pick("expression", BADMINTON_EXPRESSIONS) {
                     out.insert("expression".into(), json!(e));
                 }
@@ -81,7 +75,7 @@ pub fn normalize_control(game_type: &str, raw: Option<Map<String, Value>>) -> Va
                 }
             }
         }
-        _ => {
+        GameKind::Other => {
             for (k, v) in raw.iter().take(16) {
                 let k = truncate_chars(k, 64);
                 match v {
@@ -165,8 +159,54 @@ pub struct ChatRequest {
     pub event: Map<String, Value>,
 }
 
-/// `POST /api/game/{game_type}/chat`.
-pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Value {
+/// A line of the character for a game event.
+#[derive(Debug)]
+pub struct ChatLine {
+    pub line: String,
+    /// The normalised control object (see [`normalize_control`]).
+    pub control: Value,
+    pub persona_name: String,
+    pub game_type: String,
+    pub session_id: String,
+    pub llm_ms: u64,
+    pub total_ms: u64,
+    /// The event and line were recorded in the route (false: it ended meanwhile).
+    pub recorded: bool,
+}
+
+/// Why there is no line (the caller answers an empty line with the reason).
+#[derive(Debug)]
+pub enum NoLine {
+    /// No active route of that game type.
+    RouteInactive,
+    /// The route belongs to another session: its state.
+    StaleSession(Value),
+    /// Over the rate limit; retry after this many seconds.
+    RateLimited {
+        retry_after: u64,
+    },
+    /// No model, or the model call failed: the model error's code and message.
+    ProviderUnavailable {
+        reason: &'static str,
+        message: String,
+    },
+    Timeout,
+}
+
+impl From<LlmError> for NoLine {
+    fn from(e: LlmError) -> NoLine {
+        match e {
+            LlmError::Timeout => NoLine::Timeout,
+            e => NoLine::ProviderUnavailable {
+                reason: e.code(),
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+/// One game event to one line of the character (in the round's dialogue model session).
+pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Result<ChatLine, NoLine> {
     let started = Instant::now();
     let ChatRequest {
         game_type,
@@ -181,29 +221,14 @@ pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Value {
                 r.session_id.clone()
             }) {
             Ok(s) => s,
-            Err(Miss::Inactive) => {
-                return empty_reply(
-                    json!({"ok": true, "skipped": "route_inactive", "reason": "route_not_active",
-                "handled": false, "persona_name": persona, "method": "game_chat"}),
-                )
-            }
-            Err(Miss::Mismatch(state)) => {
-                return empty_reply(
-                    json!({"ok": true, "skipped": "stale_session", "reason": "session_id_mismatch",
-                "handled": false, "persona_name": persona, "method": "game_chat", "state": state}),
-                )
-            }
+            Err(Miss::Inactive) => return Err(NoLine::RouteInactive),
+            Err(Miss::Mismatch(state)) => return Err(NoLine::StaleSession(state)),
         };
-    if let Err(retry) = rate_check(games, &persona, &session) {
-        return empty_reply(
-            json!({"error": "rate_limited", "reason": "rate_limited", "retry_after": retry}),
-        );
+    if let Err(retry_after) = rate_check(games, &persona, &session) {
+        return Err(NoLine::RateLimited { retry_after });
     }
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
-        let e = LlmError::NotConfigured;
-        return empty_reply(
-            json!({"error": "provider_unavailable", "reason": e.code(), "message": e.to_string()}),
-        );
+        return Err(LlmError::NotConfigured.into());
     };
     let key = llm_key(&persona, &game_type, &session);
     let history: Vec<ChatMessage> = {
@@ -226,21 +251,10 @@ pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Value {
     messages.push(user_msg.clone());
     let opts = call_options(&persona, games.cfg.chat_timeout, 200);
     let llm_started = Instant::now();
-    let c = match st
+    let c = st
         .llm
         .complete_at(&ep, Slot::Conversation, &messages, &[], &opts)
-        .await
-    {
-        Ok(c) => c,
-        Err(LlmError::Timeout) => {
-            return empty_reply(json!({"error": "timeout", "reason": "timeout"}));
-        }
-        Err(e) => {
-            return empty_reply(
-                json!({"error": "provider_unavailable", "reason": e.code(), "message": e.to_string()}),
-            );
-        }
-    };
+        .await?;
     let llm_ms = llm_started.elapsed().as_millis() as u64;
     let (line, control) = split_trailing_json(&c.content);
     let line = clean_line(&line, MAX_LINE_CHARS);
@@ -284,20 +298,16 @@ pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Value {
             d.insert("control".into(), control.clone());
             r.push_dialog(d);
         });
-    let mut out = json!({
-        "ok": true,
-        "line": line,
-        "control": control,
-        "persona_name": persona,
-        "game_type": game_type,
-        "session_id": session,
-        "method": "game_chat",
-        "metrics": {"llm_ms": llm_ms, "total_ms": started.elapsed().as_millis() as u64},
-    });
-    if recorded.is_err() {
-        out["skipped_memory"] = json!("route_inactive");
-    }
-    out
+    Ok(ChatLine {
+        line,
+        control,
+        persona_name: persona,
+        game_type,
+        session_id: session,
+        llm_ms,
+        total_ms: started.elapsed().as_millis() as u64,
+        recorded: recorded.is_ok(),
+    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::extract::{GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{opt_bool, opt_object, opt_str, parse_query, require_persona, session_of};
 use super::with_ok;
 use crate::error::{Answer, Failure, Reason};
-use crate::games::chat::{self, ChatRequest};
+use crate::games::chat::{self, ChatLine, ChatRequest, NoLine};
 use crate::games::delivery::{MirrorRefused, SpeakRefused};
 use crate::games::game_routes::Miss;
 use crate::games::kind::GameKind;
@@ -44,13 +44,60 @@ pub async fn chat(
             event,
         })
     };
-    Json(match input() {
-        Ok(req) => chat::chat(&st, &games, req).await,
+    let req = match input() {
+        Ok(req) => req,
         Err(f) => {
             let code = f.reason.code();
-            json!({"error": code, "reason": code, "line": "", "control": {}})
+            return Json(json!({"error": code, "reason": code, "line": "", "control": {}}));
         }
+    };
+    let persona = req.persona.clone();
+    Json(match chat::chat(&st, &games, req).await {
+        Ok(line) => chat_line(line),
+        Err(no_line) => no_chat_line(&persona, no_line),
     })
+}
+
+/// The success answer of `chat`.
+fn chat_line(l: ChatLine) -> Value {
+    let mut out = json!({
+        "ok": true,
+        "line": l.line,
+        "control": l.control,
+        "persona_name": l.persona_name,
+        "game_type": l.game_type,
+        "session_id": l.session_id,
+        "method": "game_chat",
+        "metrics": {"llm_ms": l.llm_ms, "total_ms": l.total_ms},
+    });
+    if !l.recorded {
+        out["skipped_memory"] = json!("route_inactive");
+    }
+    out
+}
+
+/// The empty line of `chat` with the reason there is none.
+fn no_chat_line(persona: &str, no_line: NoLine) -> Value {
+    let why = match no_line {
+        NoLine::RouteInactive => json!({"ok": true, "skipped": "route_inactive",
+            "reason": "route_not_active", "handled": false, "persona_name": persona,
+            "method": "game_chat"}),
+        NoLine::StaleSession(state) => json!({"ok": true, "skipped": "stale_session",
+            "reason": "session_id_mismatch", "handled": false, "persona_name": persona,
+            "method": "game_chat", "state": state}),
+        NoLine::RateLimited { retry_after } => {
+            json!({"error": "rate_limited", "reason": "rate_limited", "retry_after": retry_after})
+        }
+        NoLine::ProviderUnavailable { reason, message } => {
+            json!({"error": "provider_unavailable", "reason": reason, "message": message})
+        }
+        NoLine::Timeout => json!({"error": "timeout", "reason": "timeout"}),
+    };
+    let mut v = json!({"line": "", "control": {}});
+    if let (Some(m), Value::Object(e)) = (v.as_object_mut(), why) {
+        m.extend(e);
+    }
+    v
 }
 
 /// `POST /api/game/{game_type}/mirror-assistant`: a game line into the chat (no speech).
