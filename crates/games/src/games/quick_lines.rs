@@ -96,14 +96,53 @@ pub fn badminton_fallback() -> Map<String, Value> {
         .collect()
 }
 
-/// `POST /api/game/{game_type}/quick-lines` for soccer and badminton.
+/// What the page asks quick lines for.
+pub struct QuickLinesRequest {
+    /// The lines' language (`language`, `i18n_language` or `lang`; empty: the user's).
+    pub language: String,
+    /// Badminton's mode (part of the cache key).
+    pub mode: String,
+}
+
+impl QuickLinesRequest {
+    /// Read the optional fields of a body.
+    pub fn from_body(b: &Map<String, Value>) -> QuickLinesRequest {
+        QuickLinesRequest {
+            language: ["language", "i18n_language", "lang"]
+                .iter()
+                .find_map(|k| b.get(*k).and_then(Value::as_str))
+                .map(|s| truncate_chars(s.trim(), 20))
+                .unwrap_or_default(),
+            mode: normalize_mode(b.get("mode").and_then(Value::as_str)),
+        }
+    }
+}
+
+/// The quick lines of a character.
+pub enum QuickLines {
+    /// Badminton lines generated before for the same character, language and mode.
+    Cached(Value),
+    /// Lines the model wrote: the allowed keys it filled, the ones it missed, its reply.
+    Generated {
+        lines: Map<String, Value>,
+        missing: Vec<&'static str>,
+        raw: String,
+    },
+    /// No lines from the model: the error, and badminton's built-in lines.
+    Failed {
+        error: String,
+        fallback: Option<Map<String, Value>>,
+    },
+}
+
+/// Quick lines for soccer and badminton.
 pub async fn quick_lines(
     st: &AppState,
     games: &Games,
     game_type: &str,
     persona: &str,
-    body: &Map<String, Value>,
-) -> Value {
+    req: &QuickLinesRequest,
+) -> QuickLines {
     let kind = GameKind::of(game_type);
     let keys = if kind == GameKind::Soccer {
         SOCCER_KEYS
@@ -111,26 +150,18 @@ pub async fn quick_lines(
         BADMINTON_KEYS
     };
     let badminton = kind == GameKind::Badminton;
-    let language = ["language", "i18n_language", "lang"]
-        .iter()
-        .find_map(|k| body.get(*k).and_then(Value::as_str))
-        .map(|s| truncate_chars(s.trim(), 20))
-        .unwrap_or_default();
-    let mode = normalize_mode(body.get("mode").and_then(Value::as_str));
+    let language = req.language.clone();
+    let mode = &req.mode;
     let cache_key = format!("{}:{}:{}", truncate_chars(persona, 80), language, mode);
     if badminton {
         let cache = games.quick_cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, lines)) = cache.iter().find(|(k, _)| *k == cache_key) {
-            return json!({"ok": true, "character": persona, "lines": lines, "missing": [], "cached": true});
+            return QuickLines::Cached(lines.clone());
         }
     }
-    let failure = |error: String| {
-        if badminton {
-            json!({"ok": true, "character": persona, "error": error, "lines": badminton_fallback(),
-                   "missing": [], "fallback": true})
-        } else {
-            json!({"ok": false, "character": persona, "error": error, "lines": {}})
-        }
+    let failure = |error: String| QuickLines::Failed {
+        error,
+        fallback: badminton.then(badminton_fallback),
     };
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
         return failure(LlmError::NotConfigured.to_string());
@@ -166,8 +197,8 @@ pub async fn quick_lines(
         return failure("the model reply was not a JSON object".into());
     };
     let lines = normalize_lines(keys, &raw);
-    let missing: Vec<&str> = {
-        let mut m: Vec<&str> = keys
+    let missing: Vec<&'static str> = {
+        let mut m: Vec<&'static str> = keys
             .iter()
             .copied()
             .filter(|k| !lines.contains_key(*k))
@@ -183,13 +214,11 @@ pub async fn quick_lines(
             cache.pop_front();
         }
     }
-    json!({
-        "ok": !lines.is_empty(),
-        "character": persona,
-        "lines": lines,
-        "missing": missing,
-        "raw": truncate_chars(&c.content, 1200),
-    })
+    QuickLines::Generated {
+        lines,
+        missing,
+        raw: truncate_chars(&c.content, 1200),
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::games::delivery::{MirrorRefused, SpeakRefused};
 use crate::games::game_routes::Miss;
 use crate::games::kind::GameKind;
 use crate::games::passive_guard::{self, GuardRequest, NoVerdict};
-use crate::games::quick_lines;
+use crate::games::quick_lines::{self, QuickLines, QuickLinesRequest};
 use crate::games::{character, Games};
 use crate::text::clean_line;
 
@@ -239,15 +239,35 @@ pub async fn quick_lines(
         let persona = require_persona(&b)?;
         Ok::<_, Failure>((game_type, b, persona))
     };
-    Json(match input() {
-        Ok((game_type, b, persona)) => {
-            quick_lines::quick_lines(&st, &games, &game_type, &persona, &b).await
-        }
+    let (game_type, b, persona) = match input() {
+        Ok(x) => x,
         Err(f) => {
             let reason = f.reason.code();
-            json!({"ok": false, "reason": reason, "error": reason, "lines": {}})
+            return Json(json!({"ok": false, "reason": reason, "error": reason, "lines": {}}));
         }
-    })
+    };
+    let req = QuickLinesRequest::from_body(&b);
+    Json(
+        match quick_lines::quick_lines(&st, &games, &game_type, &persona, &req).await {
+            QuickLines::Cached(lines) => json!({"ok": true, "character": persona,
+                "lines": lines, "missing": [], "cached": true}),
+            QuickLines::Generated {
+                lines,
+                missing,
+                raw,
+            } => json!({"ok": !lines.is_empty(), "character": persona, "lines": lines,
+                "missing": missing, "raw": raw}),
+            QuickLines::Failed {
+                error,
+                fallback: Some(lines),
+            } => json!({"ok": true, "character": persona, "error": error, "lines": lines,
+                "missing": [], "fallback": true}),
+            QuickLines::Failed {
+                error,
+                fallback: None,
+            } => json!({"ok": false, "character": persona, "error": error, "lines": {}}),
+        },
+    )
 }
 
 /// The passive guard's answer without a verdict (`observe_more`).
