@@ -12,6 +12,9 @@ use companiond_core::envelope::OkReason;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::games::leaderboard::BoardError;
+use crate::icebreaker::free_text::InterpretError;
+
 /// Every machine-readable reason these families answer with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason {
@@ -119,14 +122,6 @@ impl Failure {
         );
         self
     }
-
-    /// Add every field of `m` that is not already present.
-    pub fn with_all(mut self, m: &Map<String, Value>) -> Self {
-        for (k, v) in m {
-            self.extra.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        self
-    }
 }
 
 impl IntoResponse for Failure {
@@ -135,6 +130,33 @@ impl IntoResponse for Failure {
         let mut r = OkReason::new(self.reason.code());
         r.extra = self.extra;
         r.status(status)
+    }
+}
+
+impl From<BoardError> for Failure {
+    fn from(e: BoardError) -> Failure {
+        match e {
+            BoardError::InvalidSession(None) => Failure::new(Reason::InvalidSession),
+            BoardError::InvalidSession(Some(why)) => {
+                Failure::new(Reason::InvalidSession).with("error", why)
+            }
+            BoardError::Storage(e) => Failure::new(Reason::StorageError).with("error", e),
+        }
+    }
+}
+
+impl From<InterpretError> for Failure {
+    fn from(e: InterpretError) -> Failure {
+        let (reason, error) = match e {
+            InterpretError::NotConfigured(e) => (Reason::LlmApiNotConfigured, e),
+            InterpretError::Timeout(e) => (Reason::Timeout, e),
+            InterpretError::ModelFailed(e) => (Reason::FreeTextInterpreterFailed, e),
+            InterpretError::NotJson => (
+                Reason::ParseFailed,
+                "the model reply was not a JSON object".to_string(),
+            ),
+        };
+        Failure::new(reason).with("error", error)
     }
 }
 

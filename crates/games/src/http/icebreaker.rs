@@ -218,7 +218,9 @@ pub async fn free_text(
         day: b.get("day").cloned(),
         node_id: b.get("node_id").cloned(),
     };
-    let mut v = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req).await?;
+    let mut v = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req)
+        .await
+        .map_err(|e| Failure::from(e).with("persona_name", &req.persona))?;
     v["ok"] = json!(true);
     v["method"] = json!(method);
     v["persona_name"] = json!(req.persona);

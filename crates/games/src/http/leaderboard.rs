@@ -39,6 +39,7 @@ pub async fn page(
             })
             .await
             .map(with_ok)
+            .map_err(Failure::from)
     };
     no_store(answer.await)
 }
@@ -55,5 +56,5 @@ pub async fn submit(
     }
     let JsonObject(b) = body?;
     let sub = games.board.validate(&b)?;
-    games.board.submit(sub).await.map(with_ok)
+    Ok(with_ok(games.board.submit(sub).await?))
 }

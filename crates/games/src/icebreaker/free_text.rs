@@ -9,7 +9,6 @@ use companiond_core::text::reply_json_object;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
-use crate::error::{Failure, Reason};
 use crate::model::call_options;
 use crate::text::{collapse_ws, truncate_chars};
 
@@ -126,15 +125,28 @@ pub struct FreeText {
     pub node_id: Option<Value>,
 }
 
+/// Why a free-text answer was not interpreted (each with the model error's message).
+#[derive(Debug)]
+pub enum InterpretError {
+    NotConfigured(String),
+    Timeout(String),
+    ModelFailed(String),
+    /// The model's reply held no usable JSON object.
+    NotJson,
+}
+
 /// Interpret a free-text answer through the conversation model: the normalised
-/// interpretation, or the failure (`llm_api_not_configured`, `timeout`,
-/// `free_text_interpreter_failed`, `parse_failed`, each with `persona_name`).
-pub async fn interpret(st: &AppState, timeout: Duration, req: &FreeText) -> Result<Value, Failure> {
+/// interpretation.
+pub async fn interpret(
+    st: &AppState,
+    timeout: Duration,
+    req: &FreeText,
+) -> Result<Value, InterpretError> {
     let persona = &req.persona;
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
-        return Err(Failure::new(Reason::LlmApiNotConfigured)
-            .with("error", LlmError::NotConfigured.to_string())
-            .with("persona_name", persona));
+        return Err(InterpretError::NotConfigured(
+            LlmError::NotConfigured.to_string(),
+        ));
     };
     let opts_text: Vec<String> = req
         .options
@@ -168,20 +180,14 @@ pub async fn interpret(st: &AppState, timeout: Duration, req: &FreeText) -> Resu
         .complete_at(&ep, Slot::Conversation, &messages, &[], &call)
         .await
         .map_err(|e| {
-            let reason = if e == LlmError::Timeout {
-                Reason::Timeout
+            if e == LlmError::Timeout {
+                InterpretError::Timeout(e.to_string())
             } else {
-                Reason::FreeTextInterpreterFailed
-            };
-            Failure::new(reason)
-                .with("error", e.to_string())
-                .with("persona_name", persona)
+                InterpretError::ModelFailed(e.to_string())
+            }
         })?;
-    normalize_interpretation(reply_json_object(&c.content), &req.options).ok_or_else(|| {
-        Failure::new(Reason::ParseFailed)
-            .with("error", "the model reply was not a JSON object")
-            .with("persona_name", persona)
-    })
+    normalize_interpretation(reply_json_object(&c.content), &req.options)
+        .ok_or(InterpretError::NotJson)
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::error::{Failure, Reason};
 use crate::text::truncate_chars;
 
 mod store;
@@ -196,6 +195,16 @@ pub struct Submitted {
     pub mode: String,
 }
 
+/// Why the board refused a submission or could not answer.
+#[derive(Debug)]
+pub enum BoardError {
+    /// The submission matches no recorded, unexpired score session (with what
+    /// was wrong with the body, when it was the body).
+    InvalidSession(Option<String>),
+    /// The SQLite file failed (its message).
+    Storage(String),
+}
+
 /// A failure of the board's file (its message).
 struct StoreFailed(String);
 
@@ -261,9 +270,9 @@ impl Leaderboard {
     /// Validate a submission body (already known to be a JSON object): anything
     /// that does not match a recorded, unexpired score session — unknown session,
     /// missing or mistyped fields, other totals — is `invalid_session`.
-    pub fn validate(&self, body: &Map<String, Value>) -> Result<Submission, Failure> {
-        let invalid = |msg: &str| Failure::new(Reason::InvalidSession).with("error", msg);
-        let text = |k: &str| -> Result<Option<String>, Failure> {
+    pub fn validate(&self, body: &Map<String, Value>) -> Result<Submission, BoardError> {
+        let invalid = |msg: &str| BoardError::InvalidSession(Some(msg.to_string()));
+        let text = |k: &str| -> Result<Option<String>, BoardError> {
             match body.get(k) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
@@ -293,7 +302,7 @@ impl Leaderboard {
                 && (r.totals.max_distance_px - posted.max_distance_px).abs() < 0.001
         });
         let Some(recorded) = recorded.filter(|_| ok) else {
-            return Err(Failure::new(Reason::InvalidSession));
+            return Err(BoardError::InvalidSession(None));
         };
         // Reserve: one submission per round.
         map.remove(&key);
@@ -344,19 +353,20 @@ impl Leaderboard {
     }
 
     /// Store a validated submission: its rank and whether it is the character's best.
-    pub async fn submit(&self, s: Submission) -> Result<Submitted, Failure> {
+    pub async fn submit(&self, s: Submission) -> Result<Submitted, BoardError> {
         let sub = s.clone();
         let r = self.with_conn(move |c| store::insert(c, &sub)).await;
         r.map_err(|e| {
             self.release(&s);
-            Failure::new(Reason::StorageError).with("error", e)
+            BoardError::Storage(e)
         })
     }
 
     /// One page of the board.
-    pub async fn page(&self, q: PageQuery) -> Result<Page, Failure> {
-        let r = self.with_conn(move |c| store::page(c, &q)).await;
-        r.map_err(|e| Failure::new(Reason::StorageError).with("error", e))
+    pub async fn page(&self, q: PageQuery) -> Result<Page, BoardError> {
+        self.with_conn(move |c| store::page(c, &q))
+            .await
+            .map_err(BoardError::Storage)
     }
 }
 
