@@ -3,11 +3,11 @@
 //! * [`games`]: per-character game routes (one active at a time, heartbeats,
 //!   supersession), main-chat input routing into the active game, game dialogue
 //!   through the language model, diagnostic logs, the badminton leaderboard.
-//! * [`icebreaker`]: the onboarding route and its context, free-text, choice
+//! * `icebreaker`: the onboarding route and its context, free-text, choice
 //!   and speak calls.
 //! * `http`: the handlers, one module per resource, over those two.
 //!
-//! Both answer failures as `{ok:false, reason}` ([`error::Failure`]). See docs/games.md.
+//! Both answer failures as `{ok:false, reason}` (`error::Failure`). See docs/games.md.
 
 mod config;
 mod error;

@@ -208,7 +208,7 @@ fn bounded_id(
 }
 
 /// The current character; `missing_persona_name` when there is none.
-pub fn current_persona(st: &AppState) -> Result<String, Failure> {
+fn current_persona(st: &AppState) -> Result<String, Failure> {
     st.characters
         .resolve(None)
         .ok_or_else(|| Failure::new(Reason::MissingPersonaName))
