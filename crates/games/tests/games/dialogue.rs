@@ -241,6 +241,7 @@ async fn mirror_assistant_speak_and_realtime_context() {
         )
         .await;
     assert_eq!((st, b["reason"].clone()), (400, json!("not_a_game_route")));
+    assert_eq!(b["route"], "/api/icebreaker/speak");
     let (_, b) = s
         .post(sp, json!({"persona_name": "Companion", "session_id": "s1"}))
         .await;

@@ -46,6 +46,7 @@ async fn route_lifecycle_state_machine() {
         .await;
     assert_eq!(st, 400);
     assert_eq!(b["reason"], "not_a_game_route");
+    assert_eq!(b["route"], "/api/icebreaker/route/start");
     let r = s
         .http
         .post(s.url("/api/game/soccer/route/start"))
