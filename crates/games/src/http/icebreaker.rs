@@ -218,9 +218,10 @@ pub async fn free_text(
         day: b.get("day").cloned(),
         node_id: b.get("node_id").cloned(),
     };
-    let mut v = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req)
+    let interpretation = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req)
         .await
         .map_err(|e| Failure::from(e).with("persona_name", &req.persona))?;
+    let mut v = json!(interpretation);
     v["ok"] = json!(true);
     v["method"] = json!(method);
     v["persona_name"] = json!(req.persona);

@@ -7,6 +7,7 @@ use companiond_core::llm::{ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::text::reply_json_object;
 use companiond_core::AppState;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::model::call_options;
@@ -57,11 +58,32 @@ pub fn normalize_options(v: &Value) -> Option<Vec<Choice>> {
     Some(out)
 }
 
+/// An option as an answer names it.
+#[derive(Debug, Serialize)]
+pub struct SelectedOption {
+    pub choice: String,
+    pub label: String,
+}
+
+/// What the user's free text means.
+#[derive(Debug, Serialize)]
+pub struct Interpretation {
+    /// `choose`, `respond_and_keep_options` or `release`.
+    pub action: String,
+    /// The chosen option's id (`choose`), else empty.
+    pub choice: String,
+    /// The character's short reply (not with `choose`).
+    pub reply: String,
+    /// `on_topic`, `soft_derail` or `hard_exit`.
+    pub topic_state: String,
+    pub selected_option: Option<SelectedOption>,
+}
+
 /// Normalise the interpreter's JSON reply; `None` when it is not usable JSON.
 pub fn normalize_interpretation(
     raw: Option<Map<String, Value>>,
     options: &[Choice],
-) -> Option<Value> {
+) -> Option<Interpretation> {
     let raw = raw?;
     let s = |k: &str| {
         raw.get(k)
@@ -98,17 +120,20 @@ pub fn normalize_interpretation(
         }
         .into();
     }
-    let selected = options
+    let selected_option = options
         .iter()
         .find(|o| o.id == choice)
-        .map(|o| json!({"choice": o.id, "label": o.label}));
-    Some(json!({
-        "action": action,
-        "choice": choice,
-        "reply": reply,
-        "topic_state": topic,
-        "selected_option": selected,
-    }))
+        .map(|o| SelectedOption {
+            choice: o.id.clone(),
+            label: o.label.clone(),
+        });
+    Some(Interpretation {
+        action,
+        choice,
+        reply,
+        topic_state: topic,
+        selected_option,
+    })
 }
 
 /// A free-text answer to interpret (checked by the handler).
@@ -141,7 +166,7 @@ pub async fn interpret(
     st: &AppState,
     timeout: Duration,
     req: &FreeText,
-) -> Result<Value, InterpretError> {
+) -> Result<Interpretation, InterpretError> {
     let persona = &req.persona;
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
         return Err(InterpretError::NotConfigured(
@@ -194,30 +219,38 @@ pub async fn interpret(
 mod tests {
     use super::*;
 
+    /// The interpretation as the wire shows it.
+    fn wire(i: Option<Interpretation>) -> Option<Value> {
+        i.map(|i| serde_json::to_value(i).unwrap_or_default())
+    }
+
     #[test]
     fn interpretation_rules() {
         let opts = normalize_options(&json!([{"choice": "a", "label": "Yes"}, "No"])).unwrap();
         assert_eq!(opts[0].id, "A");
         assert_eq!(opts[1].id, "B");
-        let v = normalize_interpretation(
+        let v = wire(normalize_interpretation(
             json!({"action": "choose", "choice": "b", "reply": "hi"})
                 .as_object()
                 .cloned(),
             &opts,
-        )
+        ))
         .unwrap();
         assert_eq!(v["choice"], "B");
         assert_eq!(v["reply"], "");
-        let v = normalize_interpretation(
+        let v = wire(normalize_interpretation(
             json!({"action": "choose", "choice": "z"})
                 .as_object()
                 .cloned(),
             &opts,
-        )
+        ))
         .unwrap();
         assert_eq!(v["action"], "respond_and_keep_options");
-        let v = normalize_interpretation(json!({"action": "release"}).as_object().cloned(), &opts)
-            .unwrap();
+        let v = wire(normalize_interpretation(
+            json!({"action": "release"}).as_object().cloned(),
+            &opts,
+        ))
+        .unwrap();
         assert_eq!(v["topic_state"], "hard_exit");
         assert!(normalize_interpretation(None, &opts).is_none());
     }
