@@ -1,9 +1,9 @@
-//! Tunables of the games and onboarding families (documented in docs/games.md).
+//! Tunables of the games and icebreaker families (documented in docs/games.md).
 
 use std::time::Duration;
 
 /// Timing and retention values. [`GamesConfig::default`] is what the server uses;
-/// tests build a server with shorter values through `companiond_games::api_with`.
+/// tests start the family with shorter values through `companiond_games::start_with`.
 #[derive(Clone, Debug)]
 pub struct GamesConfig {
     /// Returned as `heartbeat_interval_seconds` (how often the game page should beat).

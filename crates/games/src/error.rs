@@ -1,14 +1,19 @@
-//! The one failure type of the games and onboarding families, mapped to their
-//! shared envelope `{ok:false, reason, ...}` (interface.md § Errors).
+//! The one failure type of the games and icebreaker families, mapped to their
+//! shared envelope `{ok:false, reason, ...}`: `reason` is the machine-readable
+//! code of the variant, extra fields sit beside it.
 //!
 //! Most failures are HTTP 200 (the families report application failures in the
-//! body); `not_a_game_route` is 400, storage faults are 500.
+//! body); `not_a_game_route` and `invalid_query` are 400, storage faults are 500.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use companiond_core::envelope::OkReason;
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+use crate::games::leaderboard::BoardError;
+use crate::icebreaker::free_text::InterpretError;
 
 /// Every machine-readable reason these families answer with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +29,8 @@ pub enum Reason {
     MissingUserText,
     MissingOptions,
     MissingDay,
+    MissingEvent,
+    InvalidEvent,
     InvalidChoice,
     InvalidRole,
     InvalidTextLength,
@@ -59,6 +66,8 @@ impl Reason {
             Reason::MissingUserText => "missing_user_text",
             Reason::MissingOptions => "missing_options",
             Reason::MissingDay => "missing_day",
+            Reason::MissingEvent => "missing_event",
+            Reason::InvalidEvent => "invalid_event",
             Reason::InvalidChoice => "invalid_choice",
             Reason::InvalidRole => "invalid_role",
             Reason::InvalidTextLength => "invalid_text_length",
@@ -113,14 +122,6 @@ impl Failure {
         );
         self
     }
-
-    /// Add every field of `m` that is not already present.
-    pub fn with_all(mut self, m: &Map<String, Value>) -> Self {
-        for (k, v) in m {
-            self.extra.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        self
-    }
 }
 
 impl IntoResponse for Failure {
@@ -132,13 +133,32 @@ impl IntoResponse for Failure {
     }
 }
 
-/// Handlers answer either a JSON success value or a failure envelope.
-pub type Outcome = Result<Value, Failure>;
-
-/// Turn an outcome into a response.
-pub fn respond(o: Outcome) -> Response {
-    match o {
-        Ok(v) => companiond_core::envelope::ok_json(v),
-        Err(f) => f.into_response(),
+impl From<BoardError> for Failure {
+    fn from(e: BoardError) -> Failure {
+        match e {
+            BoardError::InvalidSession(None) => Failure::new(Reason::InvalidSession),
+            BoardError::InvalidSession(Some(why)) => {
+                Failure::new(Reason::InvalidSession).with("error", why)
+            }
+            BoardError::Storage(e) => Failure::new(Reason::StorageError).with("error", e),
+        }
     }
 }
+
+impl From<InterpretError> for Failure {
+    fn from(e: InterpretError) -> Failure {
+        let (reason, error) = match e {
+            InterpretError::NotConfigured(e) => (Reason::LlmApiNotConfigured, e),
+            InterpretError::Timeout(e) => (Reason::Timeout, e),
+            InterpretError::ModelFailed(e) => (Reason::FreeTextInterpreterFailed, e),
+            InterpretError::NotJson => (
+                Reason::ParseFailed,
+                "the model reply was not a JSON object".to_string(),
+            ),
+        };
+        Failure::new(reason).with("error", error)
+    }
+}
+
+/// What a handler answers: a JSON success value, or the failure envelope.
+pub type Answer = Result<Json<Value>, Failure>;

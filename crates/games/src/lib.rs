@@ -1,215 +1,222 @@
-//! Mini-games (`/api/game`) and onboarding (`/api/icebreaker`).
+//! Mini-games (`/api/game`) and the new-user icebreaker (`/api/icebreaker`).
 //!
 //! * [`games`]: per-character game routes (one active at a time, heartbeats,
 //!   supersession), main-chat input routing into the active game, game dialogue
 //!   through the language model, diagnostic logs, the badminton leaderboard.
-//! * [`onboarding`]: the new-user onboarding route and its context, free-text,
-//!   choice and speak calls.
+//! * `icebreaker`: the onboarding route and its context, free-text, choice
+//!   and speak calls.
+//! * `http`: the handlers, one module per resource, over those two.
 //!
-//! Both families answer `{ok:false, reason}` ([`error::Failure`]). See docs/games.md.
+//! Both answer failures as `{ok:false, reason}` (`error::Failure`). See docs/games.md.
 
-pub mod config;
-pub mod error;
+mod config;
+mod error;
 pub mod games;
-pub mod onboarding;
-pub mod util;
+mod http;
+mod icebreaker;
+mod model;
+mod text;
 
 use std::sync::Arc;
 
 use axum::handler::Handler;
 use axum::http::Method;
-use axum::Extension;
 use companiond_core::guards::Csrf;
+use companiond_core::server::Family;
 use companiond_core::{Api, AppState};
 
 pub use config::GamesConfig;
-use games::{http as g, GameInputRouter, Games};
-use onboarding::{http as ob, Onboarding};
+use games::{GameInputRouter, Games};
+use icebreaker::Icebreaker;
 
-/// The routes of this family, with the default timings of [`GamesConfig`].
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: Family = Family { api, start };
+
+/// Every route of this family, with its literal path.
 pub fn api(state: &AppState) -> Api {
-    api_with(state, GamesConfig::default())
-}
-
-/// The routes with explicit timings (tests use short heartbeat timeouts).
-/// Installs the main-chat input router and starts the heartbeat sweep.
-#[doc(hidden)]
-pub fn api_with(state: &AppState, cfg: GamesConfig) -> Api {
-    let games = Arc::new(Games::new(state, cfg.clone()));
-    let onboarding = Arc::new(Onboarding::new(cfg));
-    state.hooks.set_input_router(Arc::new(GameInputRouter {
-        games: games.clone(),
-    }));
-    games::spawn_sweeper(state, &games);
-    let ge = Extension(games);
-    let oe = Extension(onboarding);
-    let post = Method::POST;
     Api::new(state, "games")
         // ---- logs
         .get(
             "/api/game/logs",
             "game diagnostic log of a session (since cursor, limit) or the session list",
-            g::logs_get.layer(ge.clone()),
+            http::logs::read,
         )
         .get(
             "/api/game/logs/view",
             "game diagnostic logs as an HTML page",
-            g::logs_view.layer(ge.clone()),
+            http::logs::view,
         )
-        .guarded(
-            post.clone(),
+        .csrf_post(
             "/api/game/logs",
             "append a game log entry (CSRF)",
-            Csrf::Ok,
-            g::logs_post.layer(ge.clone()),
+            http::logs::append,
         )
-        .guarded(
-            post.clone(),
+        .csrf_post(
             "/api/game/logs/enable",
             "enable the diagnostic log of a session (CSRF)",
-            Csrf::Ok,
-            g::logs_enable.layer(ge.clone()),
+            http::logs::enable,
         )
-        // ---- route lifecycle
+        // ---- game routes
         .post(
             "/api/game/{game_type}/route/start",
             "start a game route (supersedes the character's other routes)",
-            g::route_start.layer(ge.clone()),
+            http::game_routes::start,
         )
         .get(
             "/api/game/{game_type}/route/state",
             "public state of a character's game route",
-            g::route_state.layer(ge.clone()),
+            http::game_routes::state,
         )
         .get(
             "/api/game/route/active",
             "the character's active game route, any game type (read-only)",
-            g::route_active.layer(ge.clone()),
+            http::game_routes::active,
         )
         .post(
             "/api/game/{game_type}/route/drain",
             "take the queued outputs of a game route",
-            g::route_drain.layer(ge.clone()),
+            http::game_routes::drain,
         )
         .post(
             "/api/game/{game_type}/route/voice-transcript",
             "route a voice transcript into the game",
-            g::route_voice_transcript.layer(ge.clone()),
+            http::game_routes::voice_transcript,
         )
         .post(
             "/api/game/{game_type}/route/heartbeat",
             "keep a game route alive",
-            g::route_heartbeat.layer(ge.clone()),
+            http::game_routes::heartbeat,
         )
         .post(
             "/api/game/{game_type}/route/end",
             "end a game route (cleanup result)",
-            g::route_end.layer(ge.clone()),
+            http::game_routes::end,
         )
         .post(
             "/api/game/{game_type}/end",
             "end a game round and its model session (cleanup result)",
-            g::game_end.layer(ge.clone()),
+            http::game_routes::end,
         )
         // ---- dialogue
         .post(
             "/api/game/{game_type}/passive-guard",
             "soccer passive-player classifier",
-            g::passive_guard.layer(ge.clone()),
+            http::dialogue::passive_guard,
         )
         .post(
             "/api/game/{game_type}/chat",
             "one game event to one character line and control",
-            g::chat.layer(ge.clone()),
+            http::dialogue::chat,
         )
         .post(
             "/api/game/{game_type}/mirror-assistant",
             "mirror a game line into the chat session (no speech)",
-            g::mirror_assistant.layer(ge.clone()),
+            http::dialogue::mirror_assistant,
         )
         .post(
             "/api/game/{game_type}/speak",
             "speak a game line (speech pipeline state)",
-            g::speak.layer(ge.clone()),
+            http::dialogue::speak,
         )
-        .guarded(
-            post.clone(),
+        .csrf_post(
             "/api/game/{game_type}/realtime-context",
             "inject game context into a realtime voice session (CSRF)",
-            Csrf::Ok,
-            g::realtime_context,
+            http::dialogue::realtime_context,
         )
         .post(
             "/api/game/{game_type}/quick-lines",
             "pre-generated reaction lines (soccer, badminton)",
-            g::quick_lines.layer(ge.clone()),
+            http::dialogue::quick_lines,
         )
         .get(
             "/api/game/{game_type}/character",
             "model type and paths of the game character",
-            g::character_info,
+            http::dialogue::character,
         )
         // ---- leaderboard
         .get(
             "/api/game/{game_type}/leaderboard",
             "leaderboard page",
-            g::leaderboard_get.layer(ge.clone()),
+            http::leaderboard::page,
         )
         .post(
             "/api/game/{game_type}/leaderboard",
             "submit a round's score (validated against the server's record)",
-            g::leaderboard_post.layer(ge),
+            http::leaderboard::submit,
         )
-        // ---- onboarding
-        .guarded(
-            post.clone(),
+        // ---- icebreaker
+        .csrf_post(
             "/api/icebreaker/route/start",
             "start the onboarding route (CSRF)",
-            Csrf::Ok,
-            ob::route_start.layer(oe.clone()),
+            http::icebreaker::start,
         )
-        .guarded(
-            post.clone(),
+        .csrf_post(
             "/api/icebreaker/route/end",
             "end the onboarding route (CSRF)",
-            Csrf::Ok,
-            ob::route_end.layer(oe.clone()),
+            http::icebreaker::end,
         )
         .get(
             "/api/icebreaker/route/state",
             "onboarding route state",
-            ob::route_state.layer(oe.clone()),
+            http::icebreaker::state,
         )
-        .guarded(
-            post.clone(),
+        .csrf_post(
             "/api/icebreaker/context",
             "add an onboarding line to the session history (CSRF)",
-            Csrf::Ok,
-            ob::context.layer(oe.clone()),
+            http::icebreaker::context,
         )
         .post(
             "/api/icebreaker/free-text/interpret",
             "interpret a free-text answer through the model",
-            ob::free_text.layer(oe.clone()),
+            http::icebreaker::free_text,
         )
-        .guarded(
-            post.clone(),
+        .csrf_post(
             "/api/icebreaker/choice",
             "record an onboarding choice (write-only, CSRF)",
-            Csrf::Ok,
-            ob::choice.layer(oe.clone()),
+            http::icebreaker::choice,
         )
-        .guarded(
-            post,
+        .csrf_post(
             "/api/icebreaker/speak",
             "speak an onboarding line: mirror text, turn end (CSRF)",
-            Csrf::Ok,
-            ob::speak.layer(oe),
+            http::icebreaker::speak,
         )
 }
 
-/// This family as the binary lists it: its routes and its start-up work.
-pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+/// A CSRF-guarded POST route answering a bad token with `{ok:false, reason}`.
+trait CsrfPost {
+    fn csrf_post<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &str,
+        summary: &str,
+        h: H,
+    ) -> Self;
+}
 
-/// Start-up work of this family, run once every family's routes are built.
-pub fn start(_state: &AppState) {}
+impl CsrfPost for Api {
+    fn csrf_post<H: Handler<T, AppState>, T: 'static>(
+        self,
+        path: &str,
+        summary: &str,
+        h: H,
+    ) -> Self {
+        self.guarded(Method::POST, path, summary, Csrf::Ok, h)
+    }
+}
+
+/// Start-up work of this family, run once every family's routes are built: the
+/// family state, the main-chat input router and the heartbeat sweep.
+pub fn start(state: &AppState) {
+    start_with(state, GamesConfig::default());
+}
+
+/// [`start`] with explicit timings (tests use short heartbeat timeouts).
+#[doc(hidden)]
+pub fn start_with(state: &AppState, cfg: GamesConfig) {
+    let games = Arc::new(Games::new(state, cfg.clone()));
+    state.provide(Arc::new(Icebreaker::new(cfg)));
+    state.provide(games.clone());
+    state.hooks.set_input_router(Arc::new(GameInputRouter {
+        games: games.clone(),
+    }));
+    games::spawn_sweeper(state, &games);
+}

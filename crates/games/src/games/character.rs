@@ -5,9 +5,10 @@
 //! the legacy top-level profile fields. `model_type` falls back to `live2d`.
 
 use companiond_core::AppState;
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::util::truncate_chars;
+use crate::text::truncate_chars;
 
 /// The value reported when a profile names no model type.
 pub const FALLBACK_MODEL_TYPE: &str = "live2d";
@@ -73,8 +74,22 @@ pub fn model_url(kind: &str, raw: &str) -> String {
     }
 }
 
+/// The model type and model paths of a game character.
+#[derive(Debug, Serialize)]
+pub struct CharacterInfo {
+    pub persona_name: String,
+    pub model_type: String,
+    /// `vrm` or `mmd` for a 3D model, else empty.
+    pub live3d_sub_type: String,
+    pub live2d_path: String,
+    pub mmd_path: String,
+    pub vrm_path: String,
+    pub pngtuber_path: String,
+    pub language: String,
+}
+
 /// The game character info of `persona` (an existing character).
-pub fn info(st: &AppState, persona: &str) -> Value {
+pub fn info(st: &AppState, persona: &str) -> CharacterInfo {
     let profile = st.characters.profile(persona).unwrap_or_else(|| json!({}));
     let avatar = avatar_of(&profile);
     let model_type = {
@@ -137,14 +152,14 @@ pub fn info(st: &AppState, persona: &str) -> Value {
     } else {
         String::new()
     };
-    json!({
-        "persona_name": persona,
-        "model_type": model_type,
-        "live3d_sub_type": live3d_sub_type,
-        "live2d_path": live2d_path,
-        "mmd_path": mmd_path,
-        "vrm_path": vrm_path,
-        "pngtuber_path": model_url("pngtuber", &png),
-        "language": find(&avatar, &profile, &[], &[&["language"]]),
-    })
+    CharacterInfo {
+        persona_name: persona.to_string(),
+        model_type,
+        live3d_sub_type,
+        live2d_path,
+        mmd_path,
+        vrm_path,
+        pngtuber_path: model_url("pngtuber", &png),
+        language: find(&avatar, &profile, &[], &[&["language"]]),
+    }
 }

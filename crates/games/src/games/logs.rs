@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use companiond_core::{now_rfc3339, now_secs};
 use serde_json::{json, Map, Value};
 
-use crate::util::{html_escape, query_escape, truncate_chars};
+use crate::text::{html_escape, query_escape, truncate_chars};
 
 /// Longest stored message (longer ones are cut with a `...<truncated +N chars>` marker).
 pub const MAX_MESSAGE_CHARS: usize = 1200;

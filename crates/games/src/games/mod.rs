@@ -1,12 +1,18 @@
-//! Mini-games (`/api/game`): the route table, the dialogue helpers, the logs and
-//! the leaderboard, tied together by [`Games`]. `http` holds the thin handlers.
+//! Mini-games (`/api/game`): the game-route table and the life of a route, the
+//! dialogue through the model, the delivery of lines to the chat, the
+//! diagnostic logs and the leaderboard, tied together by [`Games`]. The
+//! handlers are in `crate::http`.
 
-pub mod character;
-pub mod dialogue;
-pub mod http;
+pub(crate) mod character;
+pub(crate) mod chat;
+pub(crate) mod delivery;
+pub(crate) mod game_routes;
+pub(crate) mod kind;
 pub mod leaderboard;
-pub mod logs;
-pub mod routes;
+pub(crate) mod lifecycle;
+pub(crate) mod logs;
+pub(crate) mod passive_guard;
+pub(crate) mod quick_lines;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -19,12 +25,12 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::config::GamesConfig;
+use game_routes::{Finalized, GameRouteTable};
 use leaderboard::Leaderboard;
 use logs::{LogStore, NewEntry};
-use routes::{Finalized, RouteTable};
 
-/// The game-type value reserved for the onboarding flow.
-pub const ICEBREAKER_GAME_TYPE: &str = "new_user_icebreaker";
+/// The game type reserved for the icebreaker (it has its own routes).
+pub const ICEBREAKER_GAME_TYPE: &str = crate::icebreaker::SOURCE;
 
 /// One game dialogue model session (per character, game type and round).
 pub struct LlmSession {
@@ -35,7 +41,7 @@ pub struct LlmSession {
 /// Everything the mini-game family keeps in memory.
 pub struct Games {
     pub cfg: GamesConfig,
-    pub routes: RouteTable,
+    pub game_routes: GameRouteTable,
     pub logs: LogStore,
     pub board: Leaderboard,
     pub llm_sessions: Mutex<HashMap<String, LlmSession>>,
@@ -56,7 +62,7 @@ impl Games {
             .join("game_scores")
             .join("badminton_scores.db");
         Games {
-            routes: RouteTable::new(cfg.clone()),
+            game_routes: GameRouteTable::new(cfg.clone()),
             logs: LogStore::new(cfg.log_session_limit, cfg.log_entry_limit),
             board: Leaderboard::new(db, cfg.score_session_ttl),
             llm_sessions: Mutex::default(),
@@ -96,7 +102,7 @@ impl Games {
 
     /// Finalize lapsed routes and drop idle model sessions.
     pub fn sweep(&self, st: &AppState) {
-        for f in self.routes.sweep() {
+        for f in self.game_routes.sweep() {
             tracing::info!(
                 "game route {}/{} of {} ended: heartbeat timeout",
                 f.game_type,
@@ -134,7 +140,10 @@ impl InputRouter for GameInputRouter {
         text: String,
         source: InputSource,
     ) -> BoxFuture<'static, Option<Value>> {
-        let routed = self.games.routes.route_input(&character, &text, source);
+        let routed = self
+            .games
+            .game_routes
+            .route_input(&character, &text, source);
         if let Some(r) = &routed {
             let g = r.get("game_type").and_then(Value::as_str).unwrap_or("");
             let s = r.get("session_id").and_then(Value::as_str).unwrap_or("");
@@ -149,7 +158,7 @@ impl InputRouter for GameInputRouter {
     }
 
     fn is_routing(&self, character: &str) -> bool {
-        self.games.routes.active_of(character).is_some()
+        self.games.game_routes.active_of(character).is_some()
     }
 }
 

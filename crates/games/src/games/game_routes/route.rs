@@ -1,0 +1,343 @@
+//! One game route: its state (liveness, page visibility, pending outputs,
+//! dialogue), the page signals it takes, its public state and the archive built
+//! when it ends.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use companiond_core::now_secs;
+use serde_json::{json, Map, Value};
+
+use crate::config::GamesConfig;
+
+/// Pending outputs kept per route (oldest dropped first).
+pub const MAX_PENDING_OUTPUTS: usize = 50;
+/// Dialogue items kept per route (oldest dropped first).
+pub const MAX_DIALOG_ITEMS: usize = 500;
+/// Dialogue items copied into the archive's `last_full_dialogues`.
+pub const LAST_FULL_DIALOGUES: usize = 8;
+/// Page visibility values that use the hidden-page timeout.
+const HIDDEN_STATES: &[&str] = &["hidden", "prerender", "unloaded"];
+
+/// One game route.
+#[derive(Debug, Clone)]
+pub struct GameRoute {
+    pub instance: u64,
+    pub game_type: String,
+    pub session_id: String,
+    pub persona_name: String,
+    pub active: bool,
+    pub created_at: f64,
+    pub last_activity: f64,
+    pub last_heartbeat_at: f64,
+    pub(super) liveness: Instant,
+    pub page_visible: bool,
+    pub visibility_state: String,
+    pub pending: VecDeque<Value>,
+    output_seq: u64,
+    pub dialog: VecDeque<Value>,
+    dialog_seq: u64,
+    pub input_mode: &'static str,
+    pub input_count: u64,
+    pub last_state: Value,
+    pub final_score: Value,
+    pub game_started: bool,
+    pub game_started_at: Option<f64>,
+    pub mode: Option<String>,
+    pub pre_game_context: Value,
+    pub exit_reason: Option<String>,
+    pub exit_started_at: Option<f64>,
+    pub(super) ended: Option<Instant>,
+    pub archive: Option<Value>,
+    pub(super) transcript_ids: VecDeque<String>,
+}
+
+/// What a route lookup found when it found no usable route.
+#[derive(Debug, Clone)]
+pub enum Miss {
+    /// No active route of this game type for the character.
+    Inactive,
+    /// An active route exists but for another session; its public state.
+    Mismatch(Value),
+}
+
+/// A route that was just finalized, for the caller's side effects.
+#[derive(Debug, Clone)]
+pub struct Finalized {
+    pub persona_name: String,
+    pub game_type: String,
+    pub session_id: String,
+    pub reason: String,
+    pub archive: Value,
+    pub state: Value,
+    pub final_score: Value,
+    pub mode: Option<String>,
+}
+
+/// Longest `gameStartedElapsedMs` taken into account (30 days).
+const MAX_ELAPSED_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
+
+/// Options read from a start / heartbeat / end body.
+#[derive(Debug, Default, Clone)]
+pub struct Signals {
+    pub visibility_state: Option<String>,
+    pub page_visible: Option<bool>,
+    pub game_started: Option<bool>,
+    pub game_started_elapsed_ms: Option<f64>,
+    pub current_state: Option<Value>,
+    pub final_score: Option<Value>,
+}
+
+impl Signals {
+    /// Read the optional signals of a body (camelCase and snake_case accepted;
+    /// values of the wrong type are ignored).
+    pub fn from_body(b: &Map<String, Value>) -> Signals {
+        let s = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| b.get(*k).and_then(Value::as_str))
+                .map(|v| {
+                    v.trim()
+                        .to_ascii_lowercase()
+                        .chars()
+                        .take(32)
+                        .collect::<String>()
+                })
+        };
+        let flag = |keys: &[&str]| keys.iter().find_map(|k| b.get(*k).and_then(Value::as_bool));
+        let obj = |keys: &[&str]| {
+            keys.iter()
+                .find_map(|k| b.get(*k).filter(|v| v.is_object()).cloned())
+        };
+        Signals {
+            visibility_state: s(&["visibilityState", "visibility_state"]),
+            page_visible: flag(&["pageVisible", "page_visible"]),
+            game_started: flag(&["gameStarted", "game_started"]),
+            game_started_elapsed_ms: ["gameStartedElapsedMs", "game_started_elapsed_ms"]
+                .iter()
+                .find_map(|k| b.get(*k).and_then(Value::as_f64))
+                // 0 to 30 days; anything else (NaN, negative, 1e308) is ignored
+                // like a value of the wrong type.
+                .filter(|v| v.is_finite() && (0.0..=MAX_ELAPSED_MS).contains(v)),
+            current_state: obj(&["currentState", "current_state"]),
+            final_score: obj(&["finalScore", "final_score"]),
+        }
+    }
+}
+
+impl GameRoute {
+    pub(super) fn new(
+        instance: u64,
+        persona: &str,
+        game_type: &str,
+        session_id: &str,
+    ) -> GameRoute {
+        let now = now_secs();
+        GameRoute {
+            instance,
+            game_type: game_type.into(),
+            session_id: session_id.into(),
+            persona_name: persona.into(),
+            active: true,
+            created_at: now,
+            last_activity: now,
+            last_heartbeat_at: now,
+            liveness: Instant::now(),
+            page_visible: true,
+            visibility_state: "visible".into(),
+            pending: VecDeque::new(),
+            output_seq: 0,
+            dialog: VecDeque::new(),
+            dialog_seq: 0,
+            input_mode: "none",
+            input_count: 0,
+            last_state: json!({}),
+            final_score: json!({}),
+            game_started: false,
+            game_started_at: None,
+            mode: None,
+            pre_game_context: json!({}),
+            exit_reason: None,
+            exit_started_at: None,
+            ended: None,
+            archive: None,
+            transcript_ids: VecDeque::new(),
+        }
+    }
+
+    fn timeout(&self, cfg: &GamesConfig) -> std::time::Duration {
+        if self.page_visible {
+            cfg.heartbeat_timeout
+        } else {
+            cfg.hidden_heartbeat_timeout
+        }
+    }
+
+    pub(super) fn expired(&self, now: Instant, cfg: &GamesConfig) -> bool {
+        self.active && now.saturating_duration_since(self.liveness) > self.timeout(cfg)
+    }
+
+    pub(super) fn apply(&mut self, s: &Signals) {
+        if let Some(v) = &s.visibility_state {
+            self.visibility_state = v.clone();
+            self.page_visible = !HIDDEN_STATES.contains(&v.as_str());
+        }
+        if let Some(p) = s.page_visible {
+            self.page_visible = p;
+            if s.visibility_state.is_none() {
+                self.visibility_state = if p { "visible" } else { "hidden" }.into();
+            }
+        }
+        if let Some(true) = s.game_started {
+            if !self.game_started {
+                let elapsed = s.game_started_elapsed_ms.unwrap_or(0.0) / 1000.0;
+                self.game_started_at = Some(now_secs() - elapsed);
+            }
+            self.game_started = true;
+        }
+        if let Some(cs) = &s.current_state {
+            self.last_state = cs.clone();
+        }
+        if let Some(fs) = &s.final_score {
+            self.final_score = fs.clone();
+        }
+    }
+
+    pub(super) fn touch(&mut self) {
+        self.last_activity = now_secs();
+    }
+
+    /// Queue an output for `/route/drain`.
+    pub fn push_output(&mut self, mut item: Map<String, Value>) -> Value {
+        self.output_seq += 1;
+        item.insert("seq".into(), json!(self.output_seq));
+        item.insert("id".into(), json!(format!("gout_{:04}", self.output_seq)));
+        item.insert("ts".into(), json!(now_secs()));
+        let v = Value::Object(item);
+        self.pending.push_back(v.clone());
+        while self.pending.len() > MAX_PENDING_OUTPUTS {
+            self.pending.pop_front();
+        }
+        v
+    }
+
+    /// Append a dialogue item (user input, assistant line, game event).
+    pub fn push_dialog(&mut self, mut item: Map<String, Value>) {
+        self.dialog_seq += 1;
+        item.insert("id".into(), json!(format!("glog_{:04}", self.dialog_seq)));
+        item.insert("ts".into(), json!(now_secs()));
+        self.dialog.push_back(Value::Object(item));
+        while self.dialog.len() > MAX_DIALOG_ITEMS {
+            self.dialog.pop_front();
+        }
+    }
+
+    /// The public route state (fields beyond the interface's are documented in docs/games.md).
+    pub fn public_state(&self, cfg: &GamesConfig) -> Value {
+        let last: Vec<&Value> = self
+            .dialog
+            .iter()
+            .skip(self.dialog.len().saturating_sub(LAST_FULL_DIALOGUES))
+            .collect();
+        let mut m = json!({
+            "game_route_active": self.active,
+            "game_type": self.game_type,
+            "session_id": self.session_id,
+            "persona_name": self.persona_name,
+            "route_instance_id": format!("route_{}", self.instance),
+            "created_at": self.created_at,
+            "last_activity": self.last_activity,
+            "last_heartbeat_at": self.last_heartbeat_at,
+            "heartbeat_enabled": self.active,
+            "heartbeat_interval_seconds": cfg.heartbeat_interval.as_secs_f64(),
+            "heartbeat_timeout_seconds": self.timeout(cfg).as_secs_f64(),
+            "foreground_heartbeat_timeout_seconds": cfg.heartbeat_timeout.as_secs_f64(),
+            "hidden_heartbeat_timeout_seconds": cfg.hidden_heartbeat_timeout.as_secs_f64(),
+            "page_visible": self.page_visible,
+            "visibility_state": self.visibility_state,
+            "game_external_text_route_active": self.active,
+            "game_external_voice_route_active": self.active,
+            "game_input_mode": self.input_mode,
+            "game_input_count": self.input_count,
+            "dialog_count": self.dialog.len(),
+            "pending_output_count": self.pending.len(),
+            "last_dialogues": last,
+            "last_state": self.last_state,
+            "finalScore": self.final_score,
+            "game_started": self.game_started,
+            "game_started_at": self.game_started_at,
+            "preGameContext": self.pre_game_context,
+        });
+        if let Some(mode) = &self.mode {
+            m["mode"] = json!(mode);
+        }
+        if let Some(r) = &self.exit_reason {
+            m["exit_reason"] = json!(r);
+            m["exit_started_at"] = json!(self.exit_started_at);
+        }
+        m
+    }
+
+    fn build_archive(&self, reason: &str, ended_at: f64) -> Value {
+        let dialogues: Vec<&Value> = self.dialog.iter().collect();
+        let last: Vec<&Value> = self
+            .dialog
+            .iter()
+            .skip(self.dialog.len().saturating_sub(LAST_FULL_DIALOGUES))
+            .collect();
+        let key_events: Vec<&Value> = {
+            let events: Vec<&Value> = self
+                .dialog
+                .iter()
+                .filter(|d| d.get("type").and_then(Value::as_str) == Some("game_event"))
+                .collect();
+            events[events.len().saturating_sub(20)..].to_vec()
+        };
+        let final_score = if self.final_score.as_object().is_some_and(|m| !m.is_empty()) {
+            self.final_score.clone()
+        } else {
+            self.last_state.get("score").cloned().unwrap_or(json!({}))
+        };
+        let score_text = if final_score.as_object().is_some_and(|m| !m.is_empty()) {
+            final_score.to_string()
+        } else {
+            "none".into()
+        };
+        json!({
+            "game_type": self.game_type,
+            "session_id": self.session_id,
+            "persona_name": self.persona_name,
+            "dialog_count": self.dialog.len(),
+            "full_dialogues": dialogues,
+            "last_full_dialogues": last,
+            "summary": format!("{} game ended. Final result: {}.", self.game_type, score_text),
+            "key_events": key_events,
+            "last_state": self.last_state,
+            "finalScore": final_score,
+            "game_started": self.game_started,
+            "created_at": self.created_at,
+            "ended_at": ended_at,
+            "exit_reason": reason,
+        })
+    }
+
+    /// Mark inactive and build the archive (once).
+    pub(super) fn finalize(&mut self, reason: &str, cfg: &GamesConfig) -> Finalized {
+        let now = now_secs();
+        self.active = false;
+        self.exit_reason = Some(reason.to_string());
+        self.exit_started_at = Some(now);
+        self.ended = Some(Instant::now());
+        let archive = self.build_archive(reason, now);
+        self.archive = Some(archive.clone());
+        Finalized {
+            persona_name: self.persona_name.clone(),
+            game_type: self.game_type.clone(),
+            session_id: self.session_id.clone(),
+            reason: reason.to_string(),
+            archive,
+            state: self.public_state(cfg),
+            final_score: self.final_score.clone(),
+            mode: self.mode.clone(),
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! `/api/game/{game_type}/leaderboard`: the badminton leaderboard (other game
+//! types read an empty page and cannot submit).
+
+use axum::extract::RawQuery;
+use axum::response::Response;
+use companiond_core::envelope::no_store;
+use companiond_core::Ext;
+
+use super::extract::{GameType, JsonObject};
+use super::input::{parse_query, query_int, query_text};
+use super::with_ok;
+use crate::error::{Answer, Failure, Reason};
+use crate::games::kind::GameKind;
+use crate::games::leaderboard::{empty_page, PageQuery, MAX_OFFSET, MAX_PAGE};
+use crate::games::Games;
+use crate::text::truncate_chars;
+
+/// `GET /api/game/{game_type}/leaderboard`: a page (`limit` default 10, `offset`).
+pub async fn page(
+    Ext(games): Ext<Games>,
+    game_type: Result<GameType, Failure>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let answer = async {
+        let GameType(game_type) = game_type?;
+        let q = parse_query(raw.as_deref());
+        let limit = query_int(&q, "limit")?.unwrap_or(10).clamp(0, MAX_PAGE);
+        let offset = query_int(&q, "offset")?.unwrap_or(0).clamp(0, MAX_OFFSET);
+        if !GameKind::of(&game_type).has_leaderboard() {
+            return Ok(with_ok(empty_page(limit, offset)));
+        }
+        games
+            .board
+            .page(PageQuery {
+                persona_name: query_text(&q, "persona_name").map(|p| truncate_chars(&p, 80)),
+                session_id: query_text(&q, "session_id").map(|s| truncate_chars(&s, 120)),
+                limit,
+                offset,
+            })
+            .await
+            .map(with_ok)
+            .map_err(Failure::from)
+    };
+    no_store(answer.await)
+}
+
+/// `POST /api/game/{game_type}/leaderboard`: submit a round's score, accepted
+/// only when it matches the server's record of the round.
+pub async fn submit(
+    Ext(games): Ext<Games>,
+    GameType(game_type): GameType,
+    body: Result<JsonObject, Failure>,
+) -> Answer {
+    if !GameKind::of(&game_type).has_leaderboard() {
+        return Err(Failure::new(Reason::UnsupportedGameType).with("game_type", game_type));
+    }
+    let JsonObject(b) = body?;
+    let sub = games.board.validate(&b)?;
+    Ok(with_ok(games.board.submit(sub).await?))
+}

@@ -1,0 +1,106 @@
+//! `/api/game/logs`, `/api/game/logs/view`, `/api/game/logs/enable`: the game
+//! diagnostic logs.
+
+use axum::extract::RawQuery;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use companiond_core::envelope::{no_store, ok_json};
+use companiond_core::Ext;
+use serde_json::{json, Map, Value};
+
+use super::extract::JsonObject;
+use super::input::{
+    game_type_of, opt_str, parse_query, persona_of, query_int, query_text, session_of,
+};
+use crate::error::{Answer, Failure, Reason};
+use crate::games::logs::{NewEntry, ReadQuery, DEFAULT_LIMIT, MAX_LIMIT};
+use crate::games::Games;
+use crate::text::truncate_chars;
+
+/// The read of a query: integers only (else HTTP 400 `invalid_query`); a negative
+/// cursor is 0 and the limit is clamped to 1..=[`MAX_LIMIT`], before any conversion.
+fn read_query(raw: Option<&str>) -> Result<ReadQuery, Failure> {
+    let q = parse_query(raw);
+    let since = query_int(&q, "since")?.map(|s| s.max(0).unsigned_abs());
+    let limit = query_int(&q, "limit")?
+        .map(|l| {
+            usize::try_from(l.max(1))
+                .unwrap_or(MAX_LIMIT)
+                .min(MAX_LIMIT)
+        })
+        .unwrap_or(DEFAULT_LIMIT);
+    let game_type = match query_text(&q, "game_type") {
+        Some(g) => Some(game_type_of(&g)?),
+        None => None,
+    };
+    Ok(ReadQuery {
+        session_id: query_text(&q, "session_id"),
+        game_type,
+        since,
+        limit,
+    })
+}
+
+/// `GET /api/game/logs`: a session's entries since a cursor, or the session list.
+pub async fn read(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
+    match read_query(raw.as_deref()) {
+        Ok(q) => no_store(ok_json(games.logs.read(&q))),
+        Err(f) => f.into_response(),
+    }
+}
+
+/// `GET /api/game/logs/view`: the same as an HTML page.
+pub async fn view(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
+    match read_query(raw.as_deref()) {
+        Ok(q) => no_store(
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                games.logs.view(&q),
+            )
+                .into_response(),
+        ),
+        Err(f) => f.into_response(),
+    }
+}
+
+/// The session, game type (default `game`) and character a log body names.
+fn log_ids(b: &Map<String, Value>) -> Result<(String, String, String), Failure> {
+    let session = session_of(b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
+    let game = match opt_str(b, &["game_type", "gameType"])? {
+        Some(g) => game_type_of(&g)?,
+        None => "game".to_string(),
+    };
+    let persona = persona_of(b)?.unwrap_or_default();
+    Ok((session, game, persona))
+}
+
+/// `POST /api/game/logs`: append an entry to an enabled log.
+pub async fn append(Ext(games): Ext<Games>, JsonObject(b): JsonObject) -> Answer {
+    let (session, game, persona) = log_ids(&b)?;
+    match games
+        .logs
+        .ingest(&game, &session, &persona, NewEntry::from_body(&b))
+    {
+        Some(seq) => Ok(Json(
+            json!({"ok": true, "seq": seq, "session_id": session, "game_type": game}),
+        )),
+        None => Err(Failure::new(Reason::LogNotActive)
+            .with("seq", Value::Null)
+            .with("session_id", session)
+            .with("game_type", game)),
+    }
+}
+
+/// `POST /api/game/logs/enable`: start (or keep) a session's log.
+pub async fn enable(Ext(games): Ext<Games>, JsonObject(b): JsonObject) -> Answer {
+    let (session, game, persona) = log_ids(&b)?;
+    let reason = opt_str(&b, &["reason"])?
+        .map(|r| truncate_chars(&r, 64))
+        .unwrap_or_else(|| "manual".into());
+    let seq = games.logs.enable(&game, &session, &persona, &reason);
+    Ok(Json(
+        json!({"ok": true, "session_id": session, "game_type": game, "seq": seq}),
+    ))
+}
