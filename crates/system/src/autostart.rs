@@ -1,4 +1,4 @@
-//! The autostart prompt state machine (reference § 18):
+//! The autostart prompt state machine (docs/system.md, "Routes in short"):
 //! `<data>/state/autostart_prompt_state.json`, optional overrides in
 //! `<data>/state/autostart_prompt_config.json` (clamped).
 

@@ -1,6 +1,6 @@
 //! The seven-day tutorial store `<data>/state/seven_day_tutorial_state.json`:
 //! `{storeVersion:1, initialized, revision, state}` with optimistic concurrency on
-//! `expectedRevision` (reference § 17). A legacy `<data>/state/tutorial_prompt.json` that
+//! `expectedRevision`. A legacy `<data>/state/tutorial_prompt.json` that
 //! shows the tutorial was completed or suppressed is migrated on the first read.
 
 use serde_json::{json, Map, Value};
