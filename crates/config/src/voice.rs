@@ -7,13 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Map, Value};
 use tokio_tungstenite::tungstenite::Message;
 use url::Url;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Upstream};
 use crate::net::{self, NetFail};
 
 /// Default voice-server address.
@@ -30,13 +29,13 @@ const MAX_VOICE_CHARS: usize = 1024;
 const DEFAULT_TEXT: &str = "Connectivity test.";
 
 fn upstream(
-    status: StatusCode,
+    failure: Upstream,
     code: &'static str,
     stage: &'static str,
     error: impl Into<String>,
 ) -> ConfigError {
     ConfigError::Upstream {
-        status,
+        failure,
         error: error.into(),
         code,
         stage,
@@ -46,18 +45,18 @@ fn upstream(
 fn from_net(f: NetFail, stage: &'static str) -> ConfigError {
     match f {
         NetFail::Timeout => upstream(
-            StatusCode::GATEWAY_TIMEOUT,
+            Upstream::TimedOut,
             "timeout",
             stage,
             "the voice server did not answer in time",
         ),
         NetFail::Refused(e) => upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "connection_refused",
             stage,
             format!("cannot connect to the voice server: {e}"),
         ),
-        f => upstream(StatusCode::BAD_GATEWAY, f.code(), stage, f.message()),
+        f => upstream(Upstream::Failed, f.code(), stage, f.message()),
     }
 }
 
@@ -110,7 +109,7 @@ pub async fn list_voices(base: &Url, timeout: Duration) -> Result<Value, ConfigE
         .map_err(|f| from_net(f, "list"))?;
     if !(200..300).contains(&status) {
         return Err(upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "upstream_error",
             "list",
             format!("the voice server answered HTTP {status}"),
@@ -118,7 +117,7 @@ pub async fn list_voices(base: &Url, timeout: Duration) -> Result<Value, ConfigE
     }
     let voices: Value = serde_json::from_slice(&body).map_err(|_| {
         upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "upstream_error",
             "list",
             "the voice server did not answer with JSON",
@@ -218,7 +217,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     }
     let send_err = |e: tokio_tungstenite::tungstenite::Error| {
         upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "ws_error",
             "init",
             format!("sending to the voice server failed: {e}"),
@@ -259,7 +258,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
         Err(_) => {
             let _ = ws.close(None).await;
             return Err(upstream(
-                StatusCode::GATEWAY_TIMEOUT,
+                Upstream::TimedOut,
                 "timeout",
                 "init",
                 "the voice server did not become ready in time",
@@ -268,7 +267,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
         Ok(Err(msg)) => {
             let _ = ws.close(None).await;
             return Err(upstream(
-                StatusCode::BAD_GATEWAY,
+                Upstream::Failed,
                 "init_failed",
                 "init",
                 format!("init failed: {msg}"),
@@ -280,7 +279,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     // Stage 2: synthesis.
     let synth_err = |e: tokio_tungstenite::tungstenite::Error| {
         upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "ws_error",
             "synthesis",
             format!("sending to the voice server failed: {e}"),
@@ -364,7 +363,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     }
     if let Some(e) = server_error {
         return Err(upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "synthesis_failed",
             "synthesis",
             format!("the voice server reported an error: {e}"),
@@ -372,14 +371,14 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     }
     if timed_out {
         return Err(upstream(
-            StatusCode::GATEWAY_TIMEOUT,
+            Upstream::TimedOut,
             "timeout",
             "synthesis",
             "the voice server sent no audio in time",
         ));
     }
     Err(upstream(
-        StatusCode::BAD_GATEWAY,
+        Upstream::Failed,
         "synthesis_failed",
         "synthesis",
         "the voice server returned no audio",

@@ -230,21 +230,20 @@ fn int(body: &Map<String, Value>, key: &str) -> i64 {
     }
 }
 
-fn token_of(body: &Map<String, Value>) -> String {
-    ["prompt_token", "token"]
-        .iter()
+/// The first of `keys` that holds a string, trimmed ("" when none does).
+fn first_text<'a>(body: &'a Map<String, Value>, keys: &[&str]) -> &'a str {
+    keys.iter()
         .find_map(|k| body.get(*k).and_then(Value::as_str))
         .unwrap_or("")
         .trim()
-        .to_string()
+}
+
+fn token_of(body: &Map<String, Value>) -> String {
+    first_text(body, &["prompt_token", "token"]).to_string()
 }
 
 fn provider_of(body: &Map<String, Value>) -> String {
-    ["autostart_provider", "provider"]
-        .iter()
-        .find_map(|k| body.get(*k).and_then(Value::as_str))
-        .unwrap_or("")
-        .trim()
+    first_text(body, &["autostart_provider", "provider"])
         .chars()
         .take(64)
         .collect()

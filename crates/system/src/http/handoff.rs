@@ -38,16 +38,36 @@ fn request_origin(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
+/// What a handoff route does with its token.
+#[derive(Clone, Copy)]
+enum Step {
+    Create,
+    Consume,
+}
+
+async fn answer(
+    sys: &SystemState,
+    headers: &HeaderMap,
+    body: Body,
+    step: Step,
+) -> SysResult<Json<Value>> {
+    let b = body_object(body).await?;
+    let origin = request_origin(headers);
+    let now = now_millis();
+    let token = match step {
+        Step::Create => sys.handoff.create(&b, &origin, now).await?,
+        Step::Consume => sys.handoff.consume(&b, &origin, now).await?,
+    };
+    Ok(Json(json!({"ok": true, "success": true, "token": token})))
+}
+
 /// `POST /api/guide/handoff/create`.
 pub async fn create(
     Ext(sys): Ext<SystemState>,
     headers: HeaderMap,
     body: Body,
 ) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
-    let origin = request_origin(&headers);
-    let token = sys.handoff.create(&b, &origin, now_millis()).await?;
-    Ok(Json(json!({"ok": true, "success": true, "token": token})))
+    answer(&sys, &headers, body, Step::Create).await
 }
 
 /// `POST /api/guide/handoff/consume`.
@@ -56,8 +76,5 @@ pub async fn consume(
     headers: HeaderMap,
     body: Body,
 ) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
-    let origin = request_origin(&headers);
-    let token = sys.handoff.consume(&b, &origin, now_millis()).await?;
-    Ok(Json(json!({"ok": true, "success": true, "token": token})))
+    answer(&sys, &headers, body, Step::Consume).await
 }

@@ -79,30 +79,30 @@ impl Proactive {
             .get("is_playing_music")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        // A fresh source of `channel`, recorded as used.
+        let fresh = |channel: &'static str, key: Option<String>| {
+            let key = key.filter(|k| !self.source_recent(name, channel, k, now))?;
+            self.record_source(name, channel, &key, now);
+            Some(key)
+        };
         if on("music") && playing {
-            if let Some(track) = text_field(body, "current_track", 200) {
-                if !self.source_recent(name, "music", &track, now) {
-                    self.record_source(name, "music", &track, now);
-                    return Some(Material {
-                        mode: "music",
-                        tag: track.clone(),
-                        prompt: format!("The user is listening to the song \"{track}\"."),
-                    });
-                }
+            if let Some(track) = fresh("music", text_field(body, "current_track", 200)) {
+                return Some(Material {
+                    mode: "music",
+                    prompt: format!("The user is listening to the song \"{track}\"."),
+                    tag: track,
+                });
             }
         }
         if on("window") {
             let title = text_field(body, "window_title", 200)
                 .or_else(|| tracker.current(name).and_then(|s| s.window_title));
-            if let Some(t) = title {
-                if !self.source_recent(name, "window", &t, now) {
-                    self.record_source(name, "window", &t, now);
-                    return Some(Material {
-                        mode: "window",
-                        tag: t.clone(),
-                        prompt: format!("The user's active window is titled \"{t}\"."),
-                    });
-                }
+            if let Some(t) = fresh("window", title) {
+                return Some(Material {
+                    mode: "window",
+                    prompt: format!("The user's active window is titled \"{t}\"."),
+                    tag: t,
+                });
             }
         }
         if on("chat") || on("home") || on("idle") {
