@@ -19,6 +19,7 @@ mod preferences;
 mod proactive_settings;
 mod probes;
 mod proxy;
+mod state;
 mod voice;
 
 use companiond_core::server::Family;
@@ -27,11 +28,14 @@ use companiond_core::{Api, AppState};
 pub use core_api::{is_masked, is_secret, MASKED};
 pub use error::ConfigError;
 
-/// This family as the binary lists it: its routes (no start-up work).
+/// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: Family = Family { api, start };
 
-/// Start-up work of this family: none (every document is read on demand).
-pub fn start(_state: &AppState) {}
+/// Start-up work: provide the family state (the provider-catalog cache). Every
+/// document is read on demand.
+pub fn start(state: &AppState) {
+    state.provide(std::sync::Arc::new(state::ConfigState::default()));
+}
 
 /// The configuration and proactive routes.
 pub fn api(state: &AppState) -> Api {

@@ -6,12 +6,13 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::layout as docs;
-use companiond_core::AppState;
+use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
 use super::RawJson;
 use crate::error::ConfigError;
 use crate::probes::{self, ConnectivityRequest, ListModelsRequest};
+use crate::state::ConfigState;
 use crate::{catalog, core_api};
 
 /// The stored provider settings as an object (missing = empty); any other JSON is
@@ -28,8 +29,8 @@ fn settings_object(stored: Option<Value>) -> Result<Map<String, Value>, ConfigEr
 }
 
 /// `GET /api/config/core_api`: the effective settings, secrets masked (no-store).
-pub async fn get_core_api(State(st): State<AppState>) -> Response {
-    let (catalog, _) = catalog::load(st.bundle_dir());
+pub async fn get_core_api(State(st): State<AppState>, Ext(family): Ext<ConfigState>) -> Response {
+    let (catalog, _) = family.catalog.get(st.bundle_dir());
     let stored = st.store.read::<Value>(docs::CORE_CONFIG).await;
     match stored.map_err(ConfigError::from).and_then(settings_object) {
         Ok(cfg) => no_store(Json(core_api::view(&cfg, &catalog))),
@@ -41,10 +42,11 @@ pub async fn get_core_api(State(st): State<AppState>) -> Response {
 /// a change affects them.
 pub async fn post_core_api(
     State(st): State<AppState>,
+    Ext(family): Ext<ConfigState>,
     body: RawJson,
 ) -> Result<Json<Value>, ConfigError> {
     let body = body.object()?;
-    let (catalog, _) = catalog::load(st.bundle_dir());
+    let (catalog, _) = family.catalog.get(st.bundle_dir());
     let merged = st
         .store
         .try_update(docs::CORE_CONFIG, move |cur: Option<Value>| {
@@ -73,18 +75,22 @@ pub async fn post_core_api(
 }
 
 /// `GET /api/config/api_providers`.
-pub async fn api_providers(State(st): State<AppState>) -> Json<Map<String, Value>> {
-    let (catalog, source) = catalog::load(st.bundle_dir());
+pub async fn api_providers(
+    State(st): State<AppState>,
+    Ext(family): Ext<ConfigState>,
+) -> Json<Map<String, Value>> {
+    let (catalog, source) = family.catalog.get(st.bundle_dir());
     Json(catalog::view(&catalog, source))
 }
 
 /// `POST /api/config/test_connectivity`.
 pub async fn test_connectivity(
     State(st): State<AppState>,
+    Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ConnectivityRequest>,
 ) -> Result<Json<Value>, ConfigError> {
     let cfg = st.llm.core_config().await;
-    let (catalog, _) = catalog::load(st.bundle_dir());
+    let (catalog, _) = family.catalog.get(st.bundle_dir());
     probes::test_connectivity(req, &cfg, &catalog)
         .await
         .map(Json)
@@ -93,9 +99,10 @@ pub async fn test_connectivity(
 /// `POST /api/config/list_models`.
 pub async fn list_models(
     State(st): State<AppState>,
+    Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ListModelsRequest>,
 ) -> Result<Json<Value>, ConfigError> {
     let cfg = st.llm.core_config().await;
-    let (catalog, _) = catalog::load(st.bundle_dir());
+    let (catalog, _) = family.catalog.get(st.bundle_dir());
     probes::list_models(req, &cfg, &catalog).await.map(Json)
 }

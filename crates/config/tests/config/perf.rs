@@ -45,8 +45,14 @@ async fn perf_figures() {
         assert_eq!(st, 200);
     }
     let mode = t.elapsed() / n;
+    let t = Instant::now();
+    for _ in 0..n {
+        let (st, _) = s.get("/api/config/core_api").await;
+        assert_eq!(st, 200);
+    }
+    let core_api = t.elapsed() / n;
     drop(up);
     println!(
-        "conversation-settings POST {write:?}/op, GET {read:?}/op; list_models (loopback) {list:?}/op; proactive/mode POST {mode:?}/op"
+        "conversation-settings POST {write:?}/op, GET {read:?}/op; list_models (loopback) {list:?}/op; proactive/mode POST {mode:?}/op; core_api GET {core_api:?}/op"
     );
 }
