@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 use super::body_object;
 use crate::error::SysResult;
 use crate::persona;
+use crate::proactive::invitations::Resolution;
+use crate::proactive::round::{stage_of, Outcome};
 use crate::state::SystemState;
 
 /// `POST /api/proactive_chat`: one proactive round.
@@ -19,7 +21,27 @@ pub async fn proactive_chat(
     body: Body,
 ) -> SysResult<Json<Value>> {
     let b = body_object(body).await?;
-    sys.proactive.run(&st, &sys.tracker, &b).await.map(Json)
+    let outcome = sys.proactive.run(&st, &sys.tracker, &b).await?;
+    Ok(Json(match outcome {
+        Outcome::Pass { code, message } => json!({
+            "success": true, "action": "pass", "reason_code": code, "stage": stage_of(code),
+            "message": message, "next_schedule_fixed_mode": false,
+        }),
+        Outcome::Delivered(d) => {
+            let mut v = json!({
+                "success": true, "action": "chat", "reason_code": "CHAT_DELIVERED",
+                "stage": "delivery", "message": d.text, "lanlan_name": d.name,
+                "persona_name": d.name, "source_mode": d.source_mode,
+                "source_tag": d.source_tag, "active_channels": d.channels, "source_links": [],
+                "turn_id": d.turn_id, "next_schedule_fixed_mode": false,
+            });
+            if let Some(i) = d.invite {
+                v["invite"] = json!({"session_id": i.session_id, "game_type": i.game_type,
+                                     "game_url": i.game_url});
+            }
+            v
+        }
+    }))
 }
 
 /// `POST /api/proactive/music_played_through`: the recommended song was heard to
@@ -44,5 +66,15 @@ pub async fn invite_respond(
     body: Body,
 ) -> SysResult<Json<Value>> {
     let b = body_object(body).await?;
-    sys.proactive.respond(&st, &b, now_millis()).map(Json)
+    let r: Resolution = sys.proactive.respond(&st, &b, now_millis())?;
+    let mut v = json!({"success": true, "action": r.action, "session_id": r.session_id,
+                       "lanlan_name": r.name, "persona_name": r.name});
+    if r.action == "expired" {
+        v["message"] = json!("the invitation is no longer pending");
+    }
+    if let Some((game, url)) = r.game {
+        v["game_type"] = json!(game);
+        v["game_url"] = json!(url);
+    }
+    Ok(Json(v))
 }

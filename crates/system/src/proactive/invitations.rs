@@ -33,8 +33,30 @@ pub fn launch_path(game: &str) -> &'static str {
     }
 }
 
-pub(super) fn enc(s: &str) -> String {
+fn enc(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// The page that opens `game` for the character `name` and the invitation `session_id`.
+pub fn game_url(game: &str, name: &str, session_id: &str) -> String {
+    format!(
+        "{}?lanlan_name={}&session_id={}",
+        launch_path(game),
+        enc(name),
+        enc(session_id)
+    )
+}
+
+/// How a response to an invitation ended.
+#[derive(Debug)]
+pub struct Resolution {
+    pub name: String,
+    pub session_id: String,
+    /// `expired` (nothing was pending under that session), `open_game`, `cooldown`
+    /// or `suppress`.
+    pub action: &'static str,
+    /// For `open_game`: the game type and its page.
+    pub game: Option<(String, String)>,
 }
 
 /// The choice a chat message expresses about a pending invitation.
@@ -153,7 +175,12 @@ impl Invite {
 
 impl Proactive {
     /// Apply the user's response to the pending invitation.
-    pub fn respond(&self, st: &AppState, body: &Map<String, Value>, now: i64) -> SysResult<Value> {
+    pub fn respond(
+        &self,
+        st: &AppState,
+        body: &Map<String, Value>,
+        now: i64,
+    ) -> SysResult<Resolution> {
         let name = persona::named_or_current(st, body)?;
         let choice = match body.get("choice") {
             Some(Value::String(s)) => s.trim().to_ascii_lowercase(),
@@ -169,11 +196,12 @@ impl Proactive {
         let mut invites = lock(&self.invites);
         let inv = invites.entry(name.clone()).or_default();
         if !inv.pending() || inv.pending_session_id.as_deref() != Some(session_id.as_str()) {
-            return Ok(
-                json!({"success": true, "action": "expired", "lanlan_name": name,
-                              "persona_name": name, "session_id": session_id,
-                              "message": "the invitation is no longer pending"}),
-            );
+            return Ok(Resolution {
+                name,
+                session_id,
+                action: "expired",
+                game: None,
+            });
         }
         let game = inv.game_type.clone();
         let action = match choice.as_str() {
@@ -211,24 +239,28 @@ impl Proactive {
         if let Some(m) = st.sessions.get(&name) {
             m.notify(json!({"type": "mini_game_invite_resolved", "session_id": session_id, "action": action}));
         }
-        let mut out = json!({"success": true, "action": action, "session_id": session_id,
-                             "lanlan_name": name, "persona_name": name});
-        if action == "open_game" {
-            out["game_type"] = json!(game);
-            out["game_url"] = json!(format!(
-                "{}?lanlan_name={}&session_id={}",
-                launch_path(&game),
-                enc(&name),
-                enc(&session_id)
-            ));
-        }
-        Ok(out)
+        let game = (action == "open_game").then(|| {
+            let url = game_url(&game, &name, &session_id);
+            (game, url)
+        });
+        Ok(Resolution {
+            name,
+            session_id,
+            action,
+            game,
+        })
     }
 
     /// The user chatted while an invitation was pending: keywords pick a choice
     /// (decline beats later beats accept); any other message dismisses it like
     /// "later". Returns the resolution, if any.
-    pub fn on_chat_input(&self, st: &AppState, name: &str, text: &str, now: i64) -> Option<Value> {
+    pub fn on_chat_input(
+        &self,
+        st: &AppState,
+        name: &str,
+        text: &str,
+        now: i64,
+    ) -> Option<Resolution> {
         let session_id = {
             let invites = lock(&self.invites);
             let inv = invites.get(name)?;

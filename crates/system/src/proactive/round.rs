@@ -12,7 +12,7 @@ use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::invitations::{enc, launch_path};
+use super::invitations::game_url;
 use super::{lock, text_field, Proactive};
 use crate::activity::Tracker;
 use crate::error::{Kind, SysResult, SystemError};
@@ -45,9 +45,42 @@ pub fn stage_of(code: &str) -> &'static str {
         _ => "unknown",
     }
 }
-fn pass(code: &str, message: &str) -> Value {
-    json!({"success": true, "action": "pass", "reason_code": code, "stage": stage_of(code),
-           "message": message, "next_schedule_fixed_mode": false})
+/// How a round ended when it did not fail.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Nothing was sent; the reason code says why.
+    Pass {
+        code: &'static str,
+        message: &'static str,
+    },
+    /// A message or an invitation reached the open chat.
+    Delivered(Delivery),
+}
+
+/// What a round delivered.
+#[derive(Debug)]
+pub struct Delivery {
+    pub name: String,
+    pub text: String,
+    /// `music`, `window`, `chat` or `mini_game_invite`.
+    pub source_mode: &'static str,
+    pub source_tag: String,
+    /// How many chat connections received it.
+    pub channels: usize,
+    pub turn_id: String,
+    pub invite: Option<InviteLink>,
+}
+
+/// The invitation a round delivered and the page that opens its game.
+#[derive(Debug)]
+pub struct InviteLink {
+    pub session_id: String,
+    pub game_type: String,
+    pub game_url: String,
+}
+
+fn pass(code: &'static str, message: &'static str) -> Outcome {
+    Outcome::Pass { code, message }
 }
 
 fn fail(kind: Kind, code: &str, message: impl Into<String>) -> SystemError {
@@ -86,7 +119,7 @@ impl Proactive {
         st: &AppState,
         tracker: &Tracker,
         body: &Map<String, Value>,
-    ) -> SysResult<Value> {
+    ) -> SysResult<Outcome> {
         let name = match persona::named_in(body) {
             Some(n) => n,
             None => st.characters.current(),
@@ -149,7 +182,7 @@ impl Proactive {
         tracker: &Tracker,
         body: &Map<String, Value>,
         name: &str,
-    ) -> SysResult<Value> {
+    ) -> SysResult<Outcome> {
         let now = companiond_core::now_millis();
         let Some(mgr) = st.sessions.get(name).filter(|m| m.is_active()) else {
             return Ok(pass(
@@ -261,12 +294,14 @@ impl Proactive {
         append_recent(st, name, &text).await;
         self.record_sent(name, &text, now);
         bump_totals(st, name, false).await;
-        Ok(json!({
-            "success": true, "action": "chat", "reason_code": "CHAT_DELIVERED", "stage": "delivery",
-            "message": text, "lanlan_name": name, "persona_name": name,
-            "source_mode": material.mode, "source_tag": material.tag,
-            "active_channels": channels, "source_links": [], "turn_id": turn_id,
-            "next_schedule_fixed_mode": false,
+        Ok(Outcome::Delivered(Delivery {
+            name: name.to_string(),
+            text,
+            source_mode: material.mode,
+            source_tag: material.tag,
+            channels,
+            turn_id,
+            invite: None,
         }))
     }
 
@@ -277,7 +312,7 @@ impl Proactive {
         name: &str,
         game: &str,
         now: i64,
-    ) -> SysResult<Value> {
+    ) -> SysResult<Outcome> {
         let sid = self.mark_invited(name, game, now);
         let text = format!("Want to play {} with me?", game.replace(['_', '-'], " "));
         let turn_id = uuid::Uuid::new_v4().simple().to_string();
@@ -294,13 +329,19 @@ impl Proactive {
         }
         self.record_sent(name, &text, now);
         bump_totals(st, name, true).await;
-        Ok(json!({
-            "success": true, "action": "chat", "reason_code": "CHAT_DELIVERED", "stage": "delivery",
-            "message": text, "lanlan_name": name, "persona_name": name,
-            "source_mode": "mini_game_invite", "source_tag": game, "active_channels": channels,
-            "source_links": [], "turn_id": turn_id, "next_schedule_fixed_mode": false,
-            "invite": {"session_id": sid, "game_type": game, "game_url": format!(
-                "{}?lanlan_name={}&session_id={}", launch_path(game), enc(name), enc(&sid))},
+        let game_url = game_url(game, name, &sid);
+        Ok(Outcome::Delivered(Delivery {
+            name: name.to_string(),
+            text,
+            source_mode: "mini_game_invite",
+            source_tag: game.to_string(),
+            channels,
+            turn_id,
+            invite: Some(InviteLink {
+                session_id: sid,
+                game_type: game.to_string(),
+                game_url,
+            }),
         }))
     }
 }
