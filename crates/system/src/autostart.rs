@@ -3,7 +3,7 @@
 //! `<data>/state/autostart_prompt_config.json` (clamped).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::error::{SysResult, SystemError};
 
@@ -142,6 +142,21 @@ impl Default for State {
     }
 }
 
+/// The reduced view of the state that `GET /api/autostart-prompt/state` answers.
+#[derive(Debug, Serialize)]
+pub struct PublicState<'a> {
+    pub status: &'a str,
+    pub shown_count: i64,
+    pub deferred_until: i64,
+    pub never_remind: bool,
+    pub accepted_at: i64,
+    pub started_at: i64,
+    pub completed_at: i64,
+    pub last_error: &'a str,
+    pub autostart_enabled: bool,
+    pub enabled_at: i64,
+}
+
 const STATUSES: [&str; 7] = [
     "observing",
     "prompted",
@@ -171,18 +186,19 @@ impl State {
     }
 
     /// The reduced view of `GET state`.
-    pub fn public(&self) -> Value {
-        json!({
-            "status": self.status, "shown_count": self.shown_count,
-            "deferred_until": self.deferred_until, "never_remind": self.never_remind,
-            "accepted_at": self.accepted_at, "started_at": self.started_at,
-            "completed_at": self.completed_at, "last_error": self.last_error,
-            "autostart_enabled": self.autostart_enabled, "enabled_at": self.enabled_at,
-        })
-    }
-
-    pub fn full(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
+    pub fn public(&self) -> PublicState<'_> {
+        PublicState {
+            status: &self.status,
+            shown_count: self.shown_count,
+            deferred_until: self.deferred_until,
+            never_remind: self.never_remind,
+            accepted_at: self.accepted_at,
+            started_at: self.started_at,
+            completed_at: self.completed_at,
+            last_error: &self.last_error,
+            autostart_enabled: self.autostart_enabled,
+            enabled_at: self.enabled_at,
+        }
     }
 
     fn mark_enabled(&mut self, provider: &str, now: i64) {
@@ -441,6 +457,7 @@ pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn m(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()

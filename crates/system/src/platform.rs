@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::error::{Kind, SysResult, SystemError};
 
@@ -166,23 +166,33 @@ pub fn add_playtime(
     unlocked
 }
 
-/// The list body.
-pub fn list(config: &[Achievement], p: &Progress) -> Value {
-    let items: Vec<Value> = config
+/// One configured achievement and its state.
+#[derive(Debug, Serialize)]
+pub struct AchievementState {
+    pub name: String,
+    pub unlocked: bool,
+    /// Milliseconds since the epoch.
+    pub unlocked_at: Option<i64>,
+    pub playtime_seconds: Option<i64>,
+}
+
+/// Every configured achievement and its state, in configuration order.
+pub fn list(config: &[Achievement], p: &Progress) -> Vec<AchievementState> {
+    config
         .iter()
-        .map(|a| {
-            json!({"name": a.name, "unlocked": p.unlocked.contains_key(&a.name),
-                   "unlocked_at": p.unlocked.get(&a.name),
-                   "playtime_seconds": a.playtime_seconds})
+        .map(|a| AchievementState {
+            name: a.name.clone(),
+            unlocked: p.unlocked.contains_key(&a.name),
+            unlocked_at: p.unlocked.get(&a.name).copied(),
+            playtime_seconds: a.playtime_seconds,
         })
-        .collect();
-    json!({"success": true, "count": items.len(), "achievements": items,
-           "totalPlayTime": p.play_time_seconds, "stat": STAT})
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn seconds_rules() {

@@ -50,7 +50,7 @@ pub async fn heartbeat(State(st): State<AppState>, body: Body) -> SysResult<Json
     .await?;
     Ok(Json(
         json!({"ok": true, "should_prompt": should, "prompt_reason": reason,
-               "prompt_mode": "autostart", "prompt_token": token, "state": s.full()}),
+               "prompt_mode": "autostart", "prompt_token": token, "state": s}),
     ))
 }
 
@@ -59,7 +59,7 @@ pub async fn shown(State(st): State<AppState>, body: Body) -> SysResult<Json<Val
     let b = body_object(body).await?;
     let (s, already) = update(&st, move |s, cfg, now| autostart::shown(s, &b, cfg, now)).await?;
     Ok(Json(
-        json!({"ok": true, "already_acknowledged": already, "state": s.full()}),
+        json!({"ok": true, "already_acknowledged": already, "state": s}),
     ))
 }
 
@@ -67,5 +67,5 @@ pub async fn shown(State(st): State<AppState>, body: Body) -> SysResult<Json<Val
 pub async fn decision(State(st): State<AppState>, body: Body) -> SysResult<Json<Value>> {
     let b = body_object(body).await?;
     let (s, ()) = update(&st, move |s, cfg, now| autostart::decision(s, &b, cfg, now)).await?;
-    Ok(Json(json!({"ok": true, "state": s.full()})))
+    Ok(Json(json!({"ok": true, "state": s})))
 }

@@ -65,5 +65,9 @@ pub async fn update_playtime(State(st): State<AppState>, body: Body) -> SysResul
 pub async fn list_achievements(State(st): State<AppState>) -> SysResult<Json<Value>> {
     let cfg = achievements(&st).await?;
     let p: platform::Progress = st.store.read(platform::DOC).await?.unwrap_or_default();
-    Ok(Json(platform::list(&cfg, &p)))
+    let items = platform::list(&cfg, &p);
+    Ok(Json(
+        json!({"success": true, "count": items.len(), "achievements": items,
+               "totalPlayTime": p.play_time_seconds, "stat": platform::STAT}),
+    ))
 }
