@@ -18,7 +18,13 @@ use crate::{activity, status, token_usage};
 
 /// `GET /api/system/status`.
 pub async fn status(State(st): State<AppState>) -> Response {
-    no_store(ok_json(status::snapshot(&st).await))
+    let s = status::snapshot(&st).await;
+    no_store(ok_json(json!({
+        "ok": true,
+        "status": s.status,
+        "ready": s.status == "ready",
+        "storage": s.storage,
+    })))
 }
 
 /// `GET /api/token-usage?days=`.
