@@ -16,6 +16,7 @@ use std::sync::{Mutex, OnceLock};
 use companiond_core::layout as docs;
 use companiond_core::stamp::Stamp;
 use companiond_core::state::StorageStatus;
+use companiond_core::task::{blocking, TaskFailed};
 use companiond_core::AppState;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -215,7 +216,7 @@ pub async fn snapshot(st: &AppState) -> Snapshot {
     }
     let data = st.data_dir().to_path_buf();
     let overlay = st.storage_status();
-    let storage = tokio::task::spawn_blocking(move || storage_flags(&data, overlay))
+    let storage = blocking(move || Ok::<_, TaskFailed>(storage_flags(&data, overlay)))
         .await
         .unwrap_or_default();
     let status = if storage.selection_required
