@@ -75,7 +75,8 @@ fn serves(p: &ProviderEntry, scope: &str) -> bool {
     }
 }
 
-fn flag(p: &ProviderEntry, key: &str) -> bool {
+/// Is the catalog entry's `key` flag set (`free`, `fixed_model`, `restricted`)?
+pub fn flag(p: &ProviderEntry, key: &str) -> bool {
     p.extra.get(key).and_then(Value::as_bool) == Some(true)
 }
 

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::catalog;
 use crate::core_api::{is_masked, keybook_field, str_field, FREE_ACCESS, SLOTS};
 use crate::error::ConfigError;
 use crate::net::{self, NetFail};
@@ -74,10 +75,6 @@ fn kind_of(s: &str) -> Kind {
     }
 }
 
-fn entry_flag(p: &ProviderEntry, key: &str) -> bool {
-    p.extra.get(key).and_then(Value::as_bool) == Some(true)
-}
-
 fn entry_kind(p: &ProviderEntry) -> Kind {
     kind_of(
         p.extra
@@ -111,7 +108,10 @@ fn provider_base(p: &ProviderEntry, override_url: &str) -> String {
 /// The stored key of a built-in provider: its Key Book field, else the core key
 /// when it is the core provider.
 fn stored_provider_key(cfg: &Map<String, Value>, catalog: &Catalog, provider: &str) -> String {
-    if catalog.get(provider).is_some_and(|p| entry_flag(p, "free")) {
+    if catalog
+        .get(provider)
+        .is_some_and(|p| catalog::flag(p, "free"))
+    {
         return FREE_ACCESS.to_string();
     }
     let kb = str_field(cfg, &keybook_field(provider));
@@ -191,7 +191,7 @@ pub async fn list_models(
                 format!("unknown provider {provider:?}"),
             ));
         };
-        if entry_flag(p, "free") || entry_flag(p, "fixed_model") {
+        if catalog::flag(p, "free") || catalog::flag(p, "fixed_model") {
             return Err(ConfigError::probe(
                 "unsupported",
                 "this provider's models are fixed",
@@ -215,7 +215,7 @@ pub async fn list_models(
                 "no API key is saved for this provider; enter one",
             ));
         }
-        let strip = entry_flag(p, "strip_models_prefix");
+        let strip = catalog::flag(p, "strip_models_prefix");
         (base, key, entry_kind(p), strip)
     } else {
         let url = opt(&req.url);
@@ -410,7 +410,7 @@ fn resolve_target(
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let is_free = entry_flag(p, "free");
+        let is_free = catalog::flag(p, "free");
         let key = if !submitted.is_empty() && !is_masked(submitted) {
             submitted.to_string()
         } else if scope == "core" && str_field(cfg, "coreApi") == provider {
