@@ -175,12 +175,21 @@ impl Auth {
 
 // ------------------------------------------------------------------ list_models
 
-/// `list_models`: the success body or a probe failure.
+/// The models an endpoint lists.
+#[derive(Debug)]
+pub struct ModelList {
+    /// Normalised, sorted model entries.
+    pub models: Vec<Value>,
+    /// The base URL that was asked.
+    pub resolved_url: String,
+}
+
+/// `list_models`: the endpoint's models or a probe failure.
 pub async fn list_models(
     req: ListModelsRequest,
     cfg: &Map<String, Value>,
     catalog: &Catalog,
-) -> Result<Value, ConfigError> {
+) -> Result<ModelList, ConfigError> {
     let timeout = net::pick_timeout(req.timeout_seconds, LIST_TIMEOUT);
     let submitted = opt(&req.api_key);
     let provider = opt(&req.provider_key);
@@ -244,7 +253,10 @@ pub async fn list_models(
         (url.trim_end_matches('/').to_string(), key, kind, false)
     };
     let models = fetch_models(&base, &Auth::new(kind, &key), strip, timeout).await?;
-    Ok(json!({"success": true, "models": models, "resolved_url": base}))
+    Ok(ModelList {
+        models,
+        resolved_url: base,
+    })
 }
 
 /// `GET <base>/models` and the normalised, sorted model list.
@@ -469,12 +481,19 @@ fn resolve_target(
     })
 }
 
-/// `test_connectivity`: the success body or a probe failure.
+/// An endpoint that answered a probe.
+#[derive(Debug)]
+pub struct Reachable {
+    pub resolved_url: String,
+    pub latency_ms: u64,
+}
+
+/// `test_connectivity`: the endpoint answered, or a probe failure.
 pub async fn test_connectivity(
     req: ConnectivityRequest,
     cfg: &Map<String, Value>,
     catalog: &Catalog,
-) -> Result<Value, ConfigError> {
+) -> Result<Reachable, ConfigError> {
     let timeout = net::pick_timeout(req.timeout_seconds, CONNECT_TIMEOUT);
     let t = resolve_target(&req, cfg, catalog)?;
     let started = Instant::now();
@@ -482,11 +501,10 @@ pub async fn test_connectivity(
         Kind::Websocket => probe_ws(&t, timeout).await?,
         _ => probe_http(&t, timeout).await?,
     }
-    Ok(json!({
-        "success": true,
-        "resolved_url": t.url,
-        "latency_ms": started.elapsed().as_millis() as u64,
-    }))
+    Ok(Reachable {
+        resolved_url: t.url,
+        latency_ms: started.elapsed().as_millis() as u64,
+    })
 }
 
 async fn probe_http(t: &Target, timeout: Duration) -> Result<(), ConfigError> {

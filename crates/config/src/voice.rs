@@ -97,8 +97,28 @@ fn base_str(u: &Url) -> String {
     u.as_str().trim_end_matches('/').to_string()
 }
 
-/// `list_voices`: `{success:true, voices:<upstream JSON>, api_url}`.
-pub async fn list_voices(base: &Url, timeout: Duration) -> Result<Value, ConfigError> {
+/// The voices a voice server lists.
+#[derive(Debug)]
+pub struct VoiceList {
+    /// The server's answer as it sent it.
+    pub voices: Value,
+    /// The server's base URL (no trailing slash).
+    pub api_url: String,
+}
+
+/// A synthesis flow that produced audio or sentences.
+#[derive(Debug)]
+pub struct SynthesisCheck {
+    pub api_url: String,
+    pub voice_id: String,
+    pub audio_chunks: u64,
+    pub audio_bytes: u64,
+    pub sentences: u64,
+    pub elapsed_ms: u64,
+}
+
+/// `list_voices`: the upstream's voice list.
+pub async fn list_voices(base: &Url, timeout: Duration) -> Result<VoiceList, ConfigError> {
     let base = base_str(base);
     let url = net::join(&base, "api/v3/voices");
     let parsed = net::parse_url(&url, &["http", "https"])
@@ -123,7 +143,10 @@ pub async fn list_voices(base: &Url, timeout: Duration) -> Result<Value, ConfigE
             "the voice server did not answer with JSON",
         )
     })?;
-    Ok(json!({"success": true, "voices": voices, "api_url": base}))
+    Ok(VoiceList {
+        voices,
+        api_url: base,
+    })
 }
 
 /// Parameters of the synthesis test.
@@ -198,7 +221,7 @@ pub fn stream_url(base: &Url) -> Result<Url, ConfigError> {
 }
 
 /// Run the init → ready → synthesis flow.
-pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
+pub async fn test_connectivity(p: TestParams) -> Result<SynthesisCheck, ConfigError> {
     let url = stream_url(&p.base)?;
     let started = Instant::now();
     let deadline = started + p.timeout;
@@ -351,15 +374,14 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     }
     let _ = ws.close(None).await;
     if chunks > 0 || sentences > 0 {
-        return Ok(json!({
-            "success": true,
-            "api_url": base_str(&p.base),
-            "voice_id": voice,
-            "audio_chunks": chunks,
-            "audio_bytes": bytes,
-            "sentences": sentences,
-            "elapsed_ms": started.elapsed().as_millis() as u64,
-        }));
+        return Ok(SynthesisCheck {
+            api_url: base_str(&p.base),
+            voice_id: voice,
+            audio_chunks: chunks,
+            audio_bytes: bytes,
+            sentences,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
     }
     if let Some(e) = server_error {
         return Err(upstream(

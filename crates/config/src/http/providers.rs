@@ -91,9 +91,12 @@ pub async fn test_connectivity(
 ) -> Result<Json<Value>, ConfigError> {
     let cfg = st.llm.core_config().await;
     let (catalog, _) = family.catalog.get(st.bundle_dir());
-    probes::test_connectivity(req, &cfg, &catalog)
-        .await
-        .map(Json)
+    let r = probes::test_connectivity(req, &cfg, &catalog).await?;
+    Ok(Json(json!({
+        "success": true,
+        "resolved_url": r.resolved_url,
+        "latency_ms": r.latency_ms,
+    })))
 }
 
 /// `POST /api/config/list_models`.
@@ -104,5 +107,8 @@ pub async fn list_models(
 ) -> Result<Json<Value>, ConfigError> {
     let cfg = st.llm.core_config().await;
     let (catalog, _) = family.catalog.get(st.bundle_dir());
-    probes::list_models(req, &cfg, &catalog).await.map(Json)
+    let list = probes::list_models(req, &cfg, &catalog).await?;
+    Ok(Json(
+        json!({"success": true, "models": list.models, "resolved_url": list.resolved_url}),
+    ))
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::RawJson;
 use crate::error::ConfigError;
@@ -24,12 +24,24 @@ pub async fn list_voices(body: RawJson) -> Result<Json<Value>, ConfigError> {
     let body = body.object()?;
     let base = voice::base_url(body.get("api_url"), None)?;
     let timeout = timeout_field(&body, voice::LIST_TIMEOUT)?;
-    voice::list_voices(&base, timeout).await.map(Json)
+    let list = voice::list_voices(&base, timeout).await?;
+    Ok(Json(
+        json!({"success": true, "voices": list.voices, "api_url": list.api_url}),
+    ))
 }
 
 /// `POST /api/config/voiceserver/test_connectivity`.
 pub async fn test_connectivity(body: RawJson) -> Result<Json<Value>, ConfigError> {
     let body = body.object()?;
     let p = voice::test_params(&body)?;
-    voice::test_connectivity(p).await.map(Json)
+    let c = voice::test_connectivity(p).await?;
+    Ok(Json(json!({
+        "success": true,
+        "api_url": c.api_url,
+        "voice_id": c.voice_id,
+        "audio_chunks": c.audio_chunks,
+        "audio_bytes": c.audio_bytes,
+        "sentences": c.sentences,
+        "elapsed_ms": c.elapsed_ms,
+    })))
 }
