@@ -25,8 +25,7 @@ mod voice;
 use companiond_core::server::Family;
 use companiond_core::{Api, AppState};
 
-pub use core_api::{is_masked, is_secret, MASKED};
-pub use error::ConfigError;
+pub use core_api::MASKED;
 
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: Family = Family { api, start };

@@ -37,8 +37,6 @@ use companiond_core::guards::{csrf_success, Csrf};
 use companiond_core::server::Family;
 use companiond_core::{Api, AppState};
 
-pub use error::SystemError;
-
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: Family = Family { api, start };
 
