@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use companiond_core::AppState;
+
 use crate::error::{SysResult, SystemError};
 
 pub const DOC: &str = "state/autostart_prompt_state.json";
@@ -452,6 +454,34 @@ pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64
     s.last_decision_prompt_token = Some(token);
     s.normalize();
     Ok(())
+}
+
+// ------------------------------------------------------------------ stored state
+
+/// The stored state, normalised.
+pub async fn load(st: &AppState) -> SysResult<State> {
+    let mut s = st.store.read::<State>(DOC).await?.unwrap_or_default();
+    s.normalize();
+    Ok(s)
+}
+
+/// Apply `f` to the stored state (normalised first) under the document lock, with
+/// the configured overrides and the current time; the new state and `f`'s result.
+pub async fn update<R: Send + 'static>(
+    st: &AppState,
+    f: impl FnOnce(&mut State, &Config, i64) -> SysResult<R> + Send + 'static,
+) -> SysResult<(State, R)> {
+    let cfg: Option<Value> = st.store.read(CONFIG_DOC).await.ok().flatten();
+    let cfg = Config::from_overrides(cfg.as_ref());
+    let now = companiond_core::now_millis();
+    st.store
+        .try_update(DOC, move |cur: Option<State>| {
+            let mut s = cur.unwrap_or_default();
+            s.normalize();
+            let r = f(&mut s, &cfg, now)?;
+            Ok((s.clone(), (s, r)))
+        })
+        .await?
 }
 
 #[cfg(test)]

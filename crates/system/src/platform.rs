@@ -12,6 +12,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use companiond_core::task::blocking;
+use companiond_core::AppState;
+
 use crate::error::{Kind, SysResult, SystemError};
 
 pub const DOC: &str = "state/platform_achievements.json";
@@ -187,6 +190,53 @@ pub fn list(config: &[Achievement], p: &Progress) -> Vec<AchievementState> {
             playtime_seconds: a.playtime_seconds,
         })
         .collect()
+}
+
+// ------------------------------------------------------------------ stored progress
+
+/// The configured achievements (`<bundle>/achievements.json`).
+pub async fn configured(st: &AppState) -> SysResult<Vec<Achievement>> {
+    let bundle = st.bundle_dir().to_path_buf();
+    blocking(move || load_config(&bundle)).await
+}
+
+/// Unlock the configured achievement `name`; whether it was newly unlocked.
+pub async fn set_achievement(st: &AppState, name: &str) -> SysResult<bool> {
+    let cfg = configured(st).await?;
+    let now = companiond_core::now_millis();
+    let name = name.to_string();
+    st.store
+        .try_update(DOC, move |cur: Option<Progress>| {
+            let mut p = cur.unwrap_or_default();
+            let newly = unlock(&cfg, &mut p, &name, now)?;
+            Ok::<_, SystemError>((p, newly))
+        })
+        .await?
+}
+
+/// Add `seconds` of playtime; the new total and the achievements of `cfg` it unlocked.
+pub async fn record_playtime(
+    st: &AppState,
+    cfg: Vec<Achievement>,
+    seconds: i64,
+) -> SysResult<(i64, Vec<String>)> {
+    let now = companiond_core::now_millis();
+    Ok(st
+        .store
+        .update(DOC, move |cur: Option<Progress>| {
+            let mut p = cur.unwrap_or_default();
+            let unlocked = add_playtime(&cfg, &mut p, seconds, now);
+            let total = p.play_time_seconds;
+            (p, (total, unlocked))
+        })
+        .await?)
+}
+
+/// Every configured achievement with its state, and the total playtime.
+pub async fn listing(st: &AppState) -> SysResult<(Vec<AchievementState>, i64)> {
+    let cfg = configured(st).await?;
+    let p: Progress = st.store.read(DOC).await?.unwrap_or_default();
+    Ok((list(&cfg, &p), p.play_time_seconds))
 }
 
 #[cfg(test)]
