@@ -2,7 +2,7 @@
 //!
 //! `http/` holds thin handlers, one file per resource; the domain modules know
 //! nothing of HTTP: `core_api` (provider settings, masking), `catalog` (provider
-//! catalog view), `probes` (connectivity and model lists), `voice` (voice server),
+//! catalog view), `probes/` (`models.rs`: model lists; `connectivity.rs`: connectivity probes), `voice` (voice server),
 //! `conversation` (conversation settings, revision, ASR decision),
 //! `proactive_settings` (the proactive fields and their modes; the proactive
 //! runtime is the system family's), `preferences` (model display preferences),

@@ -11,7 +11,8 @@ use serde_json::{json, Map, Value};
 
 use super::RawJson;
 use crate::error::ConfigError;
-use crate::probes::{self, ConnectivityRequest, ListModelsRequest};
+use crate::probes::connectivity::{self, ConnectivityRequest};
+use crate::probes::models::{self, ListModelsRequest};
 use crate::state::ConfigState;
 use crate::{catalog, core_api};
 
@@ -91,7 +92,7 @@ pub async fn test_connectivity(
 ) -> Result<Json<Value>, ConfigError> {
     let cfg = st.llm.core_config().await;
     let (catalog, _) = family.catalog.get(st.bundle_dir());
-    let r = probes::test_connectivity(req, &cfg, &catalog).await?;
+    let r = connectivity::test_connectivity(req, &cfg, &catalog).await?;
     Ok(Json(json!({
         "success": true,
         "resolved_url": r.resolved_url,
@@ -107,7 +108,7 @@ pub async fn list_models(
 ) -> Result<Json<Value>, ConfigError> {
     let cfg = st.llm.core_config().await;
     let (catalog, _) = family.catalog.get(st.bundle_dir());
-    let list = probes::list_models(req, &cfg, &catalog).await?;
+    let list = models::list_models(req, &cfg, &catalog).await?;
     Ok(Json(
         json!({"success": true, "models": list.models, "resolved_url": list.resolved_url}),
     ))
