@@ -1,8 +1,9 @@
 //! Configuration (`/api/config`) and proactive-chat settings (`/api/proactive`).
 //!
 //! `http/` holds thin handlers, one file per resource; the domain modules know
-//! nothing of HTTP: `core_api` (provider settings, masking), `catalog` (provider
-//! catalog view), `probes/` (`models.rs`: model lists; `connectivity.rs`: connectivity probes), `voice` (voice server),
+//! nothing of HTTP: `core_api` (provider settings, masking), `catalog` (the
+//! provider catalog, cached by file stamp, and its view), `probes/` (`models`:
+//! model lists; `connectivity`: connectivity probes), `voice` (voice server),
 //! `conversation` (conversation settings, revision, ASR decision),
 //! `proactive_settings` (the proactive fields and their modes; the proactive
 //! runtime is the system family's), `preferences` (model display preferences),
