@@ -145,6 +145,30 @@ pub fn view(catalog: &Catalog, source: &str) -> Map<String, Value> {
 mod tests {
     use super::*;
 
+    /// A fresh directory, removed on drop.
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            let nanos = SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let p = std::env::temp_dir().join(format!("catalog-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     fn write(dir: &Path, key: &str) {
         let doc = json!({"providers": [{"key": key, "name": key, "base_url": "https://example.com/v1", "models": {}}]});
         std::fs::write(dir.join(FILE), doc.to_string()).unwrap();
@@ -152,7 +176,7 @@ mod tests {
 
     #[test]
     fn the_cache_follows_the_file() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = TempDir::new();
         let cache = CatalogCache::default();
         // No file: the built-in catalog, kept (absence is a stable stamp).
         let (a, source) = cache.get(dir.path());
