@@ -19,7 +19,9 @@ pub async fn changelog(State(st): State<AppState>, q: RawQuery) -> SysResult<Jso
     let entries =
         blocking(move || Ok::<_, SystemError>(changelog::changelog(&bundle, &since, &lang)))
             .await?;
-    Ok(Json(entries))
+    Ok(Json(
+        json!({"current_version": changelog::APP_VERSION, "entries": entries}),
+    ))
 }
 
 /// `GET /api/survey?lang=`.
