@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use companiond_core::store::{self, StoreError};
+use companiond_core::task::blocking;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
@@ -26,8 +27,8 @@ pub const MAX_REVISION: u64 = 9_007_199_254_740_991;
 pub const MAX_WRITE_ID: u64 = 9_007_199_254_740_990;
 const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
 
-/// Boolean settings.
-pub const BOOL_FIELDS: &[&str] = &[
+/// Boolean settings of proactive chat (also shown by the proactive routes).
+pub const PROACTIVE_BOOL_FIELDS: &[&str] = &[
     "proactiveChatEnabled",
     "proactiveVisionEnabled",
     "proactiveVisionChatEnabled",
@@ -38,6 +39,10 @@ pub const BOOL_FIELDS: &[&str] = &[
     "proactiveMusicEnabled",
     "proactiveMemeEnabled",
     "proactiveMiniGameInviteEnabled",
+];
+
+/// The other boolean settings.
+pub const BOOL_FIELDS: &[&str] = &[
     "mergeMessagesEnabled",
     "focusModeEnabled",
     "focusCognitionEnabled",
@@ -72,7 +77,7 @@ pub enum Verdict {
 
 /// Judge one field.
 pub fn validate(key: &str, v: &Value) -> Verdict {
-    if BOOL_FIELDS.contains(&key) {
+    if PROACTIVE_BOOL_FIELDS.contains(&key) || BOOL_FIELDS.contains(&key) {
         return if v.is_boolean() {
             Verdict::Valid
         } else {
@@ -350,9 +355,7 @@ pub fn apply(cur: Doc, w: Write, now_ms: u64) -> Outcome {
 /// Read the document (a missing file is the empty document).
 pub async fn load(st: &AppState) -> Result<Doc, ConfigError> {
     let path = st.store.path(DOC);
-    let v = tokio::task::spawn_blocking(move || store::read_json::<Value>(&path))
-        .await
-        .map_err(|e| ConfigError::Storage(e.to_string()))??;
+    let v = blocking(move || store::read_json::<Value>(&path).map_err(ConfigError::from)).await?;
     match v {
         None => Ok(Doc::default()),
         Some(v) => Ok(Doc::from_value(v)?),
@@ -373,10 +376,11 @@ pub async fn transact<R: Send + 'static>(
     if let Some(doc) = new {
         let path = st.store.path(DOC);
         let value = doc.to_value();
-        tokio::task::spawn_blocking(move || store::atomic_write_json(&path, &value))
-            .await
-            .map_err(|e| ConfigError::Storage(e.to_string()))?
-            .map_err(|e| ConfigError::Storage(format!("cannot save the settings: {e}")))?;
+        blocking(move || {
+            store::atomic_write_json(&path, &value)
+                .map_err(|e| ConfigError::Storage(format!("cannot save the settings: {e}")))
+        })
+        .await?;
     }
     Ok(r)
 }

@@ -1,6 +1,6 @@
 //! Provider settings (`config/core_config.json`): masking on read, validation and
 //! merge on write. The stored field names are the ones
-//! `companiond_core::providers::resolve` reads (runtime.md § Provider settings).
+//! `companiond_core::providers::resolve` reads; the two must agree.
 
 use companiond_core::providers::Catalog;
 use serde_json::{json, Map, Value};

@@ -6,6 +6,15 @@ use companiond_core::envelope::SuccessError;
 use companiond_core::store::StoreError;
 use serde_json::Value;
 
+/// How an outside server failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// It did not answer in time.
+    TimedOut,
+    /// It refused, broke the protocol or answered an error.
+    Failed,
+}
+
 /// Every failure of the configuration and proactive routes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigError {
@@ -15,9 +24,10 @@ pub enum ConfigError {
     NotFound(String),
     /// An outside endpoint failed (probes): HTTP 200 `{success:false, error, error_code}`.
     Probe { error: String, code: &'static str },
-    /// The voice server failed at a stage: HTTP 502 or 504 with `code` and `error_code`.
+    /// The voice server failed at a stage: HTTP 504 when it timed out, else 502,
+    /// with `code` and `error_code`.
     Upstream {
-        status: StatusCode,
+        failure: Upstream,
         error: String,
         code: &'static str,
         stage: &'static str,
@@ -88,6 +98,12 @@ impl From<StoreError> for ConfigError {
     }
 }
 
+impl From<companiond_core::task::TaskFailed> for ConfigError {
+    fn from(e: companiond_core::task::TaskFailed) -> Self {
+        ConfigError::Storage(e.to_string())
+    }
+}
+
 impl IntoResponse for ConfigError {
     fn into_response(self) -> Response {
         match self {
@@ -102,7 +118,7 @@ impl IntoResponse for ConfigError {
                 .with("resolved_url", Value::Null)
                 .status(StatusCode::OK),
             ConfigError::Upstream {
-                status,
+                failure,
                 error,
                 code,
                 stage,
@@ -110,7 +126,10 @@ impl IntoResponse for ConfigError {
                 .code(code)
                 .with("code", voice_code(code))
                 .with("stage", stage)
-                .status(status),
+                .status(match failure {
+                    Upstream::TimedOut => StatusCode::GATEWAY_TIMEOUT,
+                    Upstream::Failed => StatusCode::BAD_GATEWAY,
+                }),
             ConfigError::Unreadable(e) => SuccessError::new(e)
                 .code("storage_unreadable")
                 .status(StatusCode::SERVICE_UNAVAILABLE),

@@ -56,11 +56,6 @@ pub fn set_direct(direct: bool) -> Map<String, Value> {
     proxies()
 }
 
-/// Is direct mode on (a snapshot is held)?
-pub fn is_direct() -> bool {
-    SNAPSHOT.lock().unwrap_or_else(|e| e.into_inner()).is_some()
-}
-
 /// Remove `user:password@` from a proxy URL; an unparsable value containing `@`
 /// is redacted.
 pub fn strip_credentials(v: &str) -> String {

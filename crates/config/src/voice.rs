@@ -7,13 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Map, Value};
 use tokio_tungstenite::tungstenite::Message;
 use url::Url;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, Upstream};
 use crate::net::{self, NetFail};
 
 /// Default voice-server address.
@@ -30,13 +29,13 @@ const MAX_VOICE_CHARS: usize = 1024;
 const DEFAULT_TEXT: &str = "Connectivity test.";
 
 fn upstream(
-    status: StatusCode,
+    failure: Upstream,
     code: &'static str,
     stage: &'static str,
     error: impl Into<String>,
 ) -> ConfigError {
     ConfigError::Upstream {
-        status,
+        failure,
         error: error.into(),
         code,
         stage,
@@ -46,18 +45,18 @@ fn upstream(
 fn from_net(f: NetFail, stage: &'static str) -> ConfigError {
     match f {
         NetFail::Timeout => upstream(
-            StatusCode::GATEWAY_TIMEOUT,
+            Upstream::TimedOut,
             "timeout",
             stage,
             "the voice server did not answer in time",
         ),
         NetFail::Refused(e) => upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "connection_refused",
             stage,
             format!("cannot connect to the voice server: {e}"),
         ),
-        f => upstream(StatusCode::BAD_GATEWAY, f.code(), stage, f.message()),
+        f => upstream(Upstream::Failed, f.code(), stage, f.message()),
     }
 }
 
@@ -98,8 +97,28 @@ fn base_str(u: &Url) -> String {
     u.as_str().trim_end_matches('/').to_string()
 }
 
-/// `list_voices`: `{success:true, voices:<upstream JSON>, api_url}`.
-pub async fn list_voices(base: &Url, timeout: Duration) -> Result<Value, ConfigError> {
+/// The voices a voice server lists.
+#[derive(Debug)]
+pub struct VoiceList {
+    /// The server's answer as it sent it.
+    pub voices: Value,
+    /// The server's base URL (no trailing slash).
+    pub api_url: String,
+}
+
+/// A synthesis flow that produced audio or sentences.
+#[derive(Debug)]
+pub struct SynthesisCheck {
+    pub api_url: String,
+    pub voice_id: String,
+    pub audio_chunks: u64,
+    pub audio_bytes: u64,
+    pub sentences: u64,
+    pub elapsed_ms: u64,
+}
+
+/// `list_voices`: the upstream's voice list.
+pub async fn list_voices(base: &Url, timeout: Duration) -> Result<VoiceList, ConfigError> {
     let base = base_str(base);
     let url = net::join(&base, "api/v3/voices");
     let parsed = net::parse_url(&url, &["http", "https"])
@@ -110,7 +129,7 @@ pub async fn list_voices(base: &Url, timeout: Duration) -> Result<Value, ConfigE
         .map_err(|f| from_net(f, "list"))?;
     if !(200..300).contains(&status) {
         return Err(upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "upstream_error",
             "list",
             format!("the voice server answered HTTP {status}"),
@@ -118,13 +137,16 @@ pub async fn list_voices(base: &Url, timeout: Duration) -> Result<Value, ConfigE
     }
     let voices: Value = serde_json::from_slice(&body).map_err(|_| {
         upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "upstream_error",
             "list",
             "the voice server did not answer with JSON",
         )
     })?;
-    Ok(json!({"success": true, "voices": voices, "api_url": base}))
+    Ok(VoiceList {
+        voices,
+        api_url: base,
+    })
 }
 
 /// Parameters of the synthesis test.
@@ -199,7 +221,7 @@ pub fn stream_url(base: &Url) -> Result<Url, ConfigError> {
 }
 
 /// Run the init → ready → synthesis flow.
-pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
+pub async fn test_connectivity(p: TestParams) -> Result<SynthesisCheck, ConfigError> {
     let url = stream_url(&p.base)?;
     let started = Instant::now();
     let deadline = started + p.timeout;
@@ -218,7 +240,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     }
     let send_err = |e: tokio_tungstenite::tungstenite::Error| {
         upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "ws_error",
             "init",
             format!("sending to the voice server failed: {e}"),
@@ -259,7 +281,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
         Err(_) => {
             let _ = ws.close(None).await;
             return Err(upstream(
-                StatusCode::GATEWAY_TIMEOUT,
+                Upstream::TimedOut,
                 "timeout",
                 "init",
                 "the voice server did not become ready in time",
@@ -268,7 +290,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
         Ok(Err(msg)) => {
             let _ = ws.close(None).await;
             return Err(upstream(
-                StatusCode::BAD_GATEWAY,
+                Upstream::Failed,
                 "init_failed",
                 "init",
                 format!("init failed: {msg}"),
@@ -280,7 +302,7 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     // Stage 2: synthesis.
     let synth_err = |e: tokio_tungstenite::tungstenite::Error| {
         upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "ws_error",
             "synthesis",
             format!("sending to the voice server failed: {e}"),
@@ -352,19 +374,18 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     }
     let _ = ws.close(None).await;
     if chunks > 0 || sentences > 0 {
-        return Ok(json!({
-            "success": true,
-            "api_url": base_str(&p.base),
-            "voice_id": voice,
-            "audio_chunks": chunks,
-            "audio_bytes": bytes,
-            "sentences": sentences,
-            "elapsed_ms": started.elapsed().as_millis() as u64,
-        }));
+        return Ok(SynthesisCheck {
+            api_url: base_str(&p.base),
+            voice_id: voice,
+            audio_chunks: chunks,
+            audio_bytes: bytes,
+            sentences,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
     }
     if let Some(e) = server_error {
         return Err(upstream(
-            StatusCode::BAD_GATEWAY,
+            Upstream::Failed,
             "synthesis_failed",
             "synthesis",
             format!("the voice server reported an error: {e}"),
@@ -372,14 +393,14 @@ pub async fn test_connectivity(p: TestParams) -> Result<Value, ConfigError> {
     }
     if timed_out {
         return Err(upstream(
-            StatusCode::GATEWAY_TIMEOUT,
+            Upstream::TimedOut,
             "timeout",
             "synthesis",
             "the voice server sent no audio in time",
         ));
     }
     Err(upstream(
-        StatusCode::BAD_GATEWAY,
+        Upstream::Failed,
         "synthesis_failed",
         "synthesis",
         "the voice server returned no audio",

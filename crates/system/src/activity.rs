@@ -31,16 +31,6 @@ pub struct Snapshot {
     pub process_name: Option<String>,
 }
 
-impl Snapshot {
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "idle_seconds": self.idle_seconds, "cpu_avg_30s": self.cpu_avg_30s,
-            "gpu_utilization": self.gpu_utilization, "window_title": self.window_title,
-            "process_name": self.process_name,
-        })
-    }
-}
-
 fn number(body: &Map<String, Value>, key: &str, lo: f64, hi: f64) -> SysResult<Option<f64>> {
     let bad = |m: String| SystemError::bad_request("invalid_signal", m);
     match body.get(key) {

@@ -1,9 +1,11 @@
-//! The autostart prompt state machine (reference § 18):
+//! The autostart prompt state machine (docs/system.md, "Routes in short"):
 //! `<data>/state/autostart_prompt_state.json`, optional overrides in
 //! `<data>/state/autostart_prompt_config.json` (clamped).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use companiond_core::AppState;
 
 use crate::error::{SysResult, SystemError};
 
@@ -142,6 +144,21 @@ impl Default for State {
     }
 }
 
+/// The reduced view of the state that `GET /api/autostart-prompt/state` answers.
+#[derive(Debug, Serialize)]
+pub struct PublicState<'a> {
+    pub status: &'a str,
+    pub shown_count: i64,
+    pub deferred_until: i64,
+    pub never_remind: bool,
+    pub accepted_at: i64,
+    pub started_at: i64,
+    pub completed_at: i64,
+    pub last_error: &'a str,
+    pub autostart_enabled: bool,
+    pub enabled_at: i64,
+}
+
 const STATUSES: [&str; 7] = [
     "observing",
     "prompted",
@@ -171,18 +188,19 @@ impl State {
     }
 
     /// The reduced view of `GET state`.
-    pub fn public(&self) -> Value {
-        json!({
-            "status": self.status, "shown_count": self.shown_count,
-            "deferred_until": self.deferred_until, "never_remind": self.never_remind,
-            "accepted_at": self.accepted_at, "started_at": self.started_at,
-            "completed_at": self.completed_at, "last_error": self.last_error,
-            "autostart_enabled": self.autostart_enabled, "enabled_at": self.enabled_at,
-        })
-    }
-
-    pub fn full(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
+    pub fn public(&self) -> PublicState<'_> {
+        PublicState {
+            status: &self.status,
+            shown_count: self.shown_count,
+            deferred_until: self.deferred_until,
+            never_remind: self.never_remind,
+            accepted_at: self.accepted_at,
+            started_at: self.started_at,
+            completed_at: self.completed_at,
+            last_error: &self.last_error,
+            autostart_enabled: self.autostart_enabled,
+            enabled_at: self.enabled_at,
+        }
     }
 
     fn mark_enabled(&mut self, provider: &str, now: i64) {
@@ -230,21 +248,20 @@ fn int(body: &Map<String, Value>, key: &str) -> i64 {
     }
 }
 
-fn token_of(body: &Map<String, Value>) -> String {
-    ["prompt_token", "token"]
-        .iter()
+/// The first of `keys` that holds a string, trimmed ("" when none does).
+fn first_text<'a>(body: &'a Map<String, Value>, keys: &[&str]) -> &'a str {
+    keys.iter()
         .find_map(|k| body.get(*k).and_then(Value::as_str))
         .unwrap_or("")
         .trim()
-        .to_string()
+}
+
+fn token_of(body: &Map<String, Value>) -> String {
+    first_text(body, &["prompt_token", "token"]).to_string()
 }
 
 fn provider_of(body: &Map<String, Value>) -> String {
-    ["autostart_provider", "provider"]
-        .iter()
-        .find_map(|k| body.get(*k).and_then(Value::as_str))
-        .unwrap_or("")
-        .trim()
+    first_text(body, &["autostart_provider", "provider"])
         .chars()
         .take(64)
         .collect()
@@ -439,9 +456,38 @@ pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64
     Ok(())
 }
 
+// ------------------------------------------------------------------ stored state
+
+/// The stored state, normalised.
+pub async fn load(st: &AppState) -> SysResult<State> {
+    let mut s = st.store.read::<State>(DOC).await?.unwrap_or_default();
+    s.normalize();
+    Ok(s)
+}
+
+/// Apply `f` to the stored state (normalised first) under the document lock, with
+/// the configured overrides and the current time; the new state and `f`'s result.
+pub async fn update<R: Send + 'static>(
+    st: &AppState,
+    f: impl FnOnce(&mut State, &Config, i64) -> SysResult<R> + Send + 'static,
+) -> SysResult<(State, R)> {
+    let cfg: Option<Value> = st.store.read(CONFIG_DOC).await.ok().flatten();
+    let cfg = Config::from_overrides(cfg.as_ref());
+    let now = companiond_core::now_millis();
+    st.store
+        .try_update(DOC, move |cur: Option<State>| {
+            let mut s = cur.unwrap_or_default();
+            s.normalize();
+            let r = f(&mut s, &cfg, now)?;
+            Ok((s.clone(), (s, r)))
+        })
+        .await?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn m(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()

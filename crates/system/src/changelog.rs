@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use companiond_core::paths::safe_join;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 /// The server's own version.
 pub const APP_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -87,8 +87,17 @@ fn read_small(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok()
 }
 
-/// The changelog body (blocking).
-pub fn changelog(bundle: &Path, since: &str, lang: &str) -> Value {
+/// One changelog entry.
+#[derive(Debug, Serialize)]
+pub struct Entry {
+    pub version: String,
+    /// The Markdown text.
+    pub content: String,
+}
+
+/// The entries newer than `since`, oldest first, at most [`MAX_ENTRIES`], in the
+/// best language of `lang`'s chain (blocking).
+pub fn changelog(bundle: &Path, since: &str, lang: &str) -> Vec<Entry> {
     let root = bundle.join("changelog");
     let since = parse_version(since).unwrap_or_else(|| vec![0]);
     let mut versions: Vec<(Vec<u64>, String)> = Vec::new();
@@ -118,15 +127,18 @@ pub fn changelog(bundle: &Path, since: &str, lang: &str) -> Value {
         }
     }
     versions.sort();
-    let entries: Vec<Value> = versions
+    versions
         .into_iter()
         .filter_map(|(_, stem)| {
             let p = localized_file(&root, lang, &format!("{stem}.md"))?;
-            Some(json!({"version": stem, "content": read_small(&p)?}))
+            let content = read_small(&p)?;
+            Some(Entry {
+                version: stem,
+                content,
+            })
         })
         .take(MAX_ENTRIES)
-        .collect();
-    json!({"current_version": APP_VERSION, "entries": entries})
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Emotion analysis: the `emotion` model slot, a multilingual label normaliser and a
-//! keyword heuristic that the result falls back to (reference § 7).
+//! keyword heuristic that the result falls back to (docs/system.md, "Emotion").
 
 use std::time::Duration;
 
@@ -436,29 +436,17 @@ pub fn normalize_confidence(v: Option<&Value>) -> f64 {
     }
 }
 
-/// Parse a model reply: strip code fences, take the JSON object.
+/// The JSON object of a model reply (whole, fenced or embedded in prose).
 pub fn parse_reply(reply: &str) -> Option<Value> {
-    let t = reply.trim();
-    let t = t
-        .strip_prefix("```json")
-        .or_else(|| t.strip_prefix("```"))
-        .unwrap_or(t);
-    let t = t.strip_suffix("```").unwrap_or(t).trim();
-    if let Ok(v) = serde_json::from_str::<Value>(t) {
-        return Some(v);
-    }
-    let (a, b) = (t.find('{')?, t.rfind('}')?);
-    if b <= a {
-        return None;
-    }
-    serde_json::from_str(&t[a..=b]).ok()
+    companiond_core::text::reply_json_object(reply).map(Value::Object)
 }
 
 fn round3(f: f64) -> f64 {
     (f * 1000.0).round() / 1000.0
 }
 
-/// Combine a parsed model reply with the heuristic (reference § 7 rules).
+/// Combine a parsed model reply with the heuristic: the heuristic overrides a weak or
+/// neutral model answer when it found clear keywords.
 pub fn combine(text: &str, reply: Option<&Value>) -> Outcome {
     let (h, s) = heuristic(text);
     let sf = f64::from(s);
@@ -618,5 +606,18 @@ mod tests {
         );
         assert_eq!(parse_reply("sure: {\"a\":1} ok").unwrap()["a"], 1);
         assert!(parse_reply("nothing").is_none());
+    }
+
+    #[test]
+    fn replies_that_are_not_objects_fall_back_to_the_heuristic() {
+        assert!(parse_reply("[1, 2]").is_none());
+        assert!(parse_reply("\"happy\"").is_none());
+        assert_eq!(
+            parse_reply("```JSON\n{\"emotion\":\"angry\",\"confidence\":0.9}\n```").unwrap()
+                ["emotion"],
+            "angry"
+        );
+        let o = combine("so sad, crying", parse_reply("\"happy\"").as_ref());
+        assert_eq!((o.emotion.as_str(), o.source), ("sad", "heuristic"));
     }
 }

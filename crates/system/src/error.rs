@@ -1,9 +1,9 @@
 //! The one error type of the system family and its envelope.
 //!
-//! Every failure answers `{success:false, ok:false, error, error_code, ...extra}`
-//! (interface.md § Errors: the system helpers use `{success false, error}`; the
-//! routes whose reference envelope is `{ok:false, ...}` — handoff, seven-day,
-//! autostart — are served by the same body because it carries both flags).
+//! Every failure answers `{success:false, ok:false, error, error_code, ...extra}`:
+//! the system helpers' clients read `{success:false, error}`, while the handoff,
+//! seven-day and autostart clients read `{ok:false, ...}`; one body carrying both
+//! flags serves them all. The HTTP status follows the [`Kind`] alone.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -113,6 +113,12 @@ impl std::error::Error for SystemError {}
 impl From<companiond_core::store::StoreError> for SystemError {
     fn from(e: companiond_core::store::StoreError) -> Self {
         SystemError::storage(e)
+    }
+}
+
+impl From<companiond_core::task::TaskFailed> for SystemError {
+    fn from(e: companiond_core::task::TaskFailed) -> Self {
+        SystemError::new(Kind::Internal, "internal_error", e.to_string())
     }
 }
 

@@ -1,4 +1,4 @@
-//! Guide handoff tokens (reference § 20): in memory, HMAC-SHA256 signed with a
+//! Guide handoff tokens: in memory, HMAC-SHA256 signed with a
 //! per-process random secret, 5-minute TTL, one-time, at most [`MAX_RECORDS`].
 
 use std::collections::HashMap;
@@ -161,7 +161,8 @@ impl Handoff {
         Ok(public)
     }
 
-    /// Consume a token (checks in the reference order).
+    /// Consume a token. Checks in this order: shape, existence (expired tokens are
+    /// pruned first), signature, origin, target page, not yet used.
     pub async fn consume(
         &self,
         body: &Map<String, Value>,

@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use companiond_core::task::blocking;
+use companiond_core::AppState;
 
 use crate::error::{Kind, SysResult, SystemError};
 
@@ -166,23 +169,80 @@ pub fn add_playtime(
     unlocked
 }
 
-/// The list body.
-pub fn list(config: &[Achievement], p: &Progress) -> Value {
-    let items: Vec<Value> = config
+/// One configured achievement and its state.
+#[derive(Debug, Serialize)]
+pub struct AchievementState {
+    pub name: String,
+    pub unlocked: bool,
+    /// Milliseconds since the epoch.
+    pub unlocked_at: Option<i64>,
+    pub playtime_seconds: Option<i64>,
+}
+
+/// Every configured achievement and its state, in configuration order.
+pub fn list(config: &[Achievement], p: &Progress) -> Vec<AchievementState> {
+    config
         .iter()
-        .map(|a| {
-            json!({"name": a.name, "unlocked": p.unlocked.contains_key(&a.name),
-                   "unlocked_at": p.unlocked.get(&a.name),
-                   "playtime_seconds": a.playtime_seconds})
+        .map(|a| AchievementState {
+            name: a.name.clone(),
+            unlocked: p.unlocked.contains_key(&a.name),
+            unlocked_at: p.unlocked.get(&a.name).copied(),
+            playtime_seconds: a.playtime_seconds,
         })
-        .collect();
-    json!({"success": true, "count": items.len(), "achievements": items,
-           "totalPlayTime": p.play_time_seconds, "stat": STAT})
+        .collect()
+}
+
+// ------------------------------------------------------------------ stored progress
+
+/// The configured achievements (`<bundle>/achievements.json`).
+pub async fn configured(st: &AppState) -> SysResult<Vec<Achievement>> {
+    let bundle = st.bundle_dir().to_path_buf();
+    blocking(move || load_config(&bundle)).await
+}
+
+/// Unlock the configured achievement `name`; whether it was newly unlocked.
+pub async fn set_achievement(st: &AppState, name: &str) -> SysResult<bool> {
+    let cfg = configured(st).await?;
+    let now = companiond_core::now_millis();
+    let name = name.to_string();
+    st.store
+        .try_update(DOC, move |cur: Option<Progress>| {
+            let mut p = cur.unwrap_or_default();
+            let newly = unlock(&cfg, &mut p, &name, now)?;
+            Ok::<_, SystemError>((p, newly))
+        })
+        .await?
+}
+
+/// Add `seconds` of playtime; the new total and the achievements of `cfg` it unlocked.
+pub async fn record_playtime(
+    st: &AppState,
+    cfg: Vec<Achievement>,
+    seconds: i64,
+) -> SysResult<(i64, Vec<String>)> {
+    let now = companiond_core::now_millis();
+    Ok(st
+        .store
+        .update(DOC, move |cur: Option<Progress>| {
+            let mut p = cur.unwrap_or_default();
+            let unlocked = add_playtime(&cfg, &mut p, seconds, now);
+            let total = p.play_time_seconds;
+            (p, (total, unlocked))
+        })
+        .await?)
+}
+
+/// Every configured achievement with its state, and the total playtime.
+pub async fn listing(st: &AppState) -> SysResult<(Vec<AchievementState>, i64)> {
+    let cfg = configured(st).await?;
+    let p: Progress = st.store.read(DOC).await?.unwrap_or_default();
+    Ok((list(&cfg, &p), p.play_time_seconds))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn seconds_rules() {

@@ -16,9 +16,10 @@ use std::sync::{Mutex, OnceLock};
 use companiond_core::layout as docs;
 use companiond_core::stamp::Stamp;
 use companiond_core::state::StorageStatus;
+use companiond_core::task::{blocking, TaskFailed};
 use companiond_core::AppState;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The marker document of a storage migration in progress.
 pub const MIGRATION_MARKER: &str = "state/storage_migration.json";
@@ -196,17 +197,26 @@ pub fn storage_flags(data: &Path, overlay: StorageStatus) -> StorageStatus {
     s
 }
 
-/// The whole status body.
-pub async fn snapshot(st: &AppState) -> Value {
+/// The start-up and storage state the status route reports.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// `starting`, `migration_required` or `ready`.
+    pub status: &'static str,
+    pub storage: StorageStatus,
+}
+
+/// The current status: `starting` until start-up work is done, then the storage
+/// flags decide between `migration_required` and `ready`.
+pub async fn snapshot(st: &AppState) -> Snapshot {
     if !st.is_ready() {
-        return json!({
-            "ok": true, "status": "starting", "ready": false,
-            "storage": StorageStatus::default(),
-        });
+        return Snapshot {
+            status: "starting",
+            storage: StorageStatus::default(),
+        };
     }
     let data = st.data_dir().to_path_buf();
     let overlay = st.storage_status();
-    let storage = tokio::task::spawn_blocking(move || storage_flags(&data, overlay))
+    let storage = blocking(move || Ok::<_, TaskFailed>(storage_flags(&data, overlay)))
         .await
         .unwrap_or_default();
     let status = if storage.selection_required
@@ -218,12 +228,7 @@ pub async fn snapshot(st: &AppState) -> Value {
     } else {
         "ready"
     };
-    json!({
-        "ok": true,
-        "status": status,
-        "ready": status == "ready",
-        "storage": storage,
-    })
+    Snapshot { status, storage }
 }
 
 #[cfg(test)]

@@ -18,7 +18,11 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+use companiond_core::task::blocking;
+use companiond_core::{now_millis, AppState};
+
 use crate::changelog::{localized_file, sanitize_lang, APP_VERSION};
+use crate::error::{SysResult, SystemError};
 
 /// Survey progress document.
 pub const STATE_DOC: &str = "state/survey.json";
@@ -199,6 +203,100 @@ pub async fn upload(http: &reqwest::Client, url: &str, key: Option<&str>, payloa
             false
         }
     }
+}
+
+// ------------------------------------------------------------------ routes' work
+
+/// The survey to show (`None` when this version's survey was answered or skipped,
+/// reporting is opted out, the user is not a platform user, or there is none).
+pub async fn current(st: &AppState, lang: String) -> SysResult<Option<Value>> {
+    let bundle = st.bundle_dir().to_path_buf();
+    let data = st.data_dir().to_path_buf();
+    let workshop = st.opts.workshop_dir.clone();
+    let done: Option<Value> = st.store.read(STATE_DOC).await.ok().flatten();
+    if done
+        .as_ref()
+        .and_then(|d| d.get("responses"))
+        .and_then(|r| r.get(APP_VERSION))
+        .is_some()
+    {
+        return Ok(None);
+    }
+    blocking(move || {
+        if opted_out(&data) || !platform_user(&bundle, workshop.as_deref()) {
+            return Ok::<_, SystemError>(None);
+        }
+        Ok(load(&bundle, &lang))
+    })
+    .await
+}
+
+/// A recorded submit or skip.
+#[derive(Debug)]
+pub struct Submitted {
+    /// `submit` or `skip`.
+    pub action: &'static str,
+    /// Whether the upload reached the survey server.
+    pub uploaded: bool,
+}
+
+/// Record a submit or skip of this version's survey (`{action, answers, lang}`),
+/// uploading it unless reporting is opted out; 404 `no_survey` when there is none.
+pub async fn submit(st: &AppState, b: &Map<String, Value>) -> SysResult<Submitted> {
+    let action = match b.get("action").and_then(Value::as_str) {
+        Some("skip") => "skip",
+        _ => "submit",
+    };
+    let bundle = st.bundle_dir().to_path_buf();
+    let data = st.data_dir().to_path_buf();
+    let (exists, opted_out, target) = blocking(move || {
+        Ok::<_, SystemError>((
+            load(&bundle, "").is_some()
+                || bundle
+                    .join("surveys")
+                    .join(format!("{}.json", APP_VERSION))
+                    .is_file(),
+            opted_out(&data),
+            upload_target(&bundle),
+        ))
+    })
+    .await?;
+    if !exists {
+        return Err(SystemError::not_found(
+            "no_survey",
+            "there is no survey for this version",
+        ));
+    }
+    let answers = if action == "skip" {
+        Map::new()
+    } else {
+        clean_answers(b.get("answers"))
+    };
+    let lang = b
+        .get("lang")
+        .and_then(Value::as_str)
+        .map(sanitize_lang)
+        .unwrap_or_default();
+    let payload = json!({
+        "survey_version": APP_VERSION, "action": action, "answers": answers,
+        "locale": lang, "submitted_at": companiond_core::now_rfc3339(), "client": "companiond",
+    });
+    let uploaded = match (&target, opted_out) {
+        (Some((url, key)), false) => upload(&st.http, url, key.as_deref(), &payload).await,
+        _ => false,
+    };
+    let at = now_millis();
+    st.store
+        .update(STATE_DOC, move |cur: Option<Value>| {
+            let mut v = cur.filter(Value::is_object).unwrap_or_else(|| json!({}));
+            if !v.get("responses").is_some_and(Value::is_object) {
+                v["responses"] = json!({});
+            }
+            v["responses"][APP_VERSION] = json!({"action": action, "at": at, "uploaded": uploaded});
+            (v, ())
+        })
+        .await?;
+    Ok(Submitted { action, uploaded })
 }
 
 #[cfg(test)]

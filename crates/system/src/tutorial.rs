@@ -1,9 +1,13 @@
 //! The seven-day tutorial store `<data>/state/seven_day_tutorial_state.json`:
 //! `{storeVersion:1, initialized, revision, state}` with optimistic concurrency on
-//! `expectedRevision` (reference § 17). A legacy `<data>/state/tutorial_prompt.json` that
+//! `expectedRevision`. A legacy `<data>/state/tutorial_prompt.json` that
 //! shows the tutorial was completed or suppressed is migrated on the first read.
 
 use serde_json::{json, Map, Value};
+
+use companiond_core::store::atomic_write_json;
+use companiond_core::task::blocking;
+use companiond_core::AppState;
 
 use crate::error::{Kind, SysResult, SystemError};
 
@@ -210,6 +214,49 @@ pub fn apply_put(current: &Value, state: &Map<String, Value>, expected: i64) -> 
         "storeVersion": 1, "initialized": true, "revision": rev + 1,
         "state": normalize_state(state),
     }))
+}
+
+// ------------------------------------------------------------------ stored document
+
+/// Write the document directly (atomically): the caller holds its lock.
+async fn write_locked(st: &AppState, doc: Value) -> SysResult<()> {
+    let path = st.store.path(DOC);
+    blocking(move || atomic_write_json(&path, &doc).map_err(SystemError::storage)).await
+}
+
+/// The stored document, migrated from the legacy one on first use (the caller
+/// holds the document lock).
+async fn load_locked(st: &AppState) -> SysResult<Value> {
+    if let Some(v) = st.store.read::<Value>(DOC).await? {
+        if v.get("initialized").and_then(Value::as_bool) == Some(true) {
+            return Ok(v);
+        }
+    }
+    let legacy: Option<Value> = st.store.read(LEGACY_DOC).await.ok().flatten();
+    match legacy.as_ref().and_then(migrate_legacy) {
+        Some(m) => {
+            write_locked(st, m.clone()).await?;
+            Ok(m)
+        }
+        None => Ok(empty_store()),
+    }
+}
+
+/// The stored document (migrated on first use).
+pub async fn load(st: &AppState) -> SysResult<Value> {
+    let lock = st.store.lock_for(DOC);
+    let _g = lock.lock().await;
+    load_locked(st).await
+}
+
+/// Replace the state when `expected` is the stored revision; the new document.
+pub async fn replace(st: &AppState, state: &Map<String, Value>, expected: i64) -> SysResult<Value> {
+    let lock = st.store.lock_for(DOC);
+    let _g = lock.lock().await;
+    let current = load_locked(st).await?;
+    let next = apply_put(&current, state, expected)?;
+    write_locked(st, next.clone()).await?;
+    Ok(next)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! `GET /api/token-usage`: daily statistics over the model calls core records in
-//! SQLite (`<data>/state/token_usage.db`).
+//! Token-usage statistics (`GET /api/token-usage`): the report side of the usage
+//! that core records per model call in SQLite (`<data>/state/token_usage.db`,
+//! `companiond_core::usage`).
 
 use std::collections::BTreeMap;
 
@@ -137,6 +138,12 @@ fn render<'a>(
                 .add_daily(r),
         }
     }
+    body(daily, rows, days)
+}
+
+/// The answer: days keyed by date, the newest [`RECENT`] distinct calls of `rows`
+/// (sorted by time), the clamped `days`.
+fn body(daily: BTreeMap<i64, Day>, rows: &[UsageRow], days: i64) -> Value {
     let mut recent: Vec<&UsageRow> = rows.iter().collect();
     recent.dedup_by(|a, b| same_call(a, b));
     let start = recent.len().saturating_sub(RECENT);
@@ -230,25 +237,9 @@ mod tests {
                 }
             }
         }
-        let mut recent: Vec<&UsageRow> = rows.iter().collect();
-        recent.sort_by_key(|r| r.ts);
-        recent.dedup_by(|a, b| {
-            a.ts == b.ts && a.model == b.model && a.slot == b.slot && a.character == b.character
-        });
-        let start = recent.len().saturating_sub(RECENT);
-        let records: Vec<Value> = recent[start..]
-            .iter()
-            .map(|r| {
-                json!({"ts": r.ts as f64, "model": r.model, "pt": r.prompt_tokens,
-                       "ct": r.completion_tokens, "tt": r.total_tokens, "cch": 0, "pch": 0,
-                       "type": r.slot, "src": r.character, "ok": true, "estimated": r.estimated})
-            })
-            .collect();
-        let daily: Map<String, Value> = daily
-            .into_iter()
-            .map(|(ts, d)| (date_of(ts), serde_json::to_value(d).unwrap_or(Value::Null)))
-            .collect();
-        json!({"daily_stats": daily, "recent_records": records, "days": days})
+        let mut sorted = rows.to_vec();
+        sorted.sort_by_key(|r| r.ts);
+        body(daily, &sorted, days)
     }
 
     #[test]

@@ -1,26 +1,23 @@
-//! Proactive-chat modes: presets of the proactive fields of the conversation
-//! settings, strict (type and value) read-back, and mode inference.
+//! Proactive-chat settings (`/api/proactive/mode`, `/api/proactive/settings`): the
+//! proactive fields of the conversation settings, their presets (modes), strict
+//! (type and value) read-back and mode inference. The runtime that acts on them
+//! (proactive rounds) is the system family's.
 
 use serde_json::{json, Map, Value};
 
 use crate::conversation::{self, validate, Doc, Verdict};
 use crate::error::ConfigError;
 
-/// The proactive-chat fields (the subset shown by the proactive routes).
-pub const FIELDS: &[&str] = &[
-    "proactiveChatEnabled",
-    "proactiveVisionEnabled",
-    "proactiveVisionChatEnabled",
-    "proactiveNewsChatEnabled",
-    "proactiveCommunityChatEnabled",
-    "proactiveVideoChatEnabled",
-    "proactivePersonalChatEnabled",
-    "proactiveMusicEnabled",
-    "proactiveMemeEnabled",
-    "proactiveMiniGameInviteEnabled",
-    "proactiveChatInterval",
-    "proactiveVisionInterval",
-];
+/// The interval settings of proactive chat (seconds).
+const INTERVAL_FIELDS: &[&str] = &["proactiveChatInterval", "proactiveVisionInterval"];
+
+/// The proactive-chat fields (the subset shown by the proactive routes), in order.
+fn fields() -> impl Iterator<Item = &'static str> {
+    conversation::PROACTIVE_BOOL_FIELDS
+        .iter()
+        .chain(INTERVAL_FIELDS)
+        .copied()
+}
 
 /// Fields only the conversation-settings route may change.
 pub const USER_OWNED: &[&str] = &["proactiveVisionEnabled"];
@@ -81,9 +78,8 @@ pub fn strict_eq(a: &Value, b: &Value) -> bool {
 
 /// The proactive fields actually stored (no defaults filled in).
 pub fn subset(settings: &Map<String, Value>) -> Map<String, Value> {
-    FIELDS
-        .iter()
-        .filter_map(|k| settings.get(*k).map(|v| ((*k).to_string(), v.clone())))
+    fields()
+        .filter_map(|k| settings.get(k).map(|v| (k.to_string(), v.clone())))
         .collect()
 }
 
@@ -115,7 +111,7 @@ pub struct Sorted {
 pub fn sort(body: Map<String, Value>) -> Sorted {
     let mut s = Sorted::default();
     for (k, v) in body {
-        if !FIELDS.contains(&k.as_str()) {
+        if !fields().any(|f| f == k) {
             continue;
         }
         if USER_OWNED.contains(&k.as_str()) {

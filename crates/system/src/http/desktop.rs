@@ -1,0 +1,74 @@
+//! `/api/get_window_title`, `/api/screenshot` and `/api/screenshot/interactive`.
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::Response;
+use axum::Json;
+use companiond_core::envelope::{no_store, ok_json};
+use companiond_core::guards::{token_matches, LoopbackPeer};
+use companiond_core::task::blocking;
+use companiond_core::AppState;
+use serde_json::{json, Value};
+
+use crate::desktop;
+use crate::error::{SysResult, SystemError};
+
+/// `GET /api/get_window_title`.
+pub async fn window_title() -> Json<Value> {
+    match blocking(|| Ok::<_, SystemError>(desktop::window_title())).await {
+        Ok(Some(t)) => Json(json!({"success": true, "window_title": t})),
+        _ => Json(json!({"success": false, "window_title": null})),
+    }
+}
+
+fn loopback_only(peer: Result<LoopbackPeer, Response>) -> SysResult<()> {
+    match peer {
+        Ok(_) => Ok(()),
+        Err(_) => Err(SystemError::forbidden(
+            "forbidden",
+            "only available from localhost",
+        )),
+    }
+}
+
+/// `POST /api/screenshot` (loopback peers only; every answer no-store).
+pub async fn screenshot(peer: Result<LoopbackPeer, Response>) -> Result<Response, SystemError> {
+    loopback_only(peer).map_err(SystemError::no_store)?;
+    let c = blocking(desktop::screenshot)
+        .await
+        .map_err(SystemError::no_store)?;
+    Ok(no_store(ok_json(
+        json!({"success": true, "data": c.data_url, "size": c.size}),
+    )))
+}
+
+/// `POST /api/screenshot/interactive`: loopback peers only; the CSRF token is
+/// checked when the request names an origin (every answer no-store).
+pub async fn screenshot_interactive(
+    State(st): State<AppState>,
+    peer: Result<LoopbackPeer, Response>,
+    headers: HeaderMap,
+) -> Result<Response, SystemError> {
+    loopback_only(peer).map_err(SystemError::no_store)?;
+    if headers.contains_key(header::ORIGIN) || headers.contains_key(header::REFERER) {
+        let token_ok = headers
+            .get("x-csrf-token")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| token_matches(st.csrf_token(), t));
+        if !token_ok || st.host_policy().has_foreign_origin(&headers) {
+            return Err(
+                SystemError::forbidden("csrf_validation_failed", "CSRF validation failed")
+                    .no_store(),
+            );
+        }
+    }
+    let capture = blocking(desktop::interactive)
+        .await
+        .map_err(SystemError::no_store)?;
+    Ok(no_store(ok_json(match capture {
+        Some(c) => {
+            json!({"success": true, "data": c.data_url, "size": c.size, "interactive": true})
+        }
+        None => json!({"success": false, "canceled": true}),
+    })))
+}

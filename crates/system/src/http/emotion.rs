@@ -1,0 +1,44 @@
+//! `POST /api/emotion/analysis`.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::Json;
+use companiond_core::AppState;
+use serde_json::{json, Value};
+
+use super::body_object;
+use crate::error::{SysResult, SystemError};
+use crate::{emotion, persona};
+
+/// `POST /api/emotion/analysis`: the emotion of `text`; the open chat of the named
+/// character is told the result.
+pub async fn emotion(State(st): State<AppState>, body: Body) -> SysResult<Json<Value>> {
+    let b = body_object(body).await?;
+    let text = match b.get("text") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) => String::new(),
+        _ => {
+            return Err(SystemError::bad_request("missing_text", "text is required")
+                .with("emotion", "neutral")
+                .with("confidence", 0.0))
+        }
+    };
+    let name = persona::named_in(&b)
+        .filter(|n| st.characters.exists(n))
+        .unwrap_or_default();
+    let key = b.get("api_key").and_then(Value::as_str).map(str::to_string);
+    let model = b.get("model").and_then(Value::as_str).map(str::to_string);
+    let o = emotion::analyse(&st, &text, &name, key, model).await;
+    if !name.is_empty() {
+        if let Some(m) = st.sessions.get(&name) {
+            m.notify(json!({"type": "emotion", "emotion": o.emotion, "confidence": o.confidence}));
+        }
+    }
+    let mut v = json!({"success": o.source != "failed", "emotion": o.emotion,
+                       "confidence": o.confidence, "source": o.source});
+    if let Some((code, msg)) = o.error {
+        v["error"] = json!(msg);
+        v["error_code"] = json!(code);
+    }
+    Ok(Json(v))
+}

@@ -1,0 +1,91 @@
+//! `/api/file-exists`, `/api/find-first-image`, `/api/meme/proxy-image` and
+//! `/api/platform/proxy-image`.
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use companiond_core::task::blocking;
+use companiond_core::{AppState, Ext};
+use serde_json::{json, Value};
+
+use super::query;
+use crate::error::{SysResult, SystemError};
+use crate::files;
+use crate::state::SystemState;
+
+/// `GET /api/file-exists?path=`.
+pub async fn file_exists(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Value>> {
+    let path = query(&q, "path").unwrap_or_default();
+    let bundle = st.bundle_dir().to_path_buf();
+    let exists = blocking(move || files::file_exists(&path, &bundle))
+        .await
+        .map_err(|e| e.with("exists", false))?;
+    Ok(Json(json!({"exists": exists})))
+}
+
+/// `GET /api/find-first-image?folder=`.
+pub async fn find_first_image(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Json<Value>> {
+    let folder = query(&q, "folder").unwrap_or_default();
+    let roots = sys.roots.clone();
+    let found = blocking(move || files::find_first_image(&roots, &folder)).await?;
+    Ok(Json(match found {
+        Some(loc) => json!({"success": true, "imagePath": loc.display_path(), "url": loc.url()}),
+        None => json!({"success": false, "error_code": "not_found",
+                       "error": "no preview image smaller than 1 MiB was found"}),
+    }))
+}
+
+/// `GET /api/meme/proxy-image?url=`: the image bytes, cached for a day.
+pub async fn meme_proxy(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Response> {
+    let url = query(&q, "url")
+        .ok_or_else(|| SystemError::bad_request("missing_url", "query url is required"))?;
+    let img = sys.meme.fetch(&url).await?;
+    let mut resp = (StatusCode::OK, img.body).into_response();
+    let h = resp.headers_mut();
+    if let Ok(ct) = HeaderValue::from_str(&img.content_type) {
+        h.insert(header::CONTENT_TYPE, ct);
+    }
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=86400"),
+    );
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        "x-cache",
+        HeaderValue::from_static(if img.cache_hit { "HIT" } else { "MISS" }),
+    );
+    Ok(resp)
+}
+
+/// `GET /api/platform/proxy-image?image_path=` (also `/api/steam/proxy-image`): a
+/// local or workshop image from an approved root, streamed.
+pub async fn platform_proxy_image(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Response> {
+    let raw = query(&q, "image_path")
+        .filter(|p| !p.trim().is_empty())
+        .ok_or_else(|| SystemError::bad_request("missing_path", "query image_path is required"))?;
+    let roots = sys.roots.clone();
+    let img = blocking(move || files::proxy_image(&roots, &raw)).await?;
+    let file = tokio::fs::File::open(&img.path)
+        .await
+        .map_err(|_| SystemError::not_found("not_found", "file not found"))?;
+    let stream = tokio_util::io::ReaderStream::new(file);
+    let mut resp = Body::from_stream(stream).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(img.content_type),
+    );
+    if let Ok(v) = HeaderValue::from_str(&img.len.to_string()) {
+        h.insert(header::CONTENT_LENGTH, v);
+    }
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    Ok(resp)
+}
