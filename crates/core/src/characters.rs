@@ -1,5 +1,5 @@
-//! The characters registry (`<data>/config/characters.json`), name validation,
-//! and the routes of runtime.md § Characters (the rename route comes with memory).
+//! The characters registry (`<data>/config/characters.json`) and the rules of a
+//! character name. Its routes are in `http::characters`.
 //!
 //! File shape: `{"current": "<name>", "characters": {"<name>": {<profile>}, ...}}`
 //! (insertion order kept). A corrupt file is moved aside to
@@ -7,23 +7,18 @@
 
 use std::sync::RwLock;
 
-use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
-use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::api::Api;
-use crate::envelope::{ok_json, JsonBody, SuccessError};
 use crate::layout as docs;
 use crate::notices::Notices;
-use crate::state::AppState;
 use crate::store::{self, Store};
 
 /// The name of the character of a fresh data dir.
 pub const DEFAULT_CHARACTER: &str = "Companion";
 
-/// Route names a new character may not take (reference § 2.2).
+/// Route names a new character may not take: the first path segments the
+/// application's pages and APIs already use.
 pub const RESERVED_ROUTE_NAMES: &[&str] = &[
     "l2d",
     "model_manager",
@@ -224,34 +219,6 @@ pub enum CharacterError {
     Storage(String),
 }
 
-impl CharacterError {
-    pub fn into_response(self) -> Response {
-        match self {
-            CharacterError::Invalid(e) => SuccessError::new(e.message())
-                .code(e.code())
-                .status(StatusCode::BAD_REQUEST),
-            CharacterError::Exists(n) => {
-                SuccessError::new(format!("character {n:?} already exists"))
-                    .code("character_exists")
-                    .status(StatusCode::CONFLICT)
-            }
-            CharacterError::NotFound(n) => {
-                SuccessError::new(format!("character {n:?} does not exist"))
-                    .code("character_not_found")
-                    .status(StatusCode::NOT_FOUND)
-            }
-            CharacterError::LastCharacter => {
-                SuccessError::new("the last character cannot be deleted")
-                    .code("last_character")
-                    .status(StatusCode::CONFLICT)
-            }
-            CharacterError::Storage(e) => SuccessError::new(e)
-                .code("storage_error")
-                .status(StatusCode::INTERNAL_SERVER_ERROR),
-        }
-    }
-}
-
 /// The in-memory registry, written through to the characters file atomically.
 pub struct Characters {
     store: Store,
@@ -436,38 +403,6 @@ fn normalise(mut d: CharactersDoc) -> CharactersDoc {
     d
 }
 
-// ------------------------------------------------------------------ routes
-
-#[derive(Deserialize)]
-struct NameBody {
-    name: String,
-}
-
-async fn list(State(st): State<AppState>) -> Response {
-    let doc = st.characters.snapshot();
-    let characters: Vec<Value> = doc
-        .characters
-        .iter()
-        .map(|(name, profile)| {
-            let mut m = profile.as_object().cloned().unwrap_or_default();
-            m.insert("name".into(), Value::String(name.clone()));
-            Value::Object(m)
-        })
-        .collect();
-    let master = st
-        .store
-        .read::<Value>(MASTER_DOC)
-        .await
-        .ok()
-        .flatten()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
-    ok_json(json!({
-        "success": true, "current": doc.current, "characters": characters,
-        "主人": master, "猫娘": original_profiles(&doc), "当前猫娘": doc.current,
-    }))
-}
-
 /// Character-profile fields reserved by the system: never replaced by a form
 /// save, listed by `page_config` (`system_reserved_fields`).
 pub const SYSTEM_RESERVED: &[&str] = &[
@@ -500,7 +435,7 @@ pub const SYSTEM_RESERVED: &[&str] = &[
 pub const MASTER_DOC: &str = "config/master.json";
 
 /// The original application's `猫娘` map: each profile without companiond's `name`,
-/// with `model_type` defaulting to `live2d` (reference frontend.md § 3.1).
+/// with `model_type` defaulting to `live2d` (the original pages read it; docs/frontend.md).
 pub fn original_profiles(doc: &CharactersDoc) -> Map<String, Value> {
     doc.characters
         .iter()
@@ -517,71 +452,6 @@ pub fn original_profiles(doc: &CharactersDoc) -> Map<String, Value> {
             (name.clone(), Value::Object(m))
         })
         .collect()
-}
-
-async fn create(
-    State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
-    let Some(name) = body.get("name").and_then(Value::as_str).map(str::to_string) else {
-        return SuccessError::new("name is required")
-            .code("empty")
-            .status(StatusCode::BAD_REQUEST);
-    };
-    let mut profile = body;
-    profile.remove("name");
-    profile.remove("_csrf_token");
-    match st.characters.create(&name, profile).await {
-        Ok(name) => {
-            st.sessions.ensure(&name);
-            ok_json(json!({"success": true, "name": name}))
-        }
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn set_current(
-    State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<NameBody>,
-) -> Response {
-    match st.characters.set_current(&body.name).await {
-        Ok(current) => ok_json(json!({"success": true, "current": current})),
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn delete(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> Response {
-    match st.characters.delete(&name).await {
-        Ok(()) => {
-            if let Some(m) = st.sessions.get(&name) {
-                m.terminate(std::time::Duration::from_secs(3)).await;
-            }
-            st.sessions.remove(&name);
-            ok_json(json!({"success": true}))
-        }
-        Err(e) => e.into_response(),
-    }
-}
-
-/// The characters routes.
-pub fn api(state: &AppState) -> Api {
-    Api::new(state, "characters")
-        .get(
-            "/api/characters",
-            "list characters and the current one",
-            list,
-        )
-        .post("/api/characters/profile", "create a character", create)
-        .post(
-            "/api/characters/current",
-            "switch the current character",
-            set_current,
-        )
-        .delete(
-            "/api/characters/profile/{name}",
-            "delete a character",
-            delete,
-        )
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::characters::Characters;
-use crate::front::HostPolicy;
 use crate::history::History;
+use crate::hosts::HostPolicy;
 use crate::llm::LlmClient;
 use crate::notices::Notices;
 use crate::options::Options;
