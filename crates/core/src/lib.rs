@@ -22,6 +22,7 @@ pub mod fence;
 pub mod history;
 pub mod hosts;
 pub mod http;
+pub mod json;
 pub mod layout;
 pub mod llm;
 pub mod net;

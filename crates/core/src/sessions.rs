@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -221,16 +221,30 @@ impl SessionManager {
     }
 }
 
-/// Every character's session manager.
+/// Tells whether a name is a character's.
+type IsCharacter = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Every character's session manager. Every character has one from the moment
+/// it exists: a manager is made on first use ([`Sessions::get`] of an existing
+/// character, [`Sessions::ensure`]), so start-up makes none.
 #[derive(Default)]
 pub struct Sessions {
     map: RwLock<HashMap<String, Arc<SessionManager>>>,
+    /// Which names are characters (installed by the application state).
+    is_character: OnceLock<IsCharacter>,
 }
 
 impl Sessions {
+    /// The sessions of the characters for which `is_character` holds.
+    pub fn for_characters(is_character: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        let sessions = Sessions::default();
+        let _ = sessions.is_character.set(Box::new(is_character));
+        sessions
+    }
+
     /// The manager of `name`, created when missing.
     pub fn ensure(&self, name: &str) -> Arc<SessionManager> {
-        if let Some(m) = self.get(name) {
+        if let Some(m) = self.existing(name) {
             return m;
         }
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -238,7 +252,16 @@ impl Sessions {
             .or_insert_with(|| Arc::new(SessionManager::new(name)))
             .clone()
     }
+    /// The manager of `name`, made now if `name` is a character without one yet.
     pub fn get(&self, name: &str) -> Option<Arc<SessionManager>> {
+        if let Some(m) = self.existing(name) {
+            return Some(m);
+        }
+        let is_character = self.is_character.get().is_some_and(|f| f(name));
+        is_character.then(|| self.ensure(name))
+    }
+    /// The manager of `name` if one was made.
+    fn existing(&self, name: &str) -> Option<Arc<SessionManager>> {
         self.map
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -262,6 +285,7 @@ impl Sessions {
                 .or_insert_with(|| Arc::new(SessionManager::new(new)));
         }
     }
+    /// The names whose manager was made.
     pub fn names(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .map
@@ -273,6 +297,8 @@ impl Sessions {
         v.sort();
         v
     }
+    /// The managers made so far (a character without one has no connection,
+    /// tool or setting).
     pub fn all(&self) -> Vec<Arc<SessionManager>> {
         self.map
             .read()
@@ -283,7 +309,7 @@ impl Sessions {
     }
     /// Is `name`'s session active?
     pub fn is_active(&self, name: &str) -> bool {
-        self.get(name).is_some_and(|m| m.is_active())
+        self.existing(name).is_some_and(|m| m.is_active())
     }
     /// Remove every tool of a callback origin from every role.
     pub fn evict_origin(&self, origin: &str) -> usize {
