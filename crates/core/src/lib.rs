@@ -1,33 +1,30 @@
 //! Shared foundation of companiond.
 //!
 //! Every family crate (config, memory, cloudsave, system, games, tools, avatars,
-//! jukebox) builds on the pieces here:
+//! jukebox, frontend) builds on the pieces here, in two layers (docs/ARCHITECTURE.md):
 //!
-//! * [`options`]: the command line / environment of `runtime.md`;
-//! * [`store`]: atomic JSON documents under the data dir, one async lock per document;
-//! * [`paths`]: the one safe join for request-supplied paths;
-//! * [`sink`]: the file writer behind every streamed upload;
-//! * [`envelope`]: the response envelopes of interface.md § Errors, the JSON body
-//!   extractor (422) and the no-store helper;
-//! * [`guards`]: the loopback guard and the CSRF guard;
-//! * [`characters`]: the characters registry and its routes;
-//! * [`sessions`], [`llm`], [`tools`]: per-character session managers, the chat
-//!   WebSocket, the OpenAI-compatible client and runtime tool dispatch;
-//! * [`api`]: the route builder that keeps the router and `/openapi.json` in step;
-//! * [`server`]: assembling and serving the application.
+//! * the domain, which knows nothing of HTTP: [`options`] (command line and
+//!   environment), [`store`] (atomic JSON documents, one async lock per document),
+//!   [`layout`] (every fixed path of the data dir), [`paths`] (the one safe join for
+//!   request-supplied paths), [`sink`] (the file writer behind every streamed
+//!   upload), [`characters`] (the registry and the name rules), [`sessions`]
+//!   (per-character session managers), [`turn`] (one chat turn), [`history`],
+//!   [`llm`], [`tools`], [`usage`], [`state`] (the [`AppState`] that holds them);
+//! * [`http`]: the route builder [`api`], the front door, [`guards`], the
+//!   [`envelope`]s, [`multipart`], the characters routes, the chat WebSocket and
+//!   the static files. Its modules are re-exported here under their old paths
+//!   (`companiond_core::guards::Csrf`, `companiond_core::envelope::*`, ...).
+//!
+//! [`server`] assembles both into the application and serves it.
 
-pub mod api;
 pub mod characters;
-pub mod chat_dialect;
-pub mod envelope;
 pub mod fence;
-pub mod front;
-pub mod guards;
 pub mod history;
+pub mod hosts;
 pub mod http;
+pub mod json;
 pub mod layout;
 pub mod llm;
-pub mod multipart;
 pub mod net;
 pub mod notices;
 pub mod options;
@@ -38,12 +35,14 @@ pub mod sessions;
 pub mod sink;
 pub mod stamp;
 pub mod state;
-pub mod static_files;
 pub mod store;
 pub mod task;
 pub mod text;
 pub mod tools;
+pub mod turn;
 pub mod usage;
+
+pub use http::{api, chat_dialect, envelope, front, guards, multipart, static_files};
 
 #[cfg(feature = "testkit")]
 pub mod testkit;

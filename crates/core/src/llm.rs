@@ -233,13 +233,26 @@ impl LlmClient {
         body
     }
 
+    /// `POST {base_url}/chat/completions` with `body`.
     async fn send(
         &self,
         ep: &Endpoint,
         body: &Value,
         timeout: Duration,
     ) -> Result<reqwest::Response, LlmError> {
-        let url = format!("{}/chat/completions", ep.base_url);
+        self.post(ep, "chat/completions", body, timeout).await
+    }
+
+    /// `POST {base_url}/{path}` with `body` and the endpoint's key; a reply
+    /// other than 2xx becomes [`LlmError::Status`] with the start of its text.
+    async fn post(
+        &self,
+        ep: &Endpoint,
+        path: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<reqwest::Response, LlmError> {
+        let url = format!("{}/{path}", ep.base_url);
         let mut req = self.client_for(&url).post(&url).json(body);
         if !ep.api_key.is_empty() {
             req = req.bearer_auth(&ep.api_key);
@@ -392,25 +405,9 @@ impl LlmClient {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let url = format!("{}/embeddings", ep.base_url);
         let body = json!({"model": ep.model, "input": texts});
         let work = async {
-            let mut req = self.client_for(&url).post(&url).json(&body);
-            if !ep.api_key.is_empty() {
-                req = req.bearer_auth(&ep.api_key);
-            }
-            let resp = req.send().await.map_err(|e| {
-                if e.is_timeout() {
-                    LlmError::Timeout
-                } else {
-                    LlmError::Connect(e.to_string())
-                }
-            })?;
-            if !resp.status().is_success() {
-                let status = resp.status().as_u16();
-                let text = resp.text().await.unwrap_or_default();
-                return Err(LlmError::Status(status, text.chars().take(300).collect()));
-            }
+            let resp = self.post(ep, "embeddings", &body, timeout).await?;
             let v: Value = resp
                 .json()
                 .await

@@ -1,13 +1,17 @@
 //! The pending-notices queue: peek with a cursor, acknowledge up to a cursor.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-#[derive(Default)]
+/// The last sequence number given, and the queued notices with theirs.
+type Queue = (u64, VecDeque<(u64, Value)>);
+
+/// Cheap to clone: clones share one queue.
+#[derive(Clone, Default)]
 pub struct Notices {
-    inner: Mutex<(u64, VecDeque<(u64, Value)>)>,
+    inner: Arc<Mutex<Queue>>,
 }
 
 impl Notices {

@@ -1,4 +1,4 @@
-//! Command line and environment (runtime.md § The program).
+//! Command line and environment of `companiond serve` (README.md lists them).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -94,7 +94,9 @@ pub struct Options {
 }
 
 impl ServeArgs {
-    /// Apply the defaults of runtime.md.
+    /// Apply the defaults: the per-user data dir (`<data>/companiond`), the
+    /// bundle beside the program, the cloud folder inside the data dir, the
+    /// legacy memory roots of `COMPANIOND_LEGACY_MEMORY_ROOTS`, a random CSRF token.
     pub fn resolve(self) -> Result<Options, String> {
         let data_dir = match self.data_dir {
             Some(d) => d,

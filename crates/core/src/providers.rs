@@ -1,6 +1,6 @@
 //! The provider catalog (`<bundle>/providers.json`, else the built-in default)
 //! and the resolution of a model slot to an OpenAI-compatible endpoint
-//! (runtime.md § Provider settings the model clients read).
+//! (the provider settings of `config/core_config.json`, one per slot).
 
 use std::path::Path;
 
@@ -63,7 +63,7 @@ pub fn load_catalog(bundle: &Path) -> Catalog {
     }
 }
 
-/// The model slots of runtime.md.
+/// The model slots: which configured model a call uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
     Conversation,

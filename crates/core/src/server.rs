@@ -12,7 +12,8 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{openapi_document, Api, OpDoc};
+use crate::http::api::{openapi_document, Api, OpDoc};
+use crate::http::{characters, chat_socket, front, multipart, static_files};
 use crate::options::{resolve_listen, Options, ServeArgs};
 use crate::state::AppState;
 
@@ -47,7 +48,7 @@ struct OpenApiDoc {
 
 /// The whole application: core routes, every family, `/openapi.json`, static files.
 pub fn build_app(state: &AppState, families: &[Family]) -> Router {
-    let mut api = crate::characters::api(state).merge(crate::sessions::api(state));
+    let mut api = characters::api(state).merge(chat_socket::api(state));
     for f in families {
         api = api.merge((f.api)(state));
     }
@@ -60,16 +61,16 @@ pub fn build_app(state: &AppState, families: &[Family]) -> Router {
         json: Arc::default(),
     };
     router
-        .merge(crate::static_files::router())
+        .merge(static_files::router())
         .with_state(state.clone())
         .route("/openapi.json", get(openapi_json).with_state(doc))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
-        .layer(axum::middleware::from_fn(crate::front::catch_panic))
+        .layer(axum::middleware::from_fn(front::catch_panic))
         .layer(axum::middleware::from_fn_with_state(
             state.host_policy.clone(),
-            crate::front::front_door,
+            front::front_door,
         ))
-        .layer(axum::middleware::from_fn(crate::multipart::drain_unread))
+        .layer(axum::middleware::from_fn(multipart::drain_unread))
 }
 
 async fn openapi_json(State(doc): State<OpenApiDoc>) -> Response {

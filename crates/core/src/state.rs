@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::characters::Characters;
-use crate::front::HostPolicy;
 use crate::history::History;
+use crate::hosts::HostPolicy;
 use crate::llm::LlmClient;
 use crate::notices::Notices;
 use crate::options::Options;
@@ -187,8 +187,9 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
-    /// Build the state: loads the characters file (creating `Companion` in a
-    /// fresh data dir) and one session manager per character.
+    /// Build the state: opens the characters registry (creating `Companion` in a
+    /// fresh data dir; an existing file is read in the background) and the
+    /// session registry (a manager per character, made on first use).
     pub fn new(opts: Options) -> Result<AppState, String> {
         let store = Store::new(&opts.data_dir);
         let http = crate::net::LazyClient::new(crate::net::remote_client);
@@ -196,10 +197,8 @@ impl AppState {
         let local_http = crate::net::LazyClient::new(crate::net::local_client);
         let notices = Notices::default();
         let characters = Characters::load(store.clone(), &notices)?;
-        let sessions = Sessions::default();
-        for name in characters.names() {
-            sessions.ensure(&name);
-        }
+        let registry = characters.clone();
+        let sessions = Sessions::for_characters(move |name| registry.exists(name));
         let usage = TokenUsage::new(opts.data_dir.join(crate::layout::TOKEN_USAGE_DB));
         let llm = LlmClient::new(
             http.clone(),

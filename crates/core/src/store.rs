@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::task::{blocking, TaskFailed};
+
 /// Errors of the store.
 #[derive(Debug)]
 pub enum StoreError {
@@ -249,12 +251,10 @@ impl Store {
     }
 }
 
-async fn blocking<R: Send + 'static>(
-    f: impl FnOnce() -> Result<R, StoreError> + Send + 'static,
-) -> Result<R, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Io(std::io::Error::other(e.to_string())))?
+impl From<TaskFailed> for StoreError {
+    fn from(e: TaskFailed) -> Self {
+        StoreError::Io(std::io::Error::other(e.0))
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
 
-/// A byte count for people, in binary units written the way interface.md
-/// writes its limits: whole units without decimals ("500 MB", "2 GB"), one
+/// A byte count for people, in binary units written the way the API writes
+/// its limits in messages: whole units without decimals ("500 MB", "2 GB"), one
 /// decimal otherwise ("1.5 GB", "12.3 MB"), "<n> bytes" below 1 MB.
 pub fn human_size(bytes: u64) -> String {
     let unit = |size: u64, name: &str| {

@@ -12,7 +12,6 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::llm::ToolSpec;
-use crate::sessions::Sessions;
 
 /// A registered tool.
 #[derive(Clone, Debug, Serialize)]
@@ -89,16 +88,27 @@ impl ToolHub {
             .unwrap_or(0)
     }
 
-    /// Call `tool` with the model's raw arguments; evicts the tool's origin from
-    /// every role after [`EVICT_AFTER`] consecutive connection failures of a
-    /// `plugin:` source. Never fails: errors become model-visible tool errors.
+    /// Call `tool` and apply an eviction it asks for to `registry` (the
+    /// session registry): [`ToolHub::call`] followed by [`Eviction::apply`].
     pub async fn dispatch(
         &self,
-        sessions: &Sessions,
+        registry: &impl EvictOrigin,
         tool: &RegisteredTool,
         call_id: &str,
         raw_arguments: &str,
     ) -> ToolResult {
+        let outcome = self.call(tool, call_id, raw_arguments).await;
+        if let Some(eviction) = &outcome.evict {
+            eviction.apply(registry);
+        }
+        outcome.result
+    }
+
+    /// Call `tool` with the model's raw arguments. Never fails: errors become
+    /// model-visible tool errors. After [`EVICT_AFTER`] consecutive connection
+    /// failures of a `plugin:` source the outcome asks the caller to evict the
+    /// tool's origin from every role ([`Called::evict`]); the hub forgets the count.
+    pub async fn call(&self, tool: &RegisteredTool, call_id: &str, raw_arguments: &str) -> Called {
         // Arguments that are not a JSON object are still delivered (reference behaviour):
         // other JSON values as {"value": v}, invalid JSON as {"_raw": text}.
         let arguments: Value = match serde_json::from_str::<Value>(raw_arguments) {
@@ -161,7 +171,8 @@ impl ToolHub {
                 }
             }
         };
-        match outcome {
+        let mut evict = None;
+        let result = match outcome {
             Ok(r) => {
                 self.failures
                     .lock()
@@ -178,12 +189,14 @@ impl ToolHub {
                         *n
                     };
                     if n >= EVICT_AFTER {
-                        let removed = sessions.evict_origin(&origin);
                         self.failures
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .remove(&origin);
-                        tracing::warn!("evicted {removed} tool registrations of {origin} after {n} connection failures");
+                        evict = Some(Eviction {
+                            origin: origin.clone(),
+                            failures: n,
+                        });
                     }
                 } else if kind == Failure::Responded {
                     self.failures
@@ -196,8 +209,45 @@ impl ToolHub {
                     is_error: true,
                 }
             }
-        }
+        };
+        Called { result, evict }
     }
+}
+
+/// What one tool call produced: the model-visible result, and the eviction the
+/// caller must apply to the session registry, if any.
+#[derive(Debug)]
+pub struct Called {
+    pub result: ToolResult,
+    pub evict: Option<Eviction>,
+}
+
+/// A plugin origin that stopped answering: remove its tools from every role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    /// `scheme://host:port` of the failing callbacks.
+    pub origin: String,
+    /// Consecutive connection failures that led to it.
+    pub failures: u32,
+}
+
+impl Eviction {
+    /// Remove the origin's tools from `registry`; how many were removed.
+    pub fn apply(&self, registry: &impl EvictOrigin) -> usize {
+        let removed = registry.evict_origin(&self.origin);
+        tracing::warn!(
+            "evicted {removed} tool registrations of {} after {} connection failures",
+            self.origin,
+            self.failures
+        );
+        removed
+    }
+}
+
+/// A registry of tools by role that can drop every tool of a callback origin
+/// (the session registry implements it).
+pub trait EvictOrigin {
+    fn evict_origin(&self, origin: &str) -> usize;
 }
 
 fn interpret_reply(bytes: &[u8]) -> ToolResult {

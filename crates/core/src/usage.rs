@@ -139,16 +139,21 @@ fn insert(tx: &rusqlite::Transaction<'_>, row: &UsageRow) -> rusqlite::Result<()
     Ok(())
 }
 
+/// `$T { a, b, ... }` from the columns of `$row` in that order.
+macro_rules! from_row {
+    ($row:expr => $T:ident { $($field:ident),* $(,)? }) => {{
+        let mut column = 0usize;
+        let mut next = || {
+            column += 1;
+            column - 1
+        };
+        Ok($T { $($field: $row.get(next())?,)* })
+    }};
+}
+
 fn usage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageRow> {
-    Ok(UsageRow {
-        ts: r.get(0)?,
-        slot: r.get(1)?,
-        model: r.get(2)?,
-        character: r.get(3)?,
-        prompt_tokens: r.get(4)?,
-        completion_tokens: r.get(5)?,
-        total_tokens: r.get(6)?,
-        estimated: r.get::<_, i64>(7)? != 0,
+    from_row!(r => UsageRow {
+        ts, slot, model, character, prompt_tokens, completion_tokens, total_tokens, estimated,
     })
 }
 
@@ -253,15 +258,8 @@ impl TokenUsage {
                  FROM token_usage_daily WHERE day >= ?1 AND day <= ?2 ORDER BY day, model, slot",
             )?;
             let rows = st.query_map(params![from_day, to_day], |r| {
-                Ok(DailyRow {
-                    day: r.get(0)?,
-                    model: r.get(1)?,
-                    slot: r.get(2)?,
-                    prompt_tokens: r.get(3)?,
-                    completion_tokens: r.get(4)?,
-                    total_tokens: r.get(5)?,
-                    calls: r.get(6)?,
-                    estimated: r.get(7)?,
+                from_row!(r => DailyRow {
+                    day, model, slot, prompt_tokens, completion_tokens, total_tokens, calls, estimated,
                 })
             })?;
             rows.collect()

@@ -1,5 +1,29 @@
-//! The HTTP side of core: what handlers extract and how families reach their state.
+//! The HTTP side of core: everything that knows about requests and responses.
+//! The domain (`crate::state`, `crate::characters`, `crate::sessions`, ...) never
+//! imports from here; see docs/ARCHITECTURE.md.
+//!
+//! * [`api`]: the route builder that keeps the router and `/openapi.json` in step;
+//! * [`front`]: the front door (Host allowlist, cross-site writes, WebSocket
+//!   Origin, panics) every request passes;
+//! * [`guards`]: the loopback guard and the CSRF guard;
+//! * [`envelope`]: the error envelopes of each family, the JSON body extractor (422)
+//!   and the no-store helper;
+//! * [`multipart`]: the multipart extractor and the discarding of unread bodies;
+//! * [`characters`]: the characters routes;
+//! * [`chat_socket`], [`chat_dialect`]: the chat WebSocket and the original
+//!   application's frame protocol on it;
+//! * [`static_files`]: `/static/`, `/user_mmd/`, `/user_pngtuber/`, `/workshop/`;
+//! * [`Ext`]: how a handler reaches its family's state.
 
+pub mod api;
+pub mod characters;
+pub mod chat_dialect;
+pub mod chat_socket;
+pub mod envelope;
 mod ext;
+pub mod front;
+pub mod guards;
+pub mod multipart;
+pub mod static_files;
 
 pub use ext::Ext;

@@ -53,20 +53,20 @@ async fn bundle_static(
     serve_contained(st.bundle_dir().join("static"), &rel, req).await
 }
 
-async fn user_mmd(
-    State(st): State<AppState>,
-    UrlPath(rel): UrlPath<String>,
-    req: Request,
-) -> Response {
-    serve_contained(st.data_dir().join(USER_MMD), &rel, req).await
+/// The request of a `/{folder}/{*path}` route of a data-dir folder.
+type DataDirFile = (State<AppState>, UrlPath<String>, Request);
+
+/// A file of the data dir's `folder` (the user MMD files, the PNGTuber packages).
+async fn from_data_dir(folder: &str, (State(st), UrlPath(rel), req): DataDirFile) -> Response {
+    serve_contained(st.data_dir().join(folder), &rel, req).await
 }
 
-async fn user_pngtuber(
-    State(st): State<AppState>,
-    UrlPath(rel): UrlPath<String>,
-    req: Request,
-) -> Response {
-    serve_contained(st.data_dir().join(USER_PNGTUBER), &rel, req).await
+async fn user_mmd(st: State<AppState>, rel: UrlPath<String>, req: Request) -> Response {
+    from_data_dir(USER_MMD, (st, rel, req)).await
+}
+
+async fn user_pngtuber(st: State<AppState>, rel: UrlPath<String>, req: Request) -> Response {
+    from_data_dir(USER_PNGTUBER, (st, rel, req)).await
 }
 
 async fn workshop(

@@ -1,5 +1,6 @@
-//! Response envelopes of interface.md § Errors, the JSON body extractor that
-//! answers 422, and the no-store helper.
+//! The error envelopes of the families (each family answers its errors in one
+//! of these shapes; docs/CONVENTIONS.md), the JSON body extractor that answers
+//! 422, and the no-store helper.
 //!
 //! Each family keeps one error enum and maps it to its envelope with the
 //! builders here; nobody writes JSON by hand.
@@ -13,6 +14,40 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+/// Set `key` of an envelope's extra fields to `value` as JSON (null when it
+/// does not serialize).
+fn put(map: &mut Map<String, Value>, key: &str, value: impl Serialize) {
+    map.insert(
+        key.to_string(),
+        serde_json::to_value(value).unwrap_or(Value::Null),
+    );
+}
+
+/// `status` with the JSON of `body`.
+fn json_status(status: StatusCode, body: impl Serialize) -> Response {
+    (status, Json(body)).into_response()
+}
+
+/// The builder methods every envelope has: `status` (the answer), and `with`
+/// (an extra top-level field) for those with extra fields.
+macro_rules! envelope_builders {
+    ($($envelope:ident),* ; extra: $($with_extra:ident),*) => {
+        $(impl $envelope {
+            pub fn status(self, status: StatusCode) -> Response {
+                json_status(status, self)
+            }
+        })*
+        $(impl $with_extra {
+            pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+                put(&mut self.extra, key, value);
+                self
+            }
+        })*
+    };
+}
+
+envelope_builders!(SuccessError, OkReason, Detail, CloudError; extra: SuccessError, OkReason, CloudError);
 
 /// `{success:false, error, error_code?, ...extra}` — config, preferences, memory, MMD,
 /// PNGTuber, characters and the system helpers.
@@ -39,16 +74,6 @@ impl SuccessError {
         self.error_code = Some(code.into());
         self
     }
-    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
-        self.extra.insert(
-            key.to_string(),
-            serde_json::to_value(value).unwrap_or(Value::Null),
-        );
-        self
-    }
-    pub fn status(self, status: StatusCode) -> Response {
-        (status, Json(self)).into_response()
-    }
 }
 
 /// `{ok:false, reason, ...extra}` — games, onboarding and the proactive-mode helpers.
@@ -68,16 +93,6 @@ impl OkReason {
             extra: Map::new(),
         }
     }
-    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
-        self.extra.insert(
-            key.to_string(),
-            serde_json::to_value(value).unwrap_or(Value::Null),
-        );
-        self
-    }
-    pub fn status(self, status: StatusCode) -> Response {
-        (status, Json(self)).into_response()
-    }
 }
 
 /// `{detail}` — the jukebox's explicit route errors and request validation.
@@ -91,9 +106,6 @@ impl Detail {
         Detail {
             detail: Value::String(detail.into()),
         }
-    }
-    pub fn status(self, status: StatusCode) -> Response {
-        (status, Json(self)).into_response()
     }
 }
 
@@ -129,22 +141,9 @@ impl CloudError {
             extra: Map::new(),
         }
     }
-    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
-        self.extra.insert(
-            key.to_string(),
-            serde_json::to_value(value).unwrap_or(Value::Null),
-        );
-        self
-    }
     pub fn param(mut self, key: &str, value: impl Serialize) -> Self {
-        self.message_params.insert(
-            key.to_string(),
-            serde_json::to_value(value).unwrap_or(Value::Null),
-        );
+        put(&mut self.message_params, key, value);
         self
-    }
-    pub fn status(self, status: StatusCode) -> Response {
-        (status, Json(self)).into_response()
     }
 }
 

@@ -13,7 +13,7 @@ use utoipa::openapi::path::{
 };
 use utoipa::openapi::{InfoBuilder, OpenApi, OpenApiBuilder, Paths, Required, ResponseBuilder};
 
-use crate::guards::{csrf_ok, csrf_success, Csrf};
+use super::guards::{csrf_ok, csrf_success, Csrf};
 use crate::state::AppState;
 
 /// One documented operation.
@@ -89,7 +89,7 @@ impl Api {
         self.route(Method::DELETE, path, summary, routing::delete(h))
     }
 
-    /// Register a CSRF-guarded route (runtime.md § CSRF) with the failure envelope `csrf`.
+    /// Register a CSRF-guarded route ([`super::guards`]) with the failure envelope `csrf`.
     pub fn guarded<H: Handler<T, AppState>, T: 'static>(
         self,
         method: Method,

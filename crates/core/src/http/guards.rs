@@ -1,4 +1,7 @@
-//! The loopback guard and the CSRF guard of runtime.md.
+//! The loopback guard (routes only a process on this machine may call, judged
+//! by the TCP peer, never a header) and the CSRF guard (the token of
+//! `--csrf-token` in `X-CSRF-Token` or the JSON body's `_csrf_token`, plus an
+//! Origin/Referer of ours when one is sent); docs/security.md.
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -10,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use subtle::ConstantTimeEq;
 
-use crate::envelope::{Envelope, OkEnvelope, SuccessEnvelope, MAX_JSON_BODY};
+use super::envelope::{Envelope, OkEnvelope, SuccessEnvelope, MAX_JSON_BODY};
 use crate::state::AppState;
 
 pub use crate::net::is_loopback;

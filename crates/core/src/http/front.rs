@@ -20,7 +20,6 @@
 //! There is no CORS layer anywhere: no answer carries `Access-Control-Allow-Origin`,
 //! so a foreign page can neither read answers nor pass a preflight.
 
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -29,51 +28,13 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures::FutureExt;
 
-use crate::envelope::{
+use super::envelope::{
     no_store, CloudError, DetailEnvelope, Envelope, OkEnvelope, SuccessEnvelope,
 };
-use crate::options::Options;
+pub use crate::hosts::HostPolicy;
 
-/// Which `Host` names and `Origin`s this server answers.
-#[derive(Clone, Debug, Default)]
-pub struct HostPolicy {
-    /// Extra names (lowercase, no trailing dot): the `--listen` host and `--allowed-host`s.
-    names: Vec<String>,
-}
-
+/// The request-facing half of [`HostPolicy`] (the names themselves are in `crate::hosts`).
 impl HostPolicy {
-    /// The policy of these options: loopback, `localhost`, the `--listen` host and
-    /// every `--allowed-host`.
-    pub fn from_options(opts: &Options) -> HostPolicy {
-        let mut names: Vec<String> = opts
-            .allowed_hosts
-            .iter()
-            .map(|h| normalize_name(h))
-            .collect();
-        if let Some(h) = listen_host(&opts.listen) {
-            names.push(h);
-        }
-        names.retain(|n| !n.is_empty());
-        names.sort();
-        names.dedup();
-        HostPolicy { names }
-    }
-
-    /// Is `host` (a bare host name or IP literal, IPv6 with or without brackets) allowed?
-    fn name_allowed(&self, host: &str) -> bool {
-        let bare = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        if let Ok(ip) = bare.parse::<IpAddr>() {
-            if crate::net::is_loopback(ip) {
-                return true;
-            }
-        }
-        let name = normalize_name(bare);
-        name == "localhost" || self.names.contains(&name)
-    }
-
     /// Is the value of a `Host` header (`name[:port]`, `[v6][:port]`) allowed?
     pub fn host_allowed(&self, value: &str) -> bool {
         let value = value.trim();
@@ -91,23 +52,6 @@ impl HostPolicy {
         self.name_allowed(auth.host())
     }
 
-    /// Is `origin` (an `Origin` value or a `Referer` URL) one of ours: http(s) on
-    /// an allowed host, any port?
-    pub fn origin_allowed(&self, origin: &str) -> bool {
-        let Ok(u) = url::Url::parse(origin.trim()) else {
-            return false;
-        };
-        if !matches!(u.scheme(), "http" | "https") {
-            return false;
-        }
-        match u.host() {
-            Some(url::Host::Domain(d)) => self.name_allowed(d),
-            Some(url::Host::Ipv4(ip)) => self.name_allowed(&ip.to_string()),
-            Some(url::Host::Ipv6(ip)) => self.name_allowed(&ip.to_string()),
-            None => false,
-        }
-    }
-
     /// Does the request carry a foreign `Origin` (or, without one, a foreign `Referer`)?
     pub fn has_foreign_origin(&self, headers: &HeaderMap) -> bool {
         if let Some(o) = headers.get(header::ORIGIN) {
@@ -120,34 +64,9 @@ impl HostPolicy {
     }
 }
 
-/// Lowercase, trimmed, one trailing dot dropped (`LocalHost.` → `localhost`).
-fn normalize_name(name: &str) -> String {
-    let n = name.trim().to_ascii_lowercase();
-    n.strip_suffix('.').map(str::to_string).unwrap_or(n)
-}
-
-/// The host part of a `--listen` value (`host:port`, `[v6]:port`), unless it is
-/// the unspecified address (which no `Host` header names).
-fn listen_host(listen: &str) -> Option<String> {
-    let host = if let Ok(sa) = listen.parse::<SocketAddr>() {
-        if sa.ip().is_unspecified() {
-            return None;
-        }
-        sa.ip().to_string()
-    } else {
-        listen
-            .rsplit_once(':')
-            .map(|(h, _)| h)
-            .unwrap_or(listen)
-            .to_string()
-    };
-    Some(normalize_name(
-        host.trim_start_matches('[').trim_end_matches(']'),
-    ))
-}
-
 /// Answer `status` in the envelope of the family that owns `path`
-/// (interface.md § Errors), so a client reads a refusal the way it reads any
+/// (the `/api/game/` and `/api/icebreaker/` `{ok, reason}`, the jukebox `{detail}`,
+/// cloud save's own, `{success, error_code}` elsewhere), so a client reads a refusal the way it reads any
 /// other error of that route.
 pub fn reject_for_path(path: &str, status: StatusCode, code: &str, message: &str) -> Response {
     if path.starts_with("/api/game/") || path.starts_with("/api/icebreaker/") {
@@ -262,6 +181,7 @@ pub async fn catch_panic(req: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Options;
 
     fn policy(listen: &str, extra: &[&str]) -> HostPolicy {
         let opts = Options {

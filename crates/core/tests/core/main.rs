@@ -1,0 +1,10 @@
+//! Core over real HTTP and WebSocket, one module per resource; shared fixtures
+//! in `common` (over `companiond_core::testkit`).
+
+mod characters;
+mod chat_socket;
+mod common;
+mod guards;
+mod openapi;
+mod request_bodies;
+mod static_files;
