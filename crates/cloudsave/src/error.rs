@@ -52,6 +52,9 @@ pub enum CloudSaveError {
     UploadFailed(String),
     /// Unexpected failure of a download.
     DownloadFailed(String),
+    /// A background task (file system, SQLite, hashing) panicked or was
+    /// cancelled; uploads and downloads report it as their own failure.
+    TaskFailed(String),
     /// The import was rolled back because the reload failed.
     ReloadRolledBack {
         message: String,
@@ -68,6 +71,12 @@ impl From<companiond_core::fence::FenceUp> for CloudSaveError {
             operation: f.operation,
             target: f.target,
         }
+    }
+}
+
+impl From<companiond_core::task::TaskFailed> for CloudSaveError {
+    fn from(e: companiond_core::task::TaskFailed) -> Self {
+        CloudSaveError::TaskFailed(e.to_string())
     }
 }
 
@@ -174,6 +183,11 @@ impl CloudSaveError {
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "cloudsave.error.downloadFailed",
             ),
+            TaskFailed(_) => (
+                "CLOUDSAVE_INTERNAL_ERROR",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cloudsave.error.internal",
+            ),
             ReloadRolledBack { .. } => (
                 "LOCAL_RELOAD_FAILED_ROLLED_BACK",
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -217,6 +231,7 @@ impl CloudSaveError {
             LocalUnreadable(e) => format!("A local memory file cannot be exported: {e}"),
             UploadFailed(e) => format!("Upload failed. Please try again later. ({e})"),
             DownloadFailed(e) => format!("Download failed. Please try again later. ({e})"),
+            TaskFailed(e) => format!("Cloud save failed unexpectedly. Please try again later. ({e})"),
             ReloadRolledBack { message, .. } => format!(
                 "The imported character could not be loaded; the previous local state was restored: {message}"
             ),
@@ -238,7 +253,8 @@ impl CloudSaveError {
             | PayloadCorrupt(m)
             | LocalUnreadable(m)
             | UploadFailed(m)
-            | DownloadFailed(m) => e.param("message", m),
+            | DownloadFailed(m)
+            | TaskFailed(m) => e.param("message", m),
             FenceActive {
                 mode,
                 operation,

@@ -7,10 +7,11 @@ use axum::response::{IntoResponse, Response};
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::{paths, Api, AppState};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{CloudSaveError, Failure};
-use crate::service::{CloudSave, DownloadOptions};
+use crate::service::{CloudSave, DownloadOptions, Succeeded};
 
 /// Largest option body accepted.
 const MAX_BODY: usize = 64 * 1024;
@@ -59,9 +60,9 @@ fn flag(m: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool
     }
 }
 
-fn answer(r: Result<Value, CloudSaveError>, name: Option<&str>) -> Response {
+fn answer<T: Serialize>(r: Result<T, CloudSaveError>, name: Option<&str>) -> Response {
     match r {
-        Ok(v) => no_store(ok_json(v)),
+        Ok(v) => no_store(ok_json(Succeeded::new(v))),
         Err(e) => Failure(e, name.map(str::to_string)).into_response(),
     }
 }
@@ -71,7 +72,7 @@ async fn summary(svc: Arc<CloudSave>) -> Response {
 }
 
 async fn autocloud(svc: Arc<CloudSave>) -> Response {
-    no_store(ok_json(svc.autocloud_config().await))
+    no_store(ok_json(Succeeded::new(svc.autocloud_config().await)))
 }
 
 async fn detail(svc: Arc<CloudSave>, raw: String) -> Response {

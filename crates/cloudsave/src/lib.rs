@@ -9,11 +9,13 @@
 //! * [`local`]: local state (client id, sequence numbers) and the write fence;
 //! * [`error`]: the family's error enum and envelope.
 
+pub mod autocloud;
 pub mod error;
 pub mod http;
 pub mod local;
 pub mod localcache;
 pub mod service;
+pub mod summary;
 pub mod target;
 pub mod unit;
 

@@ -1,17 +1,22 @@
 //! The cloud-save operations (summary, detail, upload, download), independent of HTTP.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use companiond_core::characters::CharacterError;
 use companiond_core::{paths, store, AppState};
 use object_store::PutPayload;
+use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::autocloud::{self, manifest_fingerprint, PlatformAutocloud};
 use crate::error::CloudSaveError;
 use crate::local;
+use crate::localcache::LocalFacts;
+use crate::summary::{self, Detail, Summary};
 use crate::target::{self, Target, TargetSpec};
 use crate::unit::{self, FileEntry, Meta};
 
@@ -28,6 +33,64 @@ pub struct DownloadOptions {
     pub force: bool,
 }
 
+/// An answer document with its `success: true` flag first.
+#[derive(Debug, Serialize)]
+pub struct Succeeded<T> {
+    pub success: bool,
+    #[serde(flatten)]
+    pub body: T,
+}
+
+impl<T> Succeeded<T> {
+    pub fn new(body: T) -> Self {
+        Succeeded {
+            success: true,
+            body,
+        }
+    }
+}
+
+/// `GET character/{name}`: the comparison and the sync fields.
+#[derive(Debug, Serialize)]
+pub struct DetailAnswer {
+    #[serde(flatten)]
+    pub detail: Detail,
+    pub sync_backend: &'static str,
+    pub platform_autocloud: PlatformAutocloud,
+}
+
+/// `GET platform-autocloud-config`.
+#[derive(Debug, Serialize)]
+pub struct AutocloudAnswer {
+    pub sync_backend: &'static str,
+    pub platform_autocloud: PlatformAutocloud,
+}
+
+/// `POST character/{name}/upload`.
+#[derive(Debug, Serialize)]
+pub struct Uploaded {
+    pub character_name: String,
+    /// The comparison after the upload (null when it could not be re-read).
+    pub detail: Option<Succeeded<Detail>>,
+    pub meta: Meta,
+    pub sequence_number: u64,
+    pub sync_backend: &'static str,
+    pub platform_autocloud: PlatformAutocloud,
+}
+
+/// `POST character/{name}/download`.
+#[derive(Debug, Serialize)]
+pub struct Downloaded {
+    pub character_name: String,
+    /// The comparison after the import (null when it could not be re-read).
+    pub detail: Option<Succeeded<Detail>>,
+    /// The kept backup of the replaced local files (null without one).
+    pub backup_path: Option<String>,
+    pub sequence_number: u64,
+    pub sync_backend: &'static str,
+    pub platform_autocloud: PlatformAutocloud,
+}
+
 /// The family's state: the target (opened lazily, on first use) and the lock
 /// that runs one upload/download at a time.
 pub struct CloudSave {
@@ -35,15 +98,7 @@ pub struct CloudSave {
     spec: Result<TargetSpec, String>,
     target: tokio::sync::Mutex<Option<Target>>,
     op_lock: tokio::sync::Mutex<()>,
-    local_cache: std::sync::Arc<crate::localcache::LocalCache>,
-}
-
-/// What this device has of a character.
-struct LocalInfo {
-    profile: Value,
-    fingerprint: Option<String>,
-    updated_at: String,
-    files: BTreeMap<String, u64>,
+    local_cache: Arc<crate::localcache::LocalCache>,
 }
 
 fn blocking_err(e: tokio::task::JoinError) -> String {
@@ -97,55 +152,26 @@ impl CloudSave {
         self.state.data_dir().join("state").join("cloudsave_tmp")
     }
 
-    fn workshop_status(&self, source: &str, id: &str) -> (String, String) {
-        if source != "steam_workshop" && source != "workshop" {
-            return (String::new(), String::new());
-        }
-        let Some(dir) = self.state.opts.workshop_dir.as_ref() else {
-            return ("unknown".into(), String::new());
-        };
-        match paths::safe_name(id).ok().map(|n| dir.join(n)) {
-            Some(p) if p.is_dir() => ("installed_and_subscribed".into(), "ready".into()),
-            Some(_) => ("unavailable".into(), "downloadable".into()),
-            None => ("unknown".into(), String::new()),
-        }
+    fn workshop_dir(&self) -> Option<&Path> {
+        self.state.opts.workshop_dir.as_deref()
     }
 
     // ------------------------------------------------------------ local side
 
-    async fn local_info(&self, name: &str) -> Option<LocalInfo> {
-        self.local_infos(&[name.to_string()]).await.remove(name)
-    }
-
-    /// What this device has of each of `names` (absent: not a character), in
-    /// one blocking task; unchanged units come from the fingerprint cache.
-    async fn local_infos(&self, names: &[String]) -> HashMap<String, LocalInfo> {
-        let items: Vec<(String, Value, PathBuf)> = names
-            .iter()
-            .filter_map(|n| {
-                let profile = self.state.characters.profile(n)?;
-                Some((n.clone(), profile, self.state.memory_dir(n)))
-            })
-            .collect();
+    /// The facts of each of `names` that is a character, in one blocking task;
+    /// unchanged units come from the cache. `every_character`: `names` is the
+    /// whole registry.
+    async fn local_facts(
+        &self,
+        names: Vec<String>,
+        every_character: bool,
+    ) -> BTreeMap<String, Arc<LocalFacts>> {
         let staging = self.staging_root();
         let cache = self.local_cache.clone();
-        tokio::task::spawn_blocking(move || {
-            items
-                .into_iter()
-                .map(|(name, profile, mem_dir)| {
-                    let f = cache.facts(&name, &profile, &mem_dir, &staging);
-                    let info = LocalInfo {
-                        profile,
-                        fingerprint: f.fingerprint,
-                        updated_at: f.updated_at,
-                        files: f.files,
-                    };
-                    (name, info)
-                })
-                .collect()
-        })
-        .await
-        .unwrap_or_default()
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || cache.facts(&state, &names, every_character, &staging))
+            .await
+            .unwrap_or_default()
     }
 
     fn runtime_has_user_content(&self) -> bool {
@@ -156,296 +182,99 @@ impl CloudSave {
             .any(|n| !unit::present_files(&self.state.memory_dir(n)).is_empty())
     }
 
-    // ------------------------------------------------------------ bodies
+    // ------------------------------------------------------------ documents
 
-    fn side_summary(
-        &self,
-        name: &str,
-        local: Option<&LocalInfo>,
-        cloud: Option<&Meta>,
-    ) -> (Value, Value) {
-        let local_v = local.map(|l| {
-            let (model_type, source, source_id) = unit::avatar_fields(&l.profile);
-            let (ws, state) = self.workshop_status(&source, &source_id);
-            let asset_state = if !state.is_empty() {
-                state
-            } else if model_type.is_empty() {
-                String::new()
-            } else {
-                "ready".into()
-            };
-            let mut warnings = Vec::new();
-            if matches!(asset_state.as_str(), "downloadable" | "missing") {
-                warnings.push("local_resource_missing_on_this_device");
-            }
-            json!({
-                "character_name": name,
-                "display_name": unit::display_name(name, &l.profile),
-                "model_type": model_type,
-                "asset_source": source,
-                "asset_source_id": source_id,
-                "asset_state": asset_state,
-                "workshop_status": ws,
-                "updated_at_utc": l.updated_at,
-                "fingerprint": l.fingerprint.clone().unwrap_or_default(),
-                "files": l.files,
-                "warnings": warnings,
-            })
-        });
-        let cloud_v = cloud.map(|m| {
-            let (ws, state) = self.workshop_status(&m.asset_source, &m.asset_source_id);
-            let asset_state = if !state.is_empty() {
-                state
-            } else if matches!(
-                m.asset_source.as_str(),
-                "local_imported" | "manual_external"
-            ) {
-                "import_required".into()
-            } else if m.model_type.is_empty() {
-                String::new()
-            } else {
-                "ready".into()
-            };
-            let mut warnings = Vec::new();
-            if matches!(
-                asset_state.as_str(),
-                "import_required" | "downloadable" | "missing"
-            ) {
-                warnings.push("cloud_resource_may_be_missing_after_download");
-            }
-            let files: BTreeMap<&String, u64> = m.files.iter().map(|(k, v)| (k, v.size)).collect();
-            json!({
-                "character_name": name,
-                "display_name": if m.display_name.is_empty() { name } else { &m.display_name },
-                "model_type": m.model_type,
-                "asset_source": m.asset_source,
-                "asset_source_id": m.asset_source_id,
-                "asset_state": asset_state,
-                "workshop_status": ws,
-                "updated_at_utc": m.updated_at_utc,
-                "fingerprint": m.payload_fingerprint,
-                "sequence_number": m.sequence_number,
-                "source_client_id": m.source_client_id,
-                "files": files,
-                "warnings": warnings,
-            })
-        });
-        (
-            local_v.unwrap_or(Value::Null),
-            cloud_v.unwrap_or(Value::Null),
-        )
-    }
-
-    fn item(&self, name: &str, local: &Value, cloud: &Value) -> Value {
-        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let (le, ce) = (!local.is_null(), !cloud.is_null());
-        let (lf, cf) = (s(local, "fingerprint"), s(cloud, "fingerprint"));
-        let relation = match (le, ce) {
-            (true, false) => "local_only",
-            (false, true) => "cloud_only",
-            _ if !lf.is_empty() && lf == cf => "matched",
-            _ => "diverged",
-        };
-        let actions: Vec<&str> = match relation {
-            "local_only" => vec!["upload"],
-            "cloud_only" => vec!["download"],
-            "diverged" => vec!["upload", "download"],
-            _ => vec![],
-        };
-        let main = if le { local } else { cloud };
-        let mut warnings: Vec<Value> = Vec::new();
-        for w in main
-            .get("warnings")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if !warnings.contains(w) {
-                warnings.push(w.clone());
-            }
-        }
-        let mut item = json!({
-            "character_name": name,
-            "display_name": if le { s(local, "display_name") } else { s(cloud, "display_name") },
-            "relation_state": relation,
-            "local_exists": le,
-            "cloud_exists": ce,
-            "model_type": s(main, "model_type"),
-            "asset_source": s(main, "asset_source"),
-            "asset_source_id": s(main, "asset_source_id"),
-            "local_asset_source": s(local, "asset_source"),
-            "local_asset_source_id": s(local, "asset_source_id"),
-            "cloud_asset_source": s(cloud, "asset_source"),
-            "cloud_asset_source_id": s(cloud, "asset_source_id"),
-            "local_asset_state": s(local, "asset_state"),
-            "cloud_asset_state": s(cloud, "asset_state"),
-            "local_updated_at_utc": s(local, "updated_at_utc"),
-            "cloud_updated_at_utc": s(cloud, "updated_at_utc"),
-            "local_fingerprint": lf,
-            "cloud_fingerprint": cf,
-            "cloud_sequence_number": cloud.get("sequence_number").cloned().unwrap_or(Value::Null),
-            "available_actions": actions,
-            "warnings": warnings,
-        });
-        for scope in ["local", "cloud"] {
-            let side = if scope == "local" { local } else { cloud };
-            item[format!("{scope}_workshop_status")] = json!(s(side, "workshop_status"));
-            item[format!("{scope}_workshop_title")] = json!("");
-            item[format!("{scope}_workshop_author_name")] = json!("");
-        }
-        item
-    }
-
-    /// The `platform_autocloud` object (reference § 1.1 keys). `units` is None
-    /// when the target could not be read.
-    async fn platform_autocloud(&self, units: Option<&[Meta]>) -> Value {
-        self.platform_autocloud_with(units, None).await
-    }
-
-    /// [`Self::platform_autocloud`] with `runtime_has_user_content` already known.
-    async fn platform_autocloud_with(
+    /// The `platform_autocloud` document. `units` is None when the target
+    /// could not be read; `has_content` when already known.
+    async fn platform_autocloud(
         &self,
         units: Option<&[Meta]>,
         has_content: Option<bool>,
-    ) -> Value {
-        let ls = local::read(&self.state.store).await;
-        let units = units.unwrap_or(&[]);
-        let has_snapshot = !units.is_empty();
-        let manifest_fp = manifest_fingerprint(units);
-        let seq = units.iter().map(|m| m.sequence_number).max().unwrap_or(0);
-        let exported = units
-            .iter()
-            .map(|m| m.updated_at_utc.clone())
-            .max()
-            .unwrap_or_default();
-        let has_content = has_content.unwrap_or_else(|| self.runtime_has_user_content());
-        let differs = has_snapshot && manifest_fp != ls.last_applied_manifest_fingerprint;
-        let root = self.cloud_root_display();
-        let platform = if cfg!(target_os = "windows") {
-            ("Windows", "WinAppDataLocal")
-        } else if cfg!(target_os = "macos") {
-            ("macOS", "MacAppSupport")
-        } else {
-            ("Linux", "LinuxXdgDataHome")
-        };
-        json!({
-            "backend": self.sync_backend(),
-            "app_id": "",
-            "has_snapshot": has_snapshot,
-            "snapshot_sequence_number": seq,
-            "snapshot_exported_at_utc": exported,
-            "manifest_fingerprint": if has_snapshot { manifest_fp.clone() } else { String::new() },
-            "last_applied_manifest_fingerprint": ls.last_applied_manifest_fingerprint,
-            "startup_import_required": differs && !has_content,
-            "manual_download_required": differs && has_content,
-            "runtime_has_user_content": has_content,
-            "last_successful_export_at": ls.last_successful_export_at,
-            "last_successful_import_at": ls.last_successful_import_at,
-            "source_launch": false,
-            "steam_session_ready": false,
-            "steam_launch_tracked": false,
-            "steam_available": false,
-            "steam_running": false,
-            "steam_logged_on": false,
-            "runtime_root": self.state.data_dir().to_string_lossy(),
-            "cloudsave_root": root,
-            "manifest_path": format!("{}/characters", root.trim_end_matches('/')),
-            "manifest_exists": has_snapshot,
-            "recommended_paths": {
-                "cross_platform_strategy": "single_root_with_overrides",
-                "primary_root": {"root": "WinAppDataLocal", "subdirectory": "companiond/cloud", "pattern": "*", "os": "All OSes", "recursive": true},
-                "root_overrides": [
-                    {"os": "macOS", "new_root": "MacAppSupport", "add_replace_path": "companiond/cloud", "replace_path": true},
-                    {"os": "Linux", "new_root": "LinuxXdgDataHome", "add_replace_path": "companiond/cloud", "replace_path": true},
-                ],
-            },
-            "current_platform_rule": {"platform": platform.0, "root": platform.1, "subdirectory": "companiond/cloud"},
+    ) -> PlatformAutocloud {
+        let local = local::read(&self.state.store).await;
+        let runtime_has_user_content =
+            has_content.unwrap_or_else(|| self.runtime_has_user_content());
+        autocloud::platform_autocloud(autocloud::Inputs {
+            backend: self.sync_backend(),
+            units: units.unwrap_or(&[]),
+            local,
+            runtime_has_user_content,
+            runtime_root: self.state.data_dir().to_string_lossy().into_owned(),
+            cloudsave_root: self.cloud_root_display(),
         })
     }
 
     /// `GET platform-autocloud-config`: never fails; an unreachable target reads
     /// as "no snapshot" with `provider_available:false`.
-    pub async fn autocloud_config(&self) -> Value {
+    pub async fn autocloud_config(&self) -> AutocloudAnswer {
         let units = match self.target().await {
             Ok(t) => t.list_units().await.map_err(|e| e.message()),
             Err(e) => Err(e.message()),
         };
-        let mut pa = self.platform_autocloud(units.as_deref().ok()).await;
-        pa["provider_available"] = json!(units.is_ok());
-        if let Err(e) = &units {
-            pa["provider_error"] = json!(e);
+        let mut pa = self.platform_autocloud(units.as_deref().ok(), None).await;
+        pa.provider_available = Some(units.is_ok());
+        pa.provider_error = units.err();
+        AutocloudAnswer {
+            sync_backend: self.sync_backend(),
+            platform_autocloud: pa,
         }
-        json!({"success": true, "sync_backend": self.sync_backend(), "platform_autocloud": pa})
     }
 
-    /// `GET summary`.
-    pub async fn summary(&self) -> Result<Value, CloudSaveError> {
+    /// `GET summary`: every character on either side, by name.
+    pub async fn summary(&self) -> Result<Summary, CloudSaveError> {
         let target = self.target().await?;
         let units = target.list_units().await?;
-        let local_names = self.state.characters.names();
-        let mut locals = self.local_infos(&local_names).await;
-        self.local_cache
-            .retain(&local_names.iter().map(String::as_str).collect());
+        let locals = self.local_facts(self.state.characters.names(), true).await;
         let has_content = locals.values().any(|l| !l.files.is_empty());
-        let cloud: HashMap<&str, &Meta> = units
-            .iter()
-            .rev()
-            .map(|m| (m.character_name.as_str(), m))
-            .collect();
-        let mut names: BTreeSet<String> = local_names.into_iter().collect();
-        names.extend(units.iter().map(|m| m.character_name.clone()));
-        let mut items = Vec::with_capacity(names.len());
-        for name in &names {
-            let local = locals.remove(name.as_str());
-            let cloud = cloud.get(name.as_str()).copied();
-            let (l, c) = self.side_summary(name, local.as_ref(), cloud);
-            items.push(self.item(name, &l, &c));
-        }
-        Ok(json!({
-            "success": true,
-            "provider_available": true,
-            "current_character_name": self.state.characters.current(),
-            "items": items,
-            "sync_backend": self.sync_backend(),
-            "platform_autocloud": self.platform_autocloud_with(Some(&units), Some(has_content)).await,
-        }))
+        let items = summary::items(&locals, &units, self.workshop_dir());
+        Ok(Summary {
+            provider_available: true,
+            current_character_name: self.state.characters.current(),
+            items,
+            sync_backend: self.sync_backend(),
+            platform_autocloud: self
+                .platform_autocloud(Some(&units), Some(has_content))
+                .await,
+        })
     }
 
-    async fn detail_with(&self, target: &Target, name: &str) -> Result<Value, CloudSaveError> {
+    async fn detail_with(&self, target: &Target, name: &str) -> Result<Detail, CloudSaveError> {
         let cloud = target.read_meta(name).await?;
-        let local = self.local_info(name).await;
+        let local = self
+            .local_facts(vec![name.to_string()], false)
+            .await
+            .remove(name);
         if local.is_none() && cloud.is_none() {
             return Err(CloudSaveError::CharacterNotFound);
         }
-        let (l, c) = self.side_summary(name, local.as_ref(), cloud.as_ref());
-        Ok(json!({
-            "success": true,
-            "provider_available": true,
-            "current_character_name": self.state.characters.current(),
-            "item": self.item(name, &l, &c),
-            "local_summary": l,
-            "cloud_summary": c,
-        }))
-    }
-
-    async fn with_sync_fields(&self, target: &Target, mut body: Value) -> Value {
-        let units = target.list_units().await.ok();
-        body["sync_backend"] = json!(self.sync_backend());
-        body["platform_autocloud"] = self.platform_autocloud(units.as_deref()).await;
-        body
+        let workshop = self.workshop_dir();
+        let l = local.map(|f| summary::local_side(name, &f, workshop));
+        let c = cloud.map(|m| summary::cloud_side(name, &m, workshop));
+        Ok(Detail {
+            provider_available: true,
+            current_character_name: self.state.characters.current(),
+            item: summary::item(name, l.as_ref(), c.as_ref()),
+            local_summary: l,
+            cloud_summary: c,
+        })
     }
 
     /// `GET character/{name}` (name already validated).
-    pub async fn detail(&self, name: &str) -> Result<Value, CloudSaveError> {
+    pub async fn detail(&self, name: &str) -> Result<DetailAnswer, CloudSaveError> {
         let target = self.target().await?;
-        let body = self.detail_with(&target, name).await?;
-        Ok(self.with_sync_fields(&target, body).await)
+        let detail = self.detail_with(&target, name).await?;
+        let units = target.list_units().await.ok();
+        Ok(DetailAnswer {
+            detail,
+            sync_backend: self.sync_backend(),
+            platform_autocloud: self.platform_autocloud(units.as_deref(), None).await,
+        })
     }
 
     // ------------------------------------------------------------ upload
 
     /// `POST character/{name}/upload` (name already validated).
-    pub async fn upload(&self, name: &str, overwrite: bool) -> Result<Value, CloudSaveError> {
+    pub async fn upload(&self, name: &str, overwrite: bool) -> Result<Uploaded, CloudSaveError> {
         let Some(profile) = self.state.characters.profile(name) else {
             return Err(CloudSaveError::LocalNotFound);
         };
@@ -561,16 +390,15 @@ impl CloudSave {
             local::record_success(&self.state.store, true, manifest_fingerprint(u)).await;
         }
         // The operation succeeded; a failing re-read only leaves the detail empty.
-        let detail = self.detail_with(&target, name).await.unwrap_or(Value::Null);
-        Ok(json!({
-            "success": true,
-            "character_name": name,
-            "detail": detail,
-            "meta": meta,
-            "sequence_number": sequence_number,
-            "sync_backend": self.sync_backend(),
-            "platform_autocloud": self.platform_autocloud(units.as_deref()).await,
-        }))
+        let detail = self.detail_with(&target, name).await.ok();
+        Ok(Uploaded {
+            character_name: name.to_string(),
+            detail: detail.map(Succeeded::new),
+            meta,
+            sequence_number,
+            sync_backend: self.sync_backend(),
+            platform_autocloud: self.platform_autocloud(units.as_deref(), None).await,
+        })
     }
 
     // ------------------------------------------------------------ download
@@ -680,7 +508,7 @@ impl CloudSave {
         &self,
         name: &str,
         opts: DownloadOptions,
-    ) -> Result<Value, CloudSaveError> {
+    ) -> Result<Downloaded, CloudSaveError> {
         let local_exists = self.state.characters.exists(name);
         if local_exists && !opts.overwrite {
             return Err(CloudSaveError::LocalExists);
@@ -743,16 +571,15 @@ impl CloudSave {
             local::record_success(&self.state.store, false, manifest_fingerprint(u)).await;
         }
         // The operation succeeded; a failing re-read only leaves the detail empty.
-        let detail = self.detail_with(&target, name).await.unwrap_or(Value::Null);
-        Ok(json!({
-            "success": true,
-            "character_name": name,
-            "detail": detail,
-            "backup_path": backup_path,
-            "sequence_number": meta.sequence_number,
-            "sync_backend": self.sync_backend(),
-            "platform_autocloud": self.platform_autocloud(units.as_deref()).await,
-        }))
+        let detail = self.detail_with(&target, name).await.ok();
+        Ok(Downloaded {
+            character_name: name.to_string(),
+            detail: detail.map(Succeeded::new),
+            backup_path,
+            sequence_number: meta.sequence_number,
+            sync_backend: self.sync_backend(),
+            platform_autocloud: self.platform_autocloud(units.as_deref(), None).await,
+        })
     }
 
     /// Back up, apply, reload; on failure restore the backup. Returns the backup path.
@@ -929,18 +756,6 @@ fn character_error_text(e: CharacterError) -> String {
         CharacterError::NotFound(n) => format!("character {n:?} does not exist"),
         CharacterError::LastCharacter => "the last character cannot be deleted".into(),
     }
-}
-
-/// `sha256:` over the sorted (name, fingerprint, sequence) of every unit.
-pub fn manifest_fingerprint(units: &[Meta]) -> String {
-    let list: Vec<Value> = units
-        .iter()
-        .map(|m| json!([m.character_name, m.payload_fingerprint, m.sequence_number]))
-        .collect();
-    format!(
-        "sha256:{}",
-        unit::sha256_hex(unit::canonical_json(&Value::Array(list)).as_bytes())
-    )
 }
 
 // ---------------------------------------------------------------- backup / apply

@@ -1,0 +1,295 @@
+//! The comparison of a character's local unit with its cloud unit: the two
+//! side summaries, the item that relates them (matched, diverged, local or
+//! cloud only, with the actions that make sense), and the documents of
+//! `GET summary` and `GET character/{name}`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use companiond_core::paths;
+use serde::Serialize;
+
+use crate::autocloud::PlatformAutocloud;
+use crate::localcache::LocalFacts;
+use crate::unit::Meta;
+
+/// What this device has of a character (`local_summary`).
+#[derive(Debug, Serialize)]
+pub struct LocalSide {
+    pub character_name: String,
+    pub display_name: String,
+    pub model_type: String,
+    pub asset_source: String,
+    pub asset_source_id: String,
+    pub asset_state: String,
+    pub workshop_status: String,
+    pub updated_at_utc: String,
+    pub fingerprint: String,
+    pub files: BTreeMap<&'static str, u64>,
+    pub warnings: Vec<&'static str>,
+}
+
+/// What the cloud has of a character (`cloud_summary`).
+#[derive(Debug, Serialize)]
+pub struct CloudSide {
+    pub character_name: String,
+    pub display_name: String,
+    pub model_type: String,
+    pub asset_source: String,
+    pub asset_source_id: String,
+    pub asset_state: String,
+    pub workshop_status: String,
+    pub updated_at_utc: String,
+    pub fingerprint: String,
+    pub sequence_number: u64,
+    pub source_client_id: String,
+    pub files: BTreeMap<String, u64>,
+    pub warnings: Vec<&'static str>,
+}
+
+/// How the two sides relate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    LocalOnly,
+    CloudOnly,
+    Matched,
+    Diverged,
+}
+
+/// One row of the summary: the two sides related.
+#[derive(Debug, Serialize)]
+pub struct Item {
+    pub character_name: String,
+    pub display_name: String,
+    pub relation_state: Relation,
+    pub local_exists: bool,
+    pub cloud_exists: bool,
+    pub model_type: String,
+    pub asset_source: String,
+    pub asset_source_id: String,
+    pub local_asset_source: String,
+    pub local_asset_source_id: String,
+    pub cloud_asset_source: String,
+    pub cloud_asset_source_id: String,
+    pub local_asset_state: String,
+    pub cloud_asset_state: String,
+    pub local_updated_at_utc: String,
+    pub cloud_updated_at_utc: String,
+    pub local_fingerprint: String,
+    pub cloud_fingerprint: String,
+    pub cloud_sequence_number: Option<u64>,
+    pub available_actions: Vec<&'static str>,
+    pub warnings: Vec<&'static str>,
+    pub local_workshop_status: String,
+    pub local_workshop_title: &'static str,
+    pub local_workshop_author_name: &'static str,
+    pub cloud_workshop_status: String,
+    pub cloud_workshop_title: &'static str,
+    pub cloud_workshop_author_name: &'static str,
+}
+
+/// `GET summary` (without `success`).
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub provider_available: bool,
+    pub current_character_name: String,
+    pub items: Vec<Item>,
+    pub sync_backend: &'static str,
+    pub platform_autocloud: PlatformAutocloud,
+}
+
+/// One character's comparison (the `detail` of `GET character/{name}`,
+/// upload and download; without `success`).
+#[derive(Debug, Serialize)]
+pub struct Detail {
+    pub provider_available: bool,
+    pub current_character_name: String,
+    pub item: Item,
+    pub local_summary: Option<LocalSide>,
+    pub cloud_summary: Option<CloudSide>,
+}
+
+/// The workshop status and asset state of an asset from the Steam Workshop
+/// (empty strings for other sources): installed when its folder exists in
+/// the workshop directory, downloadable when not, unknown without one.
+pub fn workshop_status(workshop_dir: Option<&Path>, source: &str, id: &str) -> (String, String) {
+    if source != "steam_workshop" && source != "workshop" {
+        return (String::new(), String::new());
+    }
+    let Some(dir) = workshop_dir else {
+        return ("unknown".into(), String::new());
+    };
+    match paths::safe_name(id).ok().map(|n| dir.join(n)) {
+        Some(p) if p.is_dir() => ("installed_and_subscribed".into(), "ready".into()),
+        Some(_) => ("unavailable".into(), "downloadable".into()),
+        None => ("unknown".into(), String::new()),
+    }
+}
+
+/// The local side of `name` from its unit's facts.
+pub fn local_side(name: &str, facts: &LocalFacts, workshop_dir: Option<&Path>) -> LocalSide {
+    let (ws, state) = workshop_status(workshop_dir, &facts.asset_source, &facts.asset_source_id);
+    let asset_state = if !state.is_empty() {
+        state
+    } else if facts.model_type.is_empty() {
+        String::new()
+    } else {
+        "ready".into()
+    };
+    let mut warnings = Vec::new();
+    if matches!(asset_state.as_str(), "downloadable" | "missing") {
+        warnings.push("local_resource_missing_on_this_device");
+    }
+    LocalSide {
+        character_name: name.to_string(),
+        display_name: facts.display_name.clone(),
+        model_type: facts.model_type.clone(),
+        asset_source: facts.asset_source.clone(),
+        asset_source_id: facts.asset_source_id.clone(),
+        asset_state,
+        workshop_status: ws,
+        updated_at_utc: facts.updated_at.clone(),
+        fingerprint: facts.fingerprint.clone().unwrap_or_default(),
+        files: facts.files.clone(),
+        warnings,
+    }
+}
+
+/// The cloud side of `name` from its meta record. Assets imported by hand on
+/// the uploading device must be imported again after a download.
+pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> CloudSide {
+    let (ws, state) = workshop_status(workshop_dir, &m.asset_source, &m.asset_source_id);
+    let asset_state = if !state.is_empty() {
+        state
+    } else if matches!(
+        m.asset_source.as_str(),
+        "local_imported" | "manual_external"
+    ) {
+        "import_required".into()
+    } else if m.model_type.is_empty() {
+        String::new()
+    } else {
+        "ready".into()
+    };
+    let mut warnings = Vec::new();
+    if matches!(
+        asset_state.as_str(),
+        "import_required" | "downloadable" | "missing"
+    ) {
+        warnings.push("cloud_resource_may_be_missing_after_download");
+    }
+    CloudSide {
+        character_name: name.to_string(),
+        display_name: if m.display_name.is_empty() {
+            name.to_string()
+        } else {
+            m.display_name.clone()
+        },
+        model_type: m.model_type.clone(),
+        asset_source: m.asset_source.clone(),
+        asset_source_id: m.asset_source_id.clone(),
+        asset_state,
+        workshop_status: ws,
+        updated_at_utc: m.updated_at_utc.clone(),
+        fingerprint: m.payload_fingerprint.clone(),
+        sequence_number: m.sequence_number,
+        source_client_id: m.source_client_id.clone(),
+        files: m.files.iter().map(|(k, v)| (k.clone(), v.size)).collect(),
+        warnings,
+    }
+}
+
+/// Relate the two sides of `name` (at least one exists): equal fingerprints
+/// match; the main side (local when present) gives the shared fields.
+pub fn item(name: &str, local: Option<&LocalSide>, cloud: Option<&CloudSide>) -> Item {
+    let lf = local.map(|l| l.fingerprint.clone()).unwrap_or_default();
+    let cf = cloud.map(|c| c.fingerprint.clone()).unwrap_or_default();
+    let relation = match (local.is_some(), cloud.is_some()) {
+        (true, false) => Relation::LocalOnly,
+        (false, true) => Relation::CloudOnly,
+        _ if !lf.is_empty() && lf == cf => Relation::Matched,
+        _ => Relation::Diverged,
+    };
+    let available_actions = match relation {
+        Relation::LocalOnly => vec!["upload"],
+        Relation::CloudOnly => vec!["download"],
+        Relation::Diverged => vec!["upload", "download"],
+        Relation::Matched => vec![],
+    };
+    let ls = |f: fn(&LocalSide) -> &String| local.map(|l| f(l).clone()).unwrap_or_default();
+    let cs = |f: fn(&CloudSide) -> &String| cloud.map(|c| f(c).clone()).unwrap_or_default();
+    // The main side: local when present.
+    let main = |lf: fn(&LocalSide) -> &String, cf: fn(&CloudSide) -> &String| match local {
+        Some(l) => lf(l).clone(),
+        None => cloud.map(|c| cf(c).clone()).unwrap_or_default(),
+    };
+    let main_warnings = match local {
+        Some(l) => &l.warnings,
+        None => cloud.map(|c| &c.warnings).unwrap_or(&EMPTY),
+    };
+    let mut warnings: Vec<&'static str> = Vec::new();
+    for w in main_warnings {
+        if !warnings.contains(w) {
+            warnings.push(w);
+        }
+    }
+    Item {
+        character_name: name.to_string(),
+        display_name: main(|l| &l.display_name, |c| &c.display_name),
+        relation_state: relation,
+        local_exists: local.is_some(),
+        cloud_exists: cloud.is_some(),
+        model_type: main(|l| &l.model_type, |c| &c.model_type),
+        asset_source: main(|l| &l.asset_source, |c| &c.asset_source),
+        asset_source_id: main(|l| &l.asset_source_id, |c| &c.asset_source_id),
+        local_asset_source: ls(|l| &l.asset_source),
+        local_asset_source_id: ls(|l| &l.asset_source_id),
+        cloud_asset_source: cs(|c| &c.asset_source),
+        cloud_asset_source_id: cs(|c| &c.asset_source_id),
+        local_asset_state: ls(|l| &l.asset_state),
+        cloud_asset_state: cs(|c| &c.asset_state),
+        local_updated_at_utc: ls(|l| &l.updated_at_utc),
+        cloud_updated_at_utc: cs(|c| &c.updated_at_utc),
+        local_fingerprint: lf,
+        cloud_fingerprint: cf,
+        cloud_sequence_number: cloud.map(|c| c.sequence_number),
+        available_actions,
+        warnings,
+        local_workshop_status: ls(|l| &l.workshop_status),
+        local_workshop_title: "",
+        local_workshop_author_name: "",
+        cloud_workshop_status: cs(|c| &c.workshop_status),
+        cloud_workshop_title: "",
+        cloud_workshop_author_name: "",
+    }
+}
+
+static EMPTY: Vec<&'static str> = Vec::new();
+
+/// The items of every character on either side, by name; `locals` holds the
+/// facts of every local character, `units` every published cloud unit.
+pub fn items(
+    locals: &BTreeMap<String, Arc<LocalFacts>>,
+    units: &[Meta],
+    workshop_dir: Option<&Path>,
+) -> Vec<Item> {
+    let mut cloud: BTreeMap<&str, &Meta> = BTreeMap::new();
+    for m in units {
+        // The first record of a name wins (the list is sorted by name).
+        cloud.entry(m.character_name.as_str()).or_insert(m);
+    }
+    let mut names: Vec<&str> = locals.keys().map(String::as_str).collect();
+    names.extend(cloud.keys().copied());
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let l = locals.get(name).map(|f| local_side(name, f, workshop_dir));
+            let c = cloud.get(name).map(|m| cloud_side(name, m, workshop_dir));
+            item(name, l.as_ref(), c.as_ref())
+        })
+        .collect()
+}
