@@ -5,10 +5,10 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::local::LocalState;
+use crate::local_state::LocalState;
 use crate::unit::{self, Meta};
 
-/// `platform_autocloud` (the reference's keys, in its order).
+/// `platform_autocloud` (the keys the frontend reads, in this order).
 #[derive(Debug, Serialize)]
 pub struct PlatformAutocloud {
     pub backend: &'static str,

@@ -80,6 +80,15 @@ impl From<companiond_core::task::TaskFailed> for CloudSaveError {
     }
 }
 
+impl From<crate::unit::SnapshotError> for CloudSaveError {
+    fn from(e: crate::unit::SnapshotError) -> Self {
+        match e {
+            crate::unit::SnapshotError::Unreadable(e) => CloudSaveError::LocalUnreadable(e),
+            crate::unit::SnapshotError::Io(e) => CloudSaveError::UploadFailed(e),
+        }
+    }
+}
+
 impl std::fmt::Display for CloudSaveError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message())
@@ -89,7 +98,23 @@ impl std::fmt::Display for CloudSaveError {
 impl std::error::Error for CloudSaveError {}
 
 impl CloudSaveError {
-    /// The machine code, HTTP status and message key (the reference's keys).
+    /// A failure of an upload: a failed background task is the upload's failure.
+    pub fn in_upload(self) -> Self {
+        match self {
+            CloudSaveError::TaskFailed(m) => CloudSaveError::UploadFailed(m),
+            e => e,
+        }
+    }
+
+    /// A failure of a download: a failed background task is the download's failure.
+    pub fn in_download(self) -> Self {
+        match self {
+            CloudSaveError::TaskFailed(m) => CloudSaveError::DownloadFailed(m),
+            e => e,
+        }
+    }
+
+    /// The machine code, HTTP status and message key (the frontend's translation keys).
     pub fn parts(&self) -> (&'static str, StatusCode, &'static str) {
         use CloudSaveError::*;
         match self {

@@ -1,7 +1,7 @@
-//! The comparison of a character's local unit with its cloud unit: the two
-//! side summaries, the item that relates them (matched, diverged, local or
-//! cloud only, with the actions that make sense), and the documents of
-//! `GET summary` and `GET character/{name}`.
+//! `GET /api/cloudsave/summary` and `GET /api/cloudsave/character/{name}`:
+//! the comparison of a character's local unit with its cloud unit — the two
+//! side summaries and the item that relates them (matched, diverged, local or
+//! cloud only, with the actions that make sense).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,12 +11,16 @@ use companiond_core::paths;
 use serde::Serialize;
 
 use crate::autocloud::PlatformAutocloud;
-use crate::localcache::LocalFacts;
+use crate::error::CloudSaveError;
+use crate::family::CloudSave;
+use crate::local_facts::LocalFacts;
+use crate::target::Target;
 use crate::unit::Meta;
 
-/// What this device has of a character (`local_summary`).
+/// One side of a character (`local_summary`, `cloud_summary`): what this
+/// device or the cloud has of it.
 #[derive(Debug, Serialize)]
-pub struct LocalSide {
+pub struct Side {
     pub character_name: String,
     pub display_name: String,
     pub model_type: String,
@@ -26,24 +30,13 @@ pub struct LocalSide {
     pub workshop_status: String,
     pub updated_at_utc: String,
     pub fingerprint: String,
-    pub files: BTreeMap<&'static str, u64>,
-    pub warnings: Vec<&'static str>,
-}
-
-/// What the cloud has of a character (`cloud_summary`).
-#[derive(Debug, Serialize)]
-pub struct CloudSide {
-    pub character_name: String,
-    pub display_name: String,
-    pub model_type: String,
-    pub asset_source: String,
-    pub asset_source_id: String,
-    pub asset_state: String,
-    pub workshop_status: String,
-    pub updated_at_utc: String,
-    pub fingerprint: String,
-    pub sequence_number: u64,
-    pub source_client_id: String,
+    /// Cloud side only: the uploading device's sequence number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence_number: Option<u64>,
+    /// Cloud side only: the uploading device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_client_id: Option<String>,
+    /// Member file → size.
     pub files: BTreeMap<String, u64>,
     pub warnings: Vec<&'static str>,
 }
@@ -100,15 +93,24 @@ pub struct Summary {
     pub platform_autocloud: PlatformAutocloud,
 }
 
-/// One character's comparison (the `detail` of `GET character/{name}`,
-/// upload and download; without `success`).
+/// One character's comparison (the `detail` of upload and download; without
+/// `success`).
 #[derive(Debug, Serialize)]
 pub struct Detail {
     pub provider_available: bool,
     pub current_character_name: String,
     pub item: Item,
-    pub local_summary: Option<LocalSide>,
-    pub cloud_summary: Option<CloudSide>,
+    pub local_summary: Option<Side>,
+    pub cloud_summary: Option<Side>,
+}
+
+/// `GET character/{name}`: the comparison and the sync fields.
+#[derive(Debug, Serialize)]
+pub struct DetailAnswer {
+    #[serde(flatten)]
+    pub detail: Detail,
+    pub sync_backend: &'static str,
+    pub platform_autocloud: PlatformAutocloud,
 }
 
 /// The workshop status and asset state of an asset from the Steam Workshop
@@ -129,7 +131,7 @@ pub fn workshop_status(workshop_dir: Option<&Path>, source: &str, id: &str) -> (
 }
 
 /// The local side of `name` from its unit's facts.
-pub fn local_side(name: &str, facts: &LocalFacts, workshop_dir: Option<&Path>) -> LocalSide {
+pub fn local_side(name: &str, facts: &LocalFacts, workshop_dir: Option<&Path>) -> Side {
     let (ws, state) = workshop_status(workshop_dir, &facts.asset_source, &facts.asset_source_id);
     let asset_state = if !state.is_empty() {
         state
@@ -142,7 +144,7 @@ pub fn local_side(name: &str, facts: &LocalFacts, workshop_dir: Option<&Path>) -
     if matches!(asset_state.as_str(), "downloadable" | "missing") {
         warnings.push("local_resource_missing_on_this_device");
     }
-    LocalSide {
+    Side {
         character_name: name.to_string(),
         display_name: facts.display_name.clone(),
         model_type: facts.model_type.clone(),
@@ -152,14 +154,20 @@ pub fn local_side(name: &str, facts: &LocalFacts, workshop_dir: Option<&Path>) -
         workshop_status: ws,
         updated_at_utc: facts.updated_at.clone(),
         fingerprint: facts.fingerprint.clone().unwrap_or_default(),
-        files: facts.files.clone(),
+        sequence_number: None,
+        source_client_id: None,
+        files: facts
+            .files
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
         warnings,
     }
 }
 
 /// The cloud side of `name` from its meta record. Assets imported by hand on
 /// the uploading device must be imported again after a download.
-pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> CloudSide {
+pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> Side {
     let (ws, state) = workshop_status(workshop_dir, &m.asset_source, &m.asset_source_id);
     let asset_state = if !state.is_empty() {
         state
@@ -180,7 +188,7 @@ pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> CloudSid
     ) {
         warnings.push("cloud_resource_may_be_missing_after_download");
     }
-    CloudSide {
+    Side {
         character_name: name.to_string(),
         display_name: if m.display_name.is_empty() {
             name.to_string()
@@ -194,8 +202,8 @@ pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> CloudSid
         workshop_status: ws,
         updated_at_utc: m.updated_at_utc.clone(),
         fingerprint: m.payload_fingerprint.clone(),
-        sequence_number: m.sequence_number,
-        source_client_id: m.source_client_id.clone(),
+        sequence_number: Some(m.sequence_number),
+        source_client_id: Some(m.source_client_id.clone()),
         files: m.files.iter().map(|(k, v)| (k.clone(), v.size)).collect(),
         warnings,
     }
@@ -203,9 +211,12 @@ pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> CloudSid
 
 /// Relate the two sides of `name` (at least one exists): equal fingerprints
 /// match; the main side (local when present) gives the shared fields.
-pub fn item(name: &str, local: Option<&LocalSide>, cloud: Option<&CloudSide>) -> Item {
-    let lf = local.map(|l| l.fingerprint.clone()).unwrap_or_default();
-    let cf = cloud.map(|c| c.fingerprint.clone()).unwrap_or_default();
+pub fn item(name: &str, local: Option<&Side>, cloud: Option<&Side>) -> Item {
+    let field =
+        |side: Option<&Side>, f: fn(&Side) -> &String| side.map(f).cloned().unwrap_or_default();
+    let main = local.or(cloud);
+    let lf = field(local, |s| &s.fingerprint);
+    let cf = field(cloud, |s| &s.fingerprint);
     let relation = match (local.is_some(), cloud.is_some()) {
         (true, false) => Relation::LocalOnly,
         (false, true) => Relation::CloudOnly,
@@ -218,55 +229,42 @@ pub fn item(name: &str, local: Option<&LocalSide>, cloud: Option<&CloudSide>) ->
         Relation::Diverged => vec!["upload", "download"],
         Relation::Matched => vec![],
     };
-    let ls = |f: fn(&LocalSide) -> &String| local.map(|l| f(l).clone()).unwrap_or_default();
-    let cs = |f: fn(&CloudSide) -> &String| cloud.map(|c| f(c).clone()).unwrap_or_default();
-    // The main side: local when present.
-    let main = |lf: fn(&LocalSide) -> &String, cf: fn(&CloudSide) -> &String| match local {
-        Some(l) => lf(l).clone(),
-        None => cloud.map(|c| cf(c).clone()).unwrap_or_default(),
-    };
-    let main_warnings = match local {
-        Some(l) => &l.warnings,
-        None => cloud.map(|c| &c.warnings).unwrap_or(&EMPTY),
-    };
     let mut warnings: Vec<&'static str> = Vec::new();
-    for w in main_warnings {
+    for w in main.into_iter().flat_map(|s| &s.warnings) {
         if !warnings.contains(w) {
             warnings.push(w);
         }
     }
     Item {
         character_name: name.to_string(),
-        display_name: main(|l| &l.display_name, |c| &c.display_name),
+        display_name: field(main, |s| &s.display_name),
         relation_state: relation,
         local_exists: local.is_some(),
         cloud_exists: cloud.is_some(),
-        model_type: main(|l| &l.model_type, |c| &c.model_type),
-        asset_source: main(|l| &l.asset_source, |c| &c.asset_source),
-        asset_source_id: main(|l| &l.asset_source_id, |c| &c.asset_source_id),
-        local_asset_source: ls(|l| &l.asset_source),
-        local_asset_source_id: ls(|l| &l.asset_source_id),
-        cloud_asset_source: cs(|c| &c.asset_source),
-        cloud_asset_source_id: cs(|c| &c.asset_source_id),
-        local_asset_state: ls(|l| &l.asset_state),
-        cloud_asset_state: cs(|c| &c.asset_state),
-        local_updated_at_utc: ls(|l| &l.updated_at_utc),
-        cloud_updated_at_utc: cs(|c| &c.updated_at_utc),
+        model_type: field(main, |s| &s.model_type),
+        asset_source: field(main, |s| &s.asset_source),
+        asset_source_id: field(main, |s| &s.asset_source_id),
+        local_asset_source: field(local, |s| &s.asset_source),
+        local_asset_source_id: field(local, |s| &s.asset_source_id),
+        cloud_asset_source: field(cloud, |s| &s.asset_source),
+        cloud_asset_source_id: field(cloud, |s| &s.asset_source_id),
+        local_asset_state: field(local, |s| &s.asset_state),
+        cloud_asset_state: field(cloud, |s| &s.asset_state),
+        local_updated_at_utc: field(local, |s| &s.updated_at_utc),
+        cloud_updated_at_utc: field(cloud, |s| &s.updated_at_utc),
         local_fingerprint: lf,
         cloud_fingerprint: cf,
-        cloud_sequence_number: cloud.map(|c| c.sequence_number),
+        cloud_sequence_number: cloud.and_then(|c| c.sequence_number),
         available_actions,
         warnings,
-        local_workshop_status: ls(|l| &l.workshop_status),
+        local_workshop_status: field(local, |s| &s.workshop_status),
         local_workshop_title: "",
         local_workshop_author_name: "",
-        cloud_workshop_status: cs(|c| &c.workshop_status),
+        cloud_workshop_status: field(cloud, |s| &s.workshop_status),
         cloud_workshop_title: "",
         cloud_workshop_author_name: "",
     }
 }
-
-static EMPTY: Vec<&'static str> = Vec::new();
 
 /// The items of every character on either side, by name; `locals` holds the
 /// facts of every local character, `units` every published cloud unit.
@@ -292,4 +290,64 @@ pub fn items(
             item(name, l.as_ref(), c.as_ref())
         })
         .collect()
+}
+
+impl CloudSave {
+    /// `GET summary`: every character on either side, by name. Unchanged
+    /// local units and cloud records come from caches (see
+    /// [`crate::local_facts`] and [`Target::list_units`]).
+    pub async fn summary(&self) -> Result<Summary, CloudSaveError> {
+        let target = self.target().await?;
+        let units = target.list_units().await?;
+        let locals = self.local_facts(self.state.characters.names(), true).await;
+        let has_content = locals.values().any(|l| !l.files.is_empty());
+        let items = items(&locals, &units, self.workshop_dir());
+        Ok(Summary {
+            provider_available: true,
+            current_character_name: self.state.characters.current(),
+            items,
+            sync_backend: self.sync_backend(),
+            platform_autocloud: self
+                .platform_autocloud(Some(&units), Some(has_content))
+                .await,
+        })
+    }
+
+    /// The comparison of `name` (either side must exist).
+    pub(crate) async fn detail_with(
+        &self,
+        target: &Target,
+        name: &str,
+    ) -> Result<Detail, CloudSaveError> {
+        let cloud = target.read_meta(name).await?;
+        let local = self
+            .local_facts(vec![name.to_string()], false)
+            .await
+            .remove(name);
+        if local.is_none() && cloud.is_none() {
+            return Err(CloudSaveError::CharacterNotFound);
+        }
+        let workshop = self.workshop_dir();
+        let l = local.map(|f| local_side(name, &f, workshop));
+        let c = cloud.map(|m| cloud_side(name, &m, workshop));
+        Ok(Detail {
+            provider_available: true,
+            current_character_name: self.state.characters.current(),
+            item: item(name, l.as_ref(), c.as_ref()),
+            local_summary: l,
+            cloud_summary: c,
+        })
+    }
+
+    /// `GET character/{name}` (name already validated).
+    pub async fn detail(&self, name: &str) -> Result<DetailAnswer, CloudSaveError> {
+        let target = self.target().await?;
+        let detail = self.detail_with(&target, name).await?;
+        let units = target.list_units().await.ok();
+        Ok(DetailAnswer {
+            detail,
+            sync_backend: self.sync_backend(),
+            platform_autocloud: self.platform_autocloud(units.as_deref(), None).await,
+        })
+    }
 }

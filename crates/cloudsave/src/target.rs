@@ -179,10 +179,6 @@ impl Target {
     pub fn characters_dir(&self) -> Path {
         self.key(&["characters"])
     }
-    /// `characters/<name>/` (the name must be validated).
-    pub fn unit_dir(&self, name: &str) -> Path {
-        self.key(&["characters", name])
-    }
     pub fn meta_key(&self, name: &str) -> Path {
         self.key(&["characters", name, "meta.json"])
     }

@@ -54,7 +54,7 @@ struct Inner {
 
 /// Facts by character (one per cloud-save family).
 #[derive(Default)]
-pub struct LocalCache {
+pub struct LocalFactsCache {
     inner: Mutex<Inner>,
 }
 
@@ -103,7 +103,7 @@ fn stat_unit(mem_dir: &Path) -> UnitStat {
     }
 }
 
-impl LocalCache {
+impl LocalFactsCache {
     /// The facts of each of `names` that is a character (blocking). With
     /// `every_character`, `names` is the whole registry: characters no longer
     /// in it are forgotten and the profiles are marked checked.
