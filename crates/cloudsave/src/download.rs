@@ -142,16 +142,6 @@ impl CloudSave {
         name: &str,
         opts: DownloadOptions,
     ) -> Result<Transferred, CloudSaveError> {
-        self.download_unit(name, opts)
-            .await
-            .map_err(CloudSaveError::in_download)
-    }
-
-    async fn download_unit(
-        &self,
-        name: &str,
-        opts: DownloadOptions,
-    ) -> Result<Transferred, CloudSaveError> {
         let local_exists = self.state.characters.exists(name);
         if local_exists && !opts.overwrite {
             return Err(CloudSaveError::LocalExists);

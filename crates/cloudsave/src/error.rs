@@ -98,18 +98,11 @@ impl std::fmt::Display for CloudSaveError {
 impl std::error::Error for CloudSaveError {}
 
 impl CloudSaveError {
-    /// A failure of an upload: a failed background task is the upload's failure.
-    pub fn in_upload(self) -> Self {
+    /// The failure of a transfer: a failed background task of it is answered
+    /// as `failed` (the transfer's own failure).
+    pub fn in_transfer(self, failed: fn(String) -> CloudSaveError) -> Self {
         match self {
-            CloudSaveError::TaskFailed(m) => CloudSaveError::UploadFailed(m),
-            e => e,
-        }
-    }
-
-    /// A failure of a download: a failed background task is the download's failure.
-    pub fn in_download(self) -> Self {
-        match self {
-            CloudSaveError::TaskFailed(m) => CloudSaveError::DownloadFailed(m),
+            CloudSaveError::TaskFailed(m) => failed(m),
             e => e,
         }
     }
@@ -284,10 +277,9 @@ impl CloudSaveError {
                 mode,
                 operation,
                 target,
-            } => e
-                .with("mode", mode)
-                .with("operation", operation)
-                .with("target", target)
+            } => [("mode", mode), ("operation", operation), ("target", target)]
+                .into_iter()
+                .fold(e, |e, (key, value)| e.with(key, value))
                 .with("retryable", true),
             ActiveSession => e.with("can_force", true),
             ReloadRolledBack {

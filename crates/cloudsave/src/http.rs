@@ -2,6 +2,7 @@
 //! the envelopes. The family state arrives as `Ext<CloudSave>`.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::extract::{Path as UrlPath, Request};
 use axum::response::{IntoResponse, Response};
@@ -62,34 +63,35 @@ fn flag(m: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool
     }
 }
 
-/// The audited name and the options `read` takes from the body; a failure is
-/// answered for the name as given.
-async fn transfer_request<T>(
-    raw: &str,
+/// A transfer: the audited name and the options `read` takes from the body
+/// (a failure is answered for the name as given), then `run` to its end even
+/// when the client goes away; a panic or a failed background task of it is
+/// answered as `failed`.
+async fn transfer<O, T, Work>(
+    cloud: Arc<CloudSave>,
+    raw: String,
     req: Request,
-    read: impl FnOnce(&Map<String, Value>) -> Result<T, CloudSaveError>,
-) -> Result<(String, T), Response> {
+    read: impl FnOnce(&Map<String, Value>) -> Result<O, CloudSaveError>,
+    run: impl FnOnce(Arc<CloudSave>, String, O) -> Work,
+    failed: fn(String) -> CloudSaveError,
+) -> Response
+where
+    T: Serialize + Send + 'static,
+    Work: Future<Output = Result<T, CloudSaveError>> + Send + 'static,
+{
     let parsed = async {
-        let name = audit_name(raw)?;
+        let name = audit_name(&raw)?;
         let body = options(req).await?;
         Ok::<_, CloudSaveError>((name, read(&body)?))
     };
-    parsed
+    let (name, opts) = match parsed.await {
+        Ok(p) => p,
+        Err(e) => return Failure(e, Some(raw)).into_response(),
+    };
+    let r = tokio::spawn(run(cloud, name.clone(), opts))
         .await
-        .map_err(|e| Failure(e, Some(raw.to_string())).into_response())
-}
-
-/// Run a transfer to its end even when the client goes away; a panic of it
-/// is answered as `panicked`.
-async fn run_to_end<T: Serialize + Send + 'static>(
-    name: String,
-    work: impl Future<Output = Result<T, CloudSaveError>> + Send + 'static,
-    panicked: fn(String) -> CloudSaveError,
-) -> Response {
-    let r = tokio::spawn(work)
-        .await
-        .unwrap_or_else(|e| Err(panicked(e.to_string())));
-    answer(r, Some(&name))
+        .unwrap_or_else(|e| Err(failed(e.to_string())));
+    answer(r.map_err(|e| e.in_transfer(failed)), Some(&name))
 }
 
 /// `{success: true, …}`, never cached; or the failure envelope for `name`.
@@ -125,13 +127,10 @@ pub async fn upload(
     req: Request,
 ) -> Response {
     let read = |body: &Map<String, Value>| flag(body, "overwrite", false);
-    let (name, overwrite) = match transfer_request(&raw, req, read).await {
-        Ok(p) => p,
-        Err(r) => return r,
+    let run = |cloud: Arc<CloudSave>, name: String, overwrite| async move {
+        cloud.upload(&name, overwrite).await
     };
-    let n = name.clone();
-    let work = async move { cloud.upload(&n, overwrite).await };
-    run_to_end(name, work, CloudSaveError::UploadFailed).await
+    transfer(cloud, raw, req, read, run, CloudSaveError::UploadFailed).await
 }
 
 /// `POST /api/cloudsave/character/{name}/download`
@@ -148,11 +147,8 @@ pub async fn download(
             force: flag(body, "force", false)?,
         })
     };
-    let (name, opts) = match transfer_request(&raw, req, read).await {
-        Ok(p) => p,
-        Err(r) => return r,
+    let run = |cloud: Arc<CloudSave>, name: String, opts| async move {
+        cloud.download(&name, opts).await
     };
-    let n = name.clone();
-    let work = async move { cloud.download(&n, opts).await };
-    run_to_end(name, work, CloudSaveError::DownloadFailed).await
+    transfer(cloud, raw, req, read, run, CloudSaveError::DownloadFailed).await
 }

@@ -30,15 +30,19 @@ pub struct Side {
     pub workshop_status: String,
     pub updated_at_utc: String,
     pub fingerprint: String,
-    /// Cloud side only: the uploading device's sequence number.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sequence_number: Option<u64>,
-    /// Cloud side only: the uploading device.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source_client_id: Option<String>,
+    /// Cloud side only: who uploaded the unit.
+    #[serde(flatten)]
+    pub origin: Option<Origin>,
     /// Member file → size.
     pub files: BTreeMap<String, u64>,
     pub warnings: Vec<&'static str>,
+}
+
+/// The device a cloud unit comes from, and its sequence number there.
+#[derive(Debug, Serialize)]
+pub struct Origin {
+    pub sequence_number: u64,
+    pub source_client_id: String,
 }
 
 /// How the two sides relate.
@@ -154,8 +158,7 @@ pub fn local_side(name: &str, facts: &LocalFacts, workshop_dir: Option<&Path>) -
         workshop_status: ws,
         updated_at_utc: facts.updated_at.clone(),
         fingerprint: facts.fingerprint.clone().unwrap_or_default(),
-        sequence_number: None,
-        source_client_id: None,
+        origin: None,
         files: facts
             .files
             .iter()
@@ -202,8 +205,10 @@ pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> Side {
         workshop_status: ws,
         updated_at_utc: m.updated_at_utc.clone(),
         fingerprint: m.payload_fingerprint.clone(),
-        sequence_number: Some(m.sequence_number),
-        source_client_id: Some(m.source_client_id.clone()),
+        origin: Some(Origin {
+            sequence_number: m.sequence_number,
+            source_client_id: m.source_client_id.clone(),
+        }),
         files: m.files.iter().map(|(k, v)| (k.clone(), v.size)).collect(),
         warnings,
     }
@@ -254,7 +259,7 @@ pub fn item(name: &str, local: Option<&Side>, cloud: Option<&Side>) -> Item {
         cloud_updated_at_utc: field(cloud, |s| &s.updated_at_utc),
         local_fingerprint: lf,
         cloud_fingerprint: cf,
-        cloud_sequence_number: cloud.and_then(|c| c.sequence_number),
+        cloud_sequence_number: cloud.and_then(|c| c.origin.as_ref().map(|o| o.sequence_number)),
         available_actions,
         warnings,
         local_workshop_status: field(local, |s| &s.workshop_status),

@@ -379,14 +379,11 @@ impl Target {
 
     /// Upload a local file to `key`: one PUT when small, streamed parts otherwise.
     pub async fn put_file(&self, key: &Path, file: &FsPath) -> Result<(), CloudSaveError> {
-        let size = tokio::fs::metadata(file)
-            .await
-            .map_err(|e| CloudSaveError::UploadFailed(format!("{}: {e}", file.display())))?
-            .len();
+        let unreadable =
+            |e: std::io::Error| CloudSaveError::UploadFailed(format!("{}: {e}", file.display()));
+        let size = tokio::fs::metadata(file).await.map_err(unreadable)?.len();
         if size <= SINGLE_PUT_MAX {
-            let bytes = tokio::fs::read(file)
-                .await
-                .map_err(|e| CloudSaveError::UploadFailed(format!("{}: {e}", file.display())))?;
+            let bytes = tokio::fs::read(file).await.map_err(unreadable)?;
             self.store
                 .put(key, PutPayload::from(Bytes::from(bytes)))
                 .await
@@ -395,34 +392,23 @@ impl Target {
         }
         let upload = self.store.put_multipart(key).await.map_err(store_err)?;
         let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-        let mut f = match tokio::fs::File::open(file).await {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = w.abort().await;
-                return Err(CloudSaveError::UploadFailed(format!(
-                    "{}: {e}",
-                    file.display()
-                )));
-            }
-        };
-        let mut buf = vec![0u8; 1024 * 1024];
-        loop {
-            let n = match f.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = w.abort().await;
-                    return Err(CloudSaveError::UploadFailed(format!(
-                        "{}: {e}",
-                        file.display()
-                    )));
+        let streamed = async {
+            let mut f = tokio::fs::File::open(file).await.map_err(unreadable)?;
+            let mut buf = vec![0u8; 1024 * 1024];
+            loop {
+                let n = f.read(&mut buf).await.map_err(unreadable)?;
+                if n == 0 {
+                    return Ok(());
                 }
-            };
-            if let Err(e) = w.wait_for_capacity(4).await {
-                let _ = w.abort().await;
-                return Err(store_err(e));
+                w.wait_for_capacity(4).await.map_err(store_err)?;
+                w.write(&buf[..n]);
             }
-            w.write(&buf[..n]);
+        }
+        .await;
+        // A failed upload leaves no parts behind.
+        if let Err(e) = streamed {
+            let _ = w.abort().await;
+            return Err(e);
         }
         w.finish().await.map_err(store_err)?;
         Ok(())

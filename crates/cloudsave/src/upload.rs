@@ -25,16 +25,6 @@ impl CloudSave {
     /// `POST character/{name}/upload` (name already validated); an existing
     /// cloud unit is replaced only with `overwrite`.
     pub async fn upload(&self, name: &str, overwrite: bool) -> Result<Transferred, CloudSaveError> {
-        self.upload_unit(name, overwrite)
-            .await
-            .map_err(CloudSaveError::in_upload)
-    }
-
-    async fn upload_unit(
-        &self,
-        name: &str,
-        overwrite: bool,
-    ) -> Result<Transferred, CloudSaveError> {
         let Some(profile) = self.state.characters.profile(name) else {
             return Err(CloudSaveError::LocalNotFound);
         };
