@@ -2,6 +2,8 @@
 //! manifest of every published unit), what this device last applied, and the
 //! paths a platform cloud (e.g. Steam Auto-Cloud) would sync.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -47,7 +49,7 @@ pub struct PlatformAutocloud {
 pub struct Inputs<'a> {
     pub backend: &'static str,
     /// Every published unit (empty when the target could not be read).
-    pub units: &'a [Meta],
+    pub units: &'a [Arc<Meta>],
     pub local: LocalState,
     pub runtime_has_user_content: bool,
     pub runtime_root: String,
@@ -55,7 +57,7 @@ pub struct Inputs<'a> {
 }
 
 /// `sha256:` over the sorted (name, fingerprint, sequence) of every unit.
-pub fn manifest_fingerprint(units: &[Meta]) -> String {
+pub fn manifest_fingerprint(units: &[Arc<Meta>]) -> String {
     let list: Vec<Value> = units
         .iter()
         .map(|m| json!([m.character_name, m.payload_fingerprint, m.sequence_number]))

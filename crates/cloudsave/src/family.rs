@@ -16,7 +16,7 @@ use crate::autocloud::{self, PlatformAutocloud};
 use crate::error::CloudSaveError;
 use crate::local_facts::{LocalFacts, LocalFactsCache};
 use crate::local_state;
-use crate::summary::Detail;
+use crate::summary::{Detail, RenderedItems};
 use crate::target::{self, Target, TargetSpec};
 use crate::unit::{self, Meta};
 
@@ -74,6 +74,8 @@ pub struct CloudSave {
     /// One upload or download at a time.
     pub(crate) op_lock: tokio::sync::Mutex<()>,
     local_facts: Arc<LocalFactsCache>,
+    /// The summary's items, rendered once per change.
+    pub(crate) rendered_items: RenderedItems,
 }
 
 impl CloudSave {
@@ -84,6 +86,7 @@ impl CloudSave {
             target: tokio::sync::Mutex::new(None),
             op_lock: tokio::sync::Mutex::new(()),
             local_facts: Arc::default(),
+            rendered_items: RenderedItems::default(),
         }
     }
 
@@ -156,7 +159,7 @@ impl CloudSave {
     /// could not be read; `has_content` when already known.
     pub(crate) async fn platform_autocloud(
         &self,
-        units: Option<&[Meta]>,
+        units: Option<&[Arc<Meta>]>,
         has_content: Option<bool>,
     ) -> PlatformAutocloud {
         let local = local_state::read(&self.state.store).await;

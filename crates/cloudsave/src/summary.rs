@@ -3,12 +3,13 @@
 //! side summaries and the item that relates them (matched, diverged, local or
 //! cloud only, with the actions that make sense).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use companiond_core::paths;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use crate::autocloud::PlatformAutocloud;
 use crate::error::CloudSaveError;
@@ -92,7 +93,7 @@ pub struct Item {
 pub struct Summary {
     pub provider_available: bool,
     pub current_character_name: String,
-    pub items: Vec<Item>,
+    pub items: Vec<Box<RawValue>>,
     pub sync_backend: &'static str,
     pub platform_autocloud: PlatformAutocloud,
 }
@@ -271,30 +272,86 @@ pub fn item(name: &str, local: Option<&Side>, cloud: Option<&Side>) -> Item {
     }
 }
 
-/// The items of every character on either side, by name; `locals` holds the
-/// facts of every local character, `units` every published cloud unit.
-pub fn items(
-    locals: &BTreeMap<String, Arc<LocalFacts>>,
-    units: &[Meta],
-    workshop_dir: Option<&Path>,
-) -> Vec<Item> {
-    let mut cloud: BTreeMap<&str, &Meta> = BTreeMap::new();
-    for m in units {
-        // The first record of a name wins (the list is sorted by name).
-        cloud.entry(m.character_name.as_str()).or_insert(m);
+/// A rendered item and the two values it was rendered from.
+struct Rendered {
+    local: Option<Arc<LocalFacts>>,
+    cloud: Option<Arc<Meta>>,
+    json: Box<RawValue>,
+}
+
+/// Rendered summary items by character: an item is rendered again only when
+/// either side is another value (the facts and records are shared values that
+/// their caches replace on every change), so a repeated summary copies the
+/// unchanged items instead of building them. Items of Workshop assets are
+/// always rendered (their state follows the workshop folder).
+#[derive(Default)]
+pub struct RenderedItems {
+    items: Mutex<HashMap<String, Rendered>>,
+}
+
+fn same<T>(a: &Option<Arc<T>>, b: Option<&Arc<T>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
     }
-    let mut names: Vec<&str> = locals.keys().map(String::as_str).collect();
-    names.extend(cloud.keys().copied());
-    names.sort_unstable();
-    names.dedup();
-    names
-        .into_iter()
-        .map(|name| {
-            let l = locals.get(name).map(|f| local_side(name, f, workshop_dir));
-            let c = cloud.get(name).map(|m| cloud_side(name, m, workshop_dir));
-            item(name, l.as_ref(), c.as_ref())
-        })
-        .collect()
+}
+
+fn from_workshop(source: &str) -> bool {
+    source == "steam_workshop" || source == "workshop"
+}
+
+impl RenderedItems {
+    /// The items of every character on either side, by name; `locals` holds
+    /// the facts of every local character, `units` every published cloud unit.
+    pub fn items(
+        &self,
+        locals: &BTreeMap<String, Arc<LocalFacts>>,
+        units: &[Arc<Meta>],
+        workshop_dir: Option<&Path>,
+    ) -> Vec<Box<RawValue>> {
+        let mut cloud: BTreeMap<&str, &Arc<Meta>> = BTreeMap::new();
+        for m in units {
+            // The first record of a name wins (the list is sorted by name).
+            cloud.entry(m.character_name.as_str()).or_insert(m);
+        }
+        let mut names: Vec<&str> = locals.keys().map(String::as_str).collect();
+        names.extend(cloud.keys().copied());
+        names.sort_unstable();
+        names.dedup();
+        let mut old = std::mem::take(&mut *self.items.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut kept = HashMap::with_capacity(names.len());
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let local = locals.get(name);
+            let remote = cloud.get(name).copied();
+            if let Some(r) = old.remove(name) {
+                if same(&r.local, local) && same(&r.cloud, remote) {
+                    out.push(r.json.clone());
+                    kept.insert(name.to_string(), r);
+                    continue;
+                }
+            }
+            let l = local.map(|f| local_side(name, f, workshop_dir));
+            let c = remote.map(|m| cloud_side(name, m, workshop_dir));
+            let rendered = serde_json::value::to_raw_value(&item(name, l.as_ref(), c.as_ref()));
+            // Serialising plain strings and numbers cannot fail.
+            let Ok(json) = rendered else { continue };
+            let workshop = local.is_some_and(|f| from_workshop(&f.asset_source))
+                || remote.is_some_and(|m| from_workshop(&m.asset_source));
+            if !workshop {
+                let r = Rendered {
+                    local: local.cloned(),
+                    cloud: remote.cloned(),
+                    json: json.clone(),
+                };
+                kept.insert(name.to_string(), r);
+            }
+            out.push(json);
+        }
+        *self.items.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+        out
+    }
 }
 
 impl CloudSave {
@@ -306,7 +363,9 @@ impl CloudSave {
         let units = target.list_units().await?;
         let locals = self.local_facts(self.state.characters.names(), true).await;
         let has_content = locals.values().any(|l| !l.files.is_empty());
-        let items = items(&locals, &units, self.workshop_dir());
+        let items = self
+            .rendered_items
+            .items(&locals, &units, self.workshop_dir());
         Ok(Summary {
             provider_available: true,
             current_character_name: self.state.characters.current(),

@@ -104,7 +104,7 @@ pub struct Target {
 }
 
 /// Meta record file → (its stamp, the record; `None` when it is skipped).
-type MetaCache = HashMap<PathBuf, (Stamp, Option<Meta>)>;
+type MetaCache = HashMap<PathBuf, (Stamp, Option<Arc<Meta>>)>;
 
 fn unavailable(e: impl std::fmt::Display) -> CloudSaveError {
     CloudSaveError::ProviderUnavailable(e.to_string())
@@ -220,7 +220,7 @@ impl Target {
     /// Every published unit (a folder without `meta.json` is not a unit),
     /// sorted by name. Records that do not parse or do not match their folder
     /// are skipped.
-    pub async fn list_units(&self) -> Result<Vec<Meta>, CloudSaveError> {
+    pub async fn list_units(&self) -> Result<Vec<Arc<Meta>>, CloudSaveError> {
         let mut out = match &self.local {
             Some(fs) => self.list_units_in_directory(fs.clone()).await?,
             None => self.list_units_in_store().await?,
@@ -250,7 +250,7 @@ impl Target {
     }
 
     /// [`Self::list_units`] on an object store: one listing, one GET per unit.
-    async fn list_units_in_store(&self) -> Result<Vec<Meta>, CloudSaveError> {
+    async fn list_units_in_store(&self) -> Result<Vec<Arc<Meta>>, CloudSaveError> {
         let dir = self.characters_dir();
         let listing = match self.store.list_with_delimiter(Some(&dir)).await {
             Ok(l) => l,
@@ -272,7 +272,7 @@ impl Target {
                 continue;
             };
             let own = PathPart::from(m.character_name.as_str()).as_ref() == encoded;
-            out.extend(Self::own_record(&encoded, m, own));
+            out.extend(Self::own_record(&encoded, m, own).map(Arc::new));
         }
         Ok(out)
     }
@@ -285,7 +285,7 @@ impl Target {
     async fn list_units_in_directory(
         &self,
         fs: Arc<LocalFileSystem>,
-    ) -> Result<Vec<Meta>, CloudSaveError> {
+    ) -> Result<Vec<Arc<Meta>>, CloudSaveError> {
         let dir = fs
             .path_to_filesystem(&self.characters_dir())
             .map_err(unavailable)?;
@@ -336,7 +336,7 @@ impl Target {
                     Err(e) => return Err(unavailable(format!("{}: {e}", file.display()))),
                 };
                 // The record belongs to the folder its name's key resolves to.
-                let parsed = Self::accept_file(&target, &fs, &file, &bytes);
+                let parsed = Self::accept_file(&target, &fs, &file, &bytes).map(Arc::new);
                 // The stamp was taken before the read: a record replaced
                 // meanwhile shows as another stamp next time.
                 if s.settled(computed_at) && s.len == bytes.len() as u64 {
