@@ -52,6 +52,9 @@ pub enum CloudSaveError {
     UploadFailed(String),
     /// Unexpected failure of a download.
     DownloadFailed(String),
+    /// A background task (file system, SQLite, hashing) panicked or was
+    /// cancelled; uploads and downloads report it as their own failure.
+    TaskFailed(String),
     /// The import was rolled back because the reload failed.
     ReloadRolledBack {
         message: String,
@@ -71,6 +74,21 @@ impl From<companiond_core::fence::FenceUp> for CloudSaveError {
     }
 }
 
+impl From<companiond_core::task::TaskFailed> for CloudSaveError {
+    fn from(e: companiond_core::task::TaskFailed) -> Self {
+        CloudSaveError::TaskFailed(e.to_string())
+    }
+}
+
+impl From<crate::unit::SnapshotError> for CloudSaveError {
+    fn from(e: crate::unit::SnapshotError) -> Self {
+        match e {
+            crate::unit::SnapshotError::Unreadable(e) => CloudSaveError::LocalUnreadable(e),
+            crate::unit::SnapshotError::Io(e) => CloudSaveError::UploadFailed(e),
+        }
+    }
+}
+
 impl std::fmt::Display for CloudSaveError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message())
@@ -80,7 +98,16 @@ impl std::fmt::Display for CloudSaveError {
 impl std::error::Error for CloudSaveError {}
 
 impl CloudSaveError {
-    /// The machine code, HTTP status and message key (the reference's keys).
+    /// The failure of a transfer: a failed background task of it is answered
+    /// as `failed` (the transfer's own failure).
+    pub fn in_transfer(self, failed: fn(String) -> CloudSaveError) -> Self {
+        match self {
+            CloudSaveError::TaskFailed(m) => failed(m),
+            e => e,
+        }
+    }
+
+    /// The machine code, HTTP status and message key (the frontend's translation keys).
     pub fn parts(&self) -> (&'static str, StatusCode, &'static str) {
         use CloudSaveError::*;
         match self {
@@ -174,6 +201,11 @@ impl CloudSaveError {
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "cloudsave.error.downloadFailed",
             ),
+            TaskFailed(_) => (
+                "CLOUDSAVE_INTERNAL_ERROR",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cloudsave.error.internal",
+            ),
             ReloadRolledBack { .. } => (
                 "LOCAL_RELOAD_FAILED_ROLLED_BACK",
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -217,6 +249,7 @@ impl CloudSaveError {
             LocalUnreadable(e) => format!("A local memory file cannot be exported: {e}"),
             UploadFailed(e) => format!("Upload failed. Please try again later. ({e})"),
             DownloadFailed(e) => format!("Download failed. Please try again later. ({e})"),
+            TaskFailed(e) => format!("Cloud save failed unexpectedly. Please try again later. ({e})"),
             ReloadRolledBack { message, .. } => format!(
                 "The imported character could not be loaded; the previous local state was restored: {message}"
             ),
@@ -238,15 +271,15 @@ impl CloudSaveError {
             | PayloadCorrupt(m)
             | LocalUnreadable(m)
             | UploadFailed(m)
-            | DownloadFailed(m) => e.param("message", m),
+            | DownloadFailed(m)
+            | TaskFailed(m) => e.param("message", m),
             FenceActive {
                 mode,
                 operation,
                 target,
-            } => e
-                .with("mode", mode)
-                .with("operation", operation)
-                .with("target", target)
+            } => [("mode", mode), ("operation", operation), ("target", target)]
+                .into_iter()
+                .fold(e, |e, (key, value)| e.with(key, value))
                 .with("retryable", true),
             ActiveSession => e.with("can_force", true),
             ReloadRolledBack {

@@ -1,16 +1,20 @@
-//! Thin HTTP handlers over [`crate::service`]: name audit, body options, envelopes.
+//! Thin HTTP handlers of `/api/cloudsave`: the name audit, the option body,
+//! the envelopes. The family state arrives as `Ext<CloudSave>`.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::{Path as UrlPath, Request};
 use axum::response::{IntoResponse, Response};
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::envelope::{no_store, ok_json};
-use companiond_core::{paths, Api, AppState};
+use companiond_core::{paths, Ext};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::download::DownloadOptions;
 use crate::error::{CloudSaveError, Failure};
-use crate::service::{CloudSave, DownloadOptions};
+use crate::family::{CloudSave, Succeeded};
 
 /// Largest option body accepted.
 const MAX_BODY: usize = 64 * 1024;
@@ -18,7 +22,7 @@ const MAX_BODY: usize = 64 * 1024;
 /// Check a character name from the URL before any storage key is built:
 /// the character-name rules (dots allowed for existing names), no surrounding
 /// whitespace, one plain path segment.
-pub fn audit_name(raw: &str) -> Result<String, CloudSaveError> {
+fn audit_name(raw: &str) -> Result<String, CloudSaveError> {
     match validate_name(raw, NameRules::EXISTING) {
         Ok(n) if n == raw && paths::safe_name(&n).is_ok() => Ok(n),
         Ok(_) => Err(CloudSaveError::NameAuditFailed {
@@ -59,100 +63,92 @@ fn flag(m: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool
     }
 }
 
-fn answer(r: Result<Value, CloudSaveError>, name: Option<&str>) -> Response {
+/// A transfer: the audited name and the options `read` takes from the body
+/// (a failure is answered for the name as given), then `run` to its end even
+/// when the client goes away; a panic or a failed background task of it is
+/// answered as `failed`.
+async fn transfer<O, T, Work>(
+    cloud: Arc<CloudSave>,
+    raw: String,
+    req: Request,
+    read: impl FnOnce(&Map<String, Value>) -> Result<O, CloudSaveError>,
+    run: impl FnOnce(Arc<CloudSave>, String, O) -> Work,
+    failed: fn(String) -> CloudSaveError,
+) -> Response
+where
+    T: Serialize + Send + 'static,
+    Work: Future<Output = Result<T, CloudSaveError>> + Send + 'static,
+{
+    let parsed = async {
+        let name = audit_name(&raw)?;
+        let body = options(req).await?;
+        Ok::<_, CloudSaveError>((name, read(&body)?))
+    };
+    let (name, opts) = match parsed.await {
+        Ok(p) => p,
+        Err(e) => return Failure(e, Some(raw)).into_response(),
+    };
+    let r = tokio::spawn(run(cloud, name.clone(), opts))
+        .await
+        .unwrap_or_else(|e| Err(failed(e.to_string())));
+    answer(r.map_err(|e| e.in_transfer(failed)), Some(&name))
+}
+
+/// `{success: true, …}`, never cached; or the failure envelope for `name`.
+fn answer<T: Serialize>(r: Result<T, CloudSaveError>, name: Option<&str>) -> Response {
     match r {
-        Ok(v) => no_store(ok_json(v)),
+        Ok(v) => no_store(ok_json(Succeeded::new(v))),
         Err(e) => Failure(e, name.map(str::to_string)).into_response(),
     }
 }
 
-async fn summary(svc: Arc<CloudSave>) -> Response {
-    answer(svc.summary().await, None)
+/// `GET /api/cloudsave/summary`.
+pub async fn summary(Ext(cloud): Ext<CloudSave>) -> Response {
+    answer(cloud.summary().await, None)
 }
 
-async fn autocloud(svc: Arc<CloudSave>) -> Response {
-    no_store(ok_json(svc.autocloud_config().await))
+/// `GET /api/cloudsave/platform-autocloud-config`.
+pub async fn autocloud(Ext(cloud): Ext<CloudSave>) -> Response {
+    answer(Ok(cloud.autocloud_config().await), None)
 }
 
-async fn detail(svc: Arc<CloudSave>, raw: String) -> Response {
-    let name = match audit_name(&raw) {
-        Ok(n) => n,
-        Err(e) => return Failure(e, Some(raw)).into_response(),
-    };
-    answer(svc.detail(&name).await, Some(&name))
-}
-
-async fn upload(svc: Arc<CloudSave>, raw: String, req: Request) -> Response {
-    let parsed = async {
-        let name = audit_name(&raw)?;
-        let body = options(req).await?;
-        Ok::<_, CloudSaveError>((name, flag(&body, "overwrite", false)?))
+/// `GET /api/cloudsave/character/{name}`.
+pub async fn detail(Ext(cloud): Ext<CloudSave>, UrlPath(raw): UrlPath<String>) -> Response {
+    match audit_name(&raw) {
+        Ok(name) => answer(cloud.detail(&name).await, Some(&name)),
+        Err(e) => Failure(e, Some(raw)).into_response(),
     }
-    .await;
-    let (name, overwrite) = match parsed {
-        Ok(p) => p,
-        Err(e) => return Failure(e, Some(raw)).into_response(),
-    };
-    // The work finishes even when the client goes away.
-    let n = name.clone();
-    let r = tokio::spawn(async move { svc.upload(&n, overwrite).await })
-        .await
-        .unwrap_or_else(|e| Err(CloudSaveError::UploadFailed(e.to_string())));
-    answer(r, Some(&name))
 }
 
-async fn download(svc: Arc<CloudSave>, raw: String, req: Request) -> Response {
-    let parsed = async {
-        let name = audit_name(&raw)?;
-        let body = options(req).await?;
-        let opts = DownloadOptions {
-            overwrite: flag(&body, "overwrite", false)?,
-            backup_before_overwrite: flag(&body, "backup_before_overwrite", true)?,
-            force: flag(&body, "force", false)?,
-        };
-        Ok::<_, CloudSaveError>((name, opts))
-    }
-    .await;
-    let (name, opts) = match parsed {
-        Ok(p) => p,
-        Err(e) => return Failure(e, Some(raw)).into_response(),
+/// `POST /api/cloudsave/character/{name}/upload` `{overwrite?}`.
+pub async fn upload(
+    Ext(cloud): Ext<CloudSave>,
+    UrlPath(raw): UrlPath<String>,
+    req: Request,
+) -> Response {
+    let read = |body: &Map<String, Value>| flag(body, "overwrite", false);
+    let run = |cloud: Arc<CloudSave>, name: String, overwrite| async move {
+        cloud.upload(&name, overwrite).await
     };
-    let n = name.clone();
-    let r = tokio::spawn(async move { svc.download(&n, opts).await })
-        .await
-        .unwrap_or_else(|e| Err(CloudSaveError::DownloadFailed(e.to_string())));
-    answer(r, Some(&name))
+    transfer(cloud, raw, req, read, run, CloudSaveError::UploadFailed).await
 }
 
-/// The five routes of interface.md § Cloud save.
-pub fn api(state: &AppState) -> Api {
-    companiond_core::fence::recover_stale(&state.store);
-    let svc = Arc::new(CloudSave::new(state));
-    let (s1, s2, s3, s4, s5) = (svc.clone(), svc.clone(), svc.clone(), svc.clone(), svc);
-    Api::new(state, "cloudsave")
-        .get(
-            "/api/cloudsave/summary",
-            "compare local and cloud character units",
-            move || summary(s1.clone()),
-        )
-        .get(
-            "/api/cloudsave/platform-autocloud-config",
-            "cloud-save backend and sync state",
-            move || autocloud(s2.clone()),
-        )
-        .get(
-            "/api/cloudsave/character/{name}",
-            "local and cloud comparison of one character",
-            move |UrlPath(name): UrlPath<String>| detail(s3.clone(), name),
-        )
-        .post(
-            "/api/cloudsave/character/{name}/upload",
-            "export one character unit to cloud storage",
-            move |UrlPath(name): UrlPath<String>, req: Request| upload(s4.clone(), name, req),
-        )
-        .post(
-            "/api/cloudsave/character/{name}/download",
-            "import one character unit and reload runtime state",
-            move |UrlPath(name): UrlPath<String>, req: Request| download(s5.clone(), name, req),
-        )
+/// `POST /api/cloudsave/character/{name}/download`
+/// `{overwrite?, backup_before_overwrite?, force?}`.
+pub async fn download(
+    Ext(cloud): Ext<CloudSave>,
+    UrlPath(raw): UrlPath<String>,
+    req: Request,
+) -> Response {
+    let read = |body: &Map<String, Value>| -> Result<DownloadOptions, CloudSaveError> {
+        Ok(DownloadOptions {
+            overwrite: flag(body, "overwrite", false)?,
+            backup_before_overwrite: flag(body, "backup_before_overwrite", true)?,
+            force: flag(body, "force", false)?,
+        })
+    };
+    let run = |cloud: Arc<CloudSave>, name: String, opts| async move {
+        cloud.download(&name, opts).await
+    };
+    transfer(cloud, raw, req, read, run, CloudSaveError::DownloadFailed).await
 }

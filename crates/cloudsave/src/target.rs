@@ -104,7 +104,7 @@ pub struct Target {
 }
 
 /// Meta record file → (its stamp, the record; `None` when it is skipped).
-type MetaCache = HashMap<PathBuf, (Stamp, Option<Meta>)>;
+type MetaCache = HashMap<PathBuf, (Stamp, Option<Arc<Meta>>)>;
 
 fn unavailable(e: impl std::fmt::Display) -> CloudSaveError {
     CloudSaveError::ProviderUnavailable(e.to_string())
@@ -179,10 +179,6 @@ impl Target {
     pub fn characters_dir(&self) -> Path {
         self.key(&["characters"])
     }
-    /// `characters/<name>/` (the name must be validated).
-    pub fn unit_dir(&self, name: &str) -> Path {
-        self.key(&["characters", name])
-    }
     pub fn meta_key(&self, name: &str) -> Path {
         self.key(&["characters", name, "meta.json"])
     }
@@ -221,108 +217,173 @@ impl Target {
             .map_err(|e| CloudSaveError::PayloadCorrupt(format!("meta record of {name:?}: {e}")))
     }
 
-    /// Every published unit (a folder without `meta.json` is not a unit).
-    /// Records that do not parse or do not match their folder are skipped.
-    ///
-    /// On a directory target each record is parsed once and kept with the stamp
-    /// of its file (device, inode, size, times): an unchanged file is not read
-    /// again; records written within [`companiond_core::stamp::RACY`] are not kept.
-    pub async fn list_units(&self) -> Result<Vec<Meta>, CloudSaveError> {
+    /// Every published unit (a folder without `meta.json` is not a unit),
+    /// sorted by name. Records that do not parse or do not match their folder
+    /// are skipped.
+    pub async fn list_units(&self) -> Result<Vec<Arc<Meta>>, CloudSaveError> {
+        let mut out = match &self.local {
+            Some(fs) => self.list_units_in_directory(fs.clone()).await?,
+            None => self.list_units_in_store().await?,
+        };
+        out.sort_by(|a, b| a.character_name.cmp(&b.character_name));
+        Ok(out)
+    }
+
+    /// The record of the folder `encoded` (None, with a warning, when it
+    /// does not parse).
+    fn parse_record(encoded: &str, bytes: &[u8]) -> Option<Meta> {
+        serde_json::from_slice::<Meta>(bytes)
+            .map_err(|e| tracing::warn!("cloud unit {encoded:?} has an unreadable meta: {e}"))
+            .ok()
+    }
+
+    /// `meta` when the folder `encoded` is its own; else None, with a warning.
+    fn own_record(encoded: &str, meta: Meta, own: bool) -> Option<Meta> {
+        if !own {
+            tracing::warn!(
+                "cloud unit {encoded:?} names another character ({:?}); skipped",
+                meta.character_name
+            );
+            return None;
+        }
+        Some(meta)
+    }
+
+    /// [`Self::list_units`] on an object store: one listing, one GET per unit.
+    async fn list_units_in_store(&self) -> Result<Vec<Arc<Meta>>, CloudSaveError> {
         let dir = self.characters_dir();
         let listing = match self.store.list_with_delimiter(Some(&dir)).await {
             Ok(l) => l,
             Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(store_err(e)),
         };
-        let prefixes: Vec<(String, Path)> = listing
-            .common_prefixes
-            .into_iter()
-            .filter_map(|p| Some((p.filename()?.to_string(), p.child("meta.json"))))
-            .collect();
-        // Directory target: stamps of every record file (one stat each), the
-        // unchanged ones answered from the cache.
-        let mut cached: Vec<Option<Option<Meta>>> = vec![None; prefixes.len()];
-        let mut stamps: Vec<Option<(PathBuf, Stamp)>> = vec![None; prefixes.len()];
-        let computed_at = SystemTime::now();
-        if let Some(fs) = &self.local {
-            let files: Vec<Option<PathBuf>> = prefixes
-                .iter()
-                .map(|(_, key)| fs.path_to_filesystem(key).ok())
-                .collect();
-            let metas = self.metas.clone();
-            let (hits, st) = tokio::task::spawn_blocking(move || {
-                let mut cache = metas.lock().unwrap_or_else(|e| e.into_inner());
-                let mut hits = Vec::with_capacity(files.len());
-                let mut st = Vec::with_capacity(files.len());
-                for f in &files {
-                    let s = f.as_ref().and_then(|f| Some((f.clone(), stamp(f)?)));
-                    hits.push(s.as_ref().and_then(|(f, s)| match cache.get(f) {
-                        Some((old, meta)) if old == s => Some(meta.clone()),
-                        _ => None,
-                    }));
-                    st.push(s);
-                }
-                let live: std::collections::HashSet<&PathBuf> = files.iter().flatten().collect();
-                cache.retain(|k, _| live.contains(k));
-                (hits, st)
-            })
-            .await
-            .map_err(unavailable)?;
-            cached = hits;
-            stamps = st;
-        }
         let mut out = Vec::new();
-        for (i, (encoded, meta_key)) in prefixes.iter().enumerate() {
-            if let Some(hit) = cached[i].take() {
-                out.extend(hit);
+        for prefix in listing.common_prefixes {
+            let Some(encoded) = prefix.filename().map(str::to_string) else {
                 continue;
-            }
-            let bytes = match self.store.get(meta_key).await {
+            };
+            let bytes = match self.store.get(&prefix.child("meta.json")).await {
                 Ok(r) if r.meta.size <= MAX_META_BYTES => r.bytes().await.map_err(store_err)?,
                 Ok(_) => continue,
                 Err(object_store::Error::NotFound { .. }) => continue,
                 Err(e) => return Err(store_err(e)),
             };
-            let parsed = match serde_json::from_slice::<Meta>(&bytes) {
-                Ok(m) if PathPart::from(m.character_name.as_str()).as_ref() == encoded => Some(m),
-                Ok(m) => {
-                    tracing::warn!(
-                        "cloud unit {encoded:?} names another character ({:?}); skipped",
-                        m.character_name
-                    );
-                    None
-                }
-                Err(e) => {
-                    tracing::warn!("cloud unit {encoded:?} has an unreadable meta: {e}");
-                    None
-                }
+            let Some(m) = Self::parse_record(&encoded, &bytes) else {
+                continue;
             };
-            // The stamp was taken before the read: a record replaced meanwhile
-            // shows as another stamp next time.
-            if let Some((file, s)) = stamps[i].take() {
+            let own = PathPart::from(m.character_name.as_str()).as_ref() == encoded;
+            out.extend(Self::own_record(&encoded, m, own).map(Arc::new));
+        }
+        Ok(out)
+    }
+
+    /// [`Self::list_units`] on a directory, in one blocking task: one listing
+    /// of the folder and one `stat` per record. Each record is parsed once and
+    /// kept with the stamp of its file (device, inode, size, times): an
+    /// unchanged file is not read again; records written within
+    /// [`companiond_core::stamp::RACY`] are not kept.
+    async fn list_units_in_directory(
+        &self,
+        fs: Arc<LocalFileSystem>,
+    ) -> Result<Vec<Arc<Meta>>, CloudSaveError> {
+        let dir = fs
+            .path_to_filesystem(&self.characters_dir())
+            .map_err(unavailable)?;
+        let metas = self.metas.clone();
+        let target = self.clone();
+        companiond_core::task::blocking(move || {
+            let computed_at = SystemTime::now();
+            let listing = match std::fs::read_dir(&dir) {
+                Ok(l) => l,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(unavailable(format!("{}: {e}", dir.display()))),
+            };
+            let mut out = Vec::new();
+            let mut live = std::collections::HashSet::new();
+            for entry in listing {
+                let entry = entry.map_err(unavailable)?;
+                // Folders (followed through symbolic links) are the units.
+                let is_dir = match entry.file_type() {
+                    Ok(t) if t.is_dir() => true,
+                    Ok(t) if t.is_symlink() => entry.path().is_dir(),
+                    _ => false,
+                };
+                if !is_dir {
+                    continue;
+                }
+                let file = entry.path().join("meta.json");
+                let Some(s) = stamp(&file) else {
+                    continue;
+                };
+                let hit = {
+                    let cache = metas.lock().unwrap_or_else(|e| e.into_inner());
+                    match cache.get(&file) {
+                        Some((old, meta)) if *old == s => Some(meta.clone()),
+                        _ => None,
+                    }
+                };
+                if let Some(meta) = hit {
+                    out.extend(meta);
+                    live.insert(file);
+                    continue;
+                }
+                if s.len > MAX_META_BYTES as u64 {
+                    continue;
+                }
+                let bytes = match std::fs::read(&file) {
+                    Ok(b) => b,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(unavailable(format!("{}: {e}", file.display()))),
+                };
+                // The record belongs to the folder its name's key resolves to.
+                let parsed = Self::accept_file(&target, &fs, &file, &bytes).map(Arc::new);
+                // The stamp was taken before the read: a record replaced
+                // meanwhile shows as another stamp next time.
                 if s.settled(computed_at) && s.len == bytes.len() as u64 {
-                    self.metas
+                    metas
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .insert(file, (s, parsed.clone()));
+                        .insert(file.clone(), (s, parsed.clone()));
+                    live.insert(file);
                 }
+                out.extend(parsed);
             }
-            out.extend(parsed);
-        }
-        out.sort_by(|a, b| a.character_name.cmp(&b.character_name));
-        Ok(out)
+            metas
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|k, _| live.contains(k));
+            Ok(out)
+        })
+        .await
+    }
+
+    /// A record read from `file` on a directory target, accepted when the key
+    /// of the name it carries is that file.
+    fn accept_file(
+        target: &Target,
+        fs: &LocalFileSystem,
+        file: &FsPath,
+        bytes: &[u8],
+    ) -> Option<Meta> {
+        let encoded = file
+            .parent()
+            .and_then(|d| d.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let m = Self::parse_record(&encoded, bytes)?;
+        let own = fs
+            .path_to_filesystem(&target.meta_key(&m.character_name))
+            .is_ok_and(|p| p == file);
+        Self::own_record(&encoded, m, own)
     }
 
     /// Upload a local file to `key`: one PUT when small, streamed parts otherwise.
     pub async fn put_file(&self, key: &Path, file: &FsPath) -> Result<(), CloudSaveError> {
-        let size = tokio::fs::metadata(file)
-            .await
-            .map_err(|e| CloudSaveError::UploadFailed(format!("{}: {e}", file.display())))?
-            .len();
+        let unreadable =
+            |e: std::io::Error| CloudSaveError::UploadFailed(format!("{}: {e}", file.display()));
+        let size = tokio::fs::metadata(file).await.map_err(unreadable)?.len();
         if size <= SINGLE_PUT_MAX {
-            let bytes = tokio::fs::read(file)
-                .await
-                .map_err(|e| CloudSaveError::UploadFailed(format!("{}: {e}", file.display())))?;
+            let bytes = tokio::fs::read(file).await.map_err(unreadable)?;
             self.store
                 .put(key, PutPayload::from(Bytes::from(bytes)))
                 .await
@@ -331,34 +392,23 @@ impl Target {
         }
         let upload = self.store.put_multipart(key).await.map_err(store_err)?;
         let mut w = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-        let mut f = match tokio::fs::File::open(file).await {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = w.abort().await;
-                return Err(CloudSaveError::UploadFailed(format!(
-                    "{}: {e}",
-                    file.display()
-                )));
-            }
-        };
-        let mut buf = vec![0u8; 1024 * 1024];
-        loop {
-            let n = match f.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = w.abort().await;
-                    return Err(CloudSaveError::UploadFailed(format!(
-                        "{}: {e}",
-                        file.display()
-                    )));
+        let streamed = async {
+            let mut f = tokio::fs::File::open(file).await.map_err(unreadable)?;
+            let mut buf = vec![0u8; 1024 * 1024];
+            loop {
+                let n = f.read(&mut buf).await.map_err(unreadable)?;
+                if n == 0 {
+                    return Ok(());
                 }
-            };
-            if let Err(e) = w.wait_for_capacity(4).await {
-                let _ = w.abort().await;
-                return Err(store_err(e));
+                w.wait_for_capacity(4).await.map_err(store_err)?;
+                w.write(&buf[..n]);
             }
-            w.write(&buf[..n]);
+        }
+        .await;
+        // A failed upload leaves no parts behind.
+        if let Err(e) = streamed {
+            let _ = w.abort().await;
+            return Err(e);
         }
         w.finish().await.map_err(store_err)?;
         Ok(())

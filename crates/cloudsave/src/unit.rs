@@ -1,7 +1,8 @@
-//! The character unit: the managed flat memory files of interface.md § Character
-//! unit, the character's profile and the meta record; canonical JSON, the payload
+//! The character unit: the managed flat memory files of a character
+//! (see docs/cloudsave.md), the character's profile and the meta record; canonical JSON, the payload
 //! fingerprint, consistent local snapshots (SQLite through the backup API) and
-//! verification of downloaded payloads. Blocking code (run it in `spawn_blocking`).
+//! verification of downloaded payloads. Blocking code (run it through
+//! `companiond_core::task::blocking`).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -11,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// The flat files of a unit, when they exist (interface.md § Character unit).
+/// The flat files of a unit, when they exist.
 /// Everything else in the memory folder (archive dirs, recent_meta.json,
 /// recovery state, worker sidecars, SQLite -wal/-shm) stays local.
 pub const MANAGED_FILES: &[&str] = companiond_core::layout::CHARACTER_UNIT_FILES;
@@ -175,20 +176,6 @@ pub fn present_files(mem_dir: &Path) -> Vec<&'static str> {
         .copied()
         .filter(|f| regular_file(&mem_dir.join(f)))
         .collect()
-}
-
-/// Latest modification time of the managed files, RFC 3339 (empty when none).
-pub fn latest_mtime(mem_dir: &Path) -> String {
-    present_files(mem_dir)
-        .iter()
-        .filter_map(|f| std::fs::metadata(mem_dir.join(f)).ok()?.modified().ok())
-        .max()
-        .map(|t| {
-            time::OffsetDateTime::from(t)
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default()
-        })
-        .unwrap_or_default()
 }
 
 /// Copy a SQLite database consistently with the online backup API.

@@ -5,13 +5,19 @@
 //! model as function tools on every request and dispatches the model's calls
 //! through `companiond_core::tools::ToolHub` (callback, timeout, eviction).
 //! This crate owns the four routes: validation, role targeting and listing.
+//!
+//! * `http`: the four handlers (thin); `error`: the family's error and envelope;
+//! * `validation`: the request bodies' schema;
+//! * [`registry`]: role targeting and the operations over the session managers.
 
-pub mod http;
+mod error;
+mod http;
 pub mod registry;
+mod validation;
 
 use companiond_core::{Api, AppState};
 
-/// The routes of this family.
+/// The four routes of this family.
 pub fn api(state: &AppState) -> Api {
     Api::new(state, "tools")
         .post(
@@ -35,5 +41,5 @@ pub fn api(state: &AppState) -> Api {
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
 
-/// Start-up work of this family, run once every family's routes are built.
+/// Start-up work of this family: none (registrations are runtime state).
 pub fn start(_state: &AppState) {}

@@ -45,19 +45,6 @@ pub async fn read(store: &Store) -> LocalState {
         .unwrap_or_default()
 }
 
-/// The client id, created on first use.
-pub async fn client_id(store: &Store) -> Result<String, String> {
-    store
-        .update(LOCAL_STATE, |cur: Option<LocalState>| {
-            let mut s = cur.unwrap_or_default();
-            fresh_client_id(&mut s);
-            let id = s.client_id.clone();
-            (s, id)
-        })
-        .await
-        .map_err(state_err)
-}
-
 /// Take the next per-device sequence number (monotonic, persisted before use).
 pub async fn next_sequence(store: &Store) -> Result<(u64, String), String> {
     store

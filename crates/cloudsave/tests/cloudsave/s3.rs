@@ -1,12 +1,11 @@
 //! Cloud save on an S3 target: a real S3-compatible server (s3s-fs, SigV4
-//! authentication on) on a loopback port. A separate test binary, because the
-//! target reads the process environment (`AWS_*`).
-
-mod common;
+//! authentication on) on a loopback port. The target reads the process
+//! environment (`AWS_*`); only this module's one test sets it, and the other
+//! modules use directory targets, which never read it.
 
 use std::net::SocketAddr;
 
-use common::*;
+use crate::common::*;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use serde_json::{json, Value};

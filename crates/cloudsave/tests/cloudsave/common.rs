@@ -1,10 +1,12 @@
-//! Helpers shared by the directory-target and S3-target tests.
-#![allow(dead_code)]
+//! Fixtures shared by every resource's tests: servers with a cloud target,
+//! characters and memory folders, SQLite members, the failure envelope.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use companiond_core::testkit::{TestOptions, TestServer};
+use futures::StreamExt;
 use serde_json::{json, Value};
 
 pub async fn server_with_cloud(cloud: Option<String>) -> TestServer {
@@ -282,4 +284,37 @@ pub async fn round_trip(s: &TestServer, backend: &str) -> Value {
     let (_, sum) = s.get("/api/cloudsave/summary").await;
     assert_eq!(item(&sum, name).unwrap()["relation_state"], "matched");
     up
+}
+
+pub fn cloud_unit(s: &companiond_core::testkit::TestServer, name: &str) -> PathBuf {
+    s.data.join("cloud").join("characters").join(name)
+}
+
+pub fn payload_ids(s: &companiond_core::testkit::TestServer, name: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(cloud_unit(s, name).join("payload"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+pub async fn open_chat(
+    s: &companiond_core::testkit::TestServer,
+    name: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{name}")))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.to_text().unwrap().contains("session_started"));
+    assert!(s.state.sessions.is_active(name));
+    ws
 }
