@@ -8,9 +8,10 @@ use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Path as UrlPath, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Json;
 use bytes::Bytes;
 use companiond_core::envelope::read_json_body;
+use companiond_core::Ext;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use tokio_util::io::ReaderStream;
@@ -24,7 +25,6 @@ use crate::model::{extension, MAX_OFFSET};
 use crate::stage::Stager;
 use crate::upload::{check_type, parse_metadata, upload_basename, Upload};
 
-type Jb = Extension<Arc<Jukebox>>;
 type Res = Result<Response, JukeboxError>;
 
 /// Largest form body (url-encoded or multipart text fields).
@@ -190,7 +190,7 @@ fn json_response(v: Value) -> Response {
 
 // ------------------------------------------------------------------ config
 
-pub async fn get_config(Extension(j): Jb) -> Res {
+pub async fn get_config(Ext(j): Ext<Jukebox>) -> Res {
     let body = j.config_body().await?;
     let len = body.len;
     let chunks = body.chunks;
@@ -208,7 +208,7 @@ pub async fn get_config(Extension(j): Jb) -> Res {
     Ok(resp)
 }
 
-pub async fn get_summary(Extension(j): Jb) -> Res {
+pub async fn get_summary(Ext(j): Ext<Jukebox>) -> Res {
     let summary = j.summary().await?;
     Ok(Json(&summary).into_response())
 }
@@ -313,11 +313,11 @@ async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
     ))
 }
 
-pub async fn upload_songs(Extension(j): Jb, req: Request) -> Res {
+pub async fn upload_songs(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     upload(j, Kind::Song, req).await
 }
 
-pub async fn upload_actions(Extension(j): Jb, req: Request) -> Res {
+pub async fn upload_actions(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     upload(j, Kind::Action, req).await
 }
 
@@ -342,21 +342,21 @@ async fn batch_ids(req: Request, key: &str) -> Result<Vec<String>, JukeboxError>
     }
 }
 
-pub async fn batch_delete_songs(Extension(j): Jb, req: Request) -> Res {
+pub async fn batch_delete_songs(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     let ids = batch_ids(req, "songIds").await?;
     Ok(json_response(j.batch_delete(Kind::Song, ids).await?))
 }
 
-pub async fn batch_delete_actions(Extension(j): Jb, req: Request) -> Res {
+pub async fn batch_delete_actions(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     let ids = batch_ids(req, "actionIds").await?;
     Ok(json_response(j.batch_delete(Kind::Action, ids).await?))
 }
 
-pub async fn delete_song(Extension(j): Jb, UrlPath(id): UrlPath<String>) -> Res {
+pub async fn delete_song(Ext(j): Ext<Jukebox>, UrlPath(id): UrlPath<String>) -> Res {
     Ok(json_response(j.delete(Kind::Song, id).await?))
 }
 
-pub async fn delete_action(Extension(j): Jb, UrlPath(id): UrlPath<String>) -> Res {
+pub async fn delete_action(Ext(j): Ext<Jukebox>, UrlPath(id): UrlPath<String>) -> Res {
     Ok(json_response(j.delete(Kind::Action, id).await?))
 }
 
@@ -387,7 +387,7 @@ fn label(form: &FormFields, key: &str, allow_empty: bool) -> Result<Option<Strin
 }
 
 pub async fn song_visibility(
-    Extension(j): Jb,
+    Ext(j): Ext<Jukebox>,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
@@ -398,7 +398,7 @@ pub async fn song_visibility(
 }
 
 pub async fn action_visibility(
-    Extension(j): Jb,
+    Ext(j): Ext<Jukebox>,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
@@ -409,7 +409,7 @@ pub async fn action_visibility(
 }
 
 pub async fn song_metadata(
-    Extension(j): Jb,
+    Ext(j): Ext<Jukebox>,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
@@ -419,7 +419,7 @@ pub async fn song_metadata(
 }
 
 pub async fn action_metadata(
-    Extension(j): Jb,
+    Ext(j): Ext<Jukebox>,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
@@ -429,7 +429,7 @@ pub async fn action_metadata(
 }
 
 pub async fn default_action(
-    Extension(j): Jb,
+    Ext(j): Ext<Jukebox>,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
@@ -437,7 +437,7 @@ pub async fn default_action(
     Ok(json_response(j.set_default_action(id, action_id).await?))
 }
 
-pub async fn bind(Extension(j): Jb, form: FormFields) -> Res {
+pub async fn bind(Ext(j): Ext<Jukebox>, form: FormFields) -> Res {
     let song_id = form.required("songId")?;
     let action_id = form.required("actionId")?;
     let offset = form.integer("offset")?.unwrap_or(0);
@@ -449,7 +449,7 @@ pub async fn bind(Extension(j): Jb, form: FormFields) -> Res {
     Ok(json_response(j.bind(song_id, action_id, offset).await?))
 }
 
-pub async fn unbind(Extension(j): Jb, form: FormFields) -> Res {
+pub async fn unbind(Ext(j): Ext<Jukebox>, form: FormFields) -> Res {
     let song_id = form.required("songId")?;
     let action_id = form.required("actionId")?;
     Ok(json_response(j.unbind(song_id, action_id).await?))
@@ -473,7 +473,7 @@ fn zip_response(file: File, len: u64, name: &str) -> Response {
     resp
 }
 
-pub async fn export(Extension(j): Jb, form: FormFields) -> Res {
+pub async fn export(Ext(j): Ext<Jukebox>, form: FormFields) -> Res {
     let sel = ExportSelection {
         song_ids: form.id_list("songIds")?,
         action_ids: form.id_list("actionIds")?,
@@ -483,7 +483,7 @@ pub async fn export(Extension(j): Jb, form: FormFields) -> Res {
     Ok(zip_response(file, len, "jukebox_export.zip"))
 }
 
-pub async fn import(Extension(j): Jb, req: Request) -> Res {
+pub async fn import(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     let mut mp = multipart(req).await?;
     let mut staged = None;
     while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
@@ -505,7 +505,7 @@ pub async fn import(Extension(j): Jb, req: Request) -> Res {
     Ok(json_response(j.import(staged).await?))
 }
 
-pub async fn pack_folder(Extension(j): Jb, req: Request) -> Res {
+pub async fn pack_folder(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     let mut mp = multipart(req).await?;
     let mut packer = Packer::start(&j.tmp_dir(), j.limits)?;
     let result: Result<(), JukeboxError> = async {
@@ -549,7 +549,7 @@ fn media_type(ext: &str) -> Option<&'static str> {
     })
 }
 
-pub async fn get_file(Extension(j): Jb, UrlPath(rel): UrlPath<String>, req: Request) -> Res {
+pub async fn get_file(Ext(j): Ext<Jukebox>, UrlPath(rel): UrlPath<String>, req: Request) -> Res {
     let path = j.resolve_file(&rel)?;
     let ext = extension(&path.to_string_lossy());
     let mut resp = match ServeFile::new(&path).oneshot(req).await {

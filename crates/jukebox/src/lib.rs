@@ -25,153 +25,105 @@ use std::time::Duration;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::{self, MethodRouter};
-use axum::Extension;
 use companiond_core::{Api, AppState};
 
 pub use error::JukeboxError;
-pub use library::{Jukebox, Limits};
+pub use library::{Jukebox, Limits, DEFAULT_IDLE_UNLOAD};
 
-/// The routes of this family.
+/// The routes of this family, each with its literal path. Upload routes take
+/// bodies of any size (the domain enforces its own limits while streaming).
 pub fn api(state: &AppState) -> Api {
-    api_with_limits(state, Limits::default())
-}
-
-/// The routes with custom size limits (tests use small ones).
-pub fn api_with_limits(state: &AppState, limits: Limits) -> Api {
-    api_with_options(state, limits, library::DEFAULT_IDLE_UNLOAD)
-}
-
-/// The routes with custom size limits and time after which an idle library
-/// is dropped from memory (benchmarks use a short one).
-pub fn api_with_options(state: &AppState, limits: Limits, idle_unload: Duration) -> Api {
-    let j = Arc::new(Jukebox::new(
-        state.data_dir(),
-        state.bundle_dir(),
-        state.store.clone(),
-        limits,
-    ));
-    j.set_idle_unload(idle_unload);
-    let ext =
-        |mr: MethodRouter<AppState>| -> MethodRouter<AppState> { mr.layer(Extension(j.clone())) };
-    let streamed = |mr: MethodRouter<AppState>| -> MethodRouter<AppState> {
-        let mr: MethodRouter<AppState> = mr.layer(DefaultBodyLimit::disable());
-        mr.layer(Extension(j.clone()))
-    };
     use http::*;
-    const P: &str = "/api/jukebox";
-    let p = |s: &str| format!("{P}{s}");
+    let streamed = |mr: MethodRouter<AppState>| mr.layer(DefaultBodyLimit::disable());
     Api::new(state, "jukebox")
-        .route(
-            Method::GET,
-            &p("/config"),
+        .get(
+            "/api/jukebox/config",
             "Full jukebox config (bundled + user library)",
-            ext(routing::get(get_config)),
+            get_config,
         )
-        .route(
-            Method::GET,
-            &p("/config/summary"),
+        .get(
+            "/api/jukebox/config/summary",
             "Config revision and counts",
-            ext(routing::get(get_summary)),
+            get_summary,
         )
         .route(
             Method::POST,
-            &p("/songs"),
+            "/api/jukebox/songs",
             "Upload songs (multipart files, metadata)",
             streamed(routing::post(upload_songs)),
         )
-        .route(
-            Method::POST,
-            &p("/songs/batch-delete"),
+        .post(
+            "/api/jukebox/songs/batch-delete",
             "Delete user songs, hide built-in ones",
-            ext(routing::post(batch_delete_songs)),
+            batch_delete_songs,
         )
-        .route(
-            Method::DELETE,
-            &p("/songs/{song_id}"),
+        .delete(
+            "/api/jukebox/songs/{song_id}",
             "Delete a user song or hide a built-in one",
-            ext(routing::delete(delete_song)),
+            delete_song,
         )
-        .route(
-            Method::PUT,
-            &p("/songs/{song_id}/visibility"),
+        .put(
+            "/api/jukebox/songs/{song_id}/visibility",
             "Show or hide a song",
-            ext(routing::put(song_visibility)),
+            song_visibility,
         )
-        .route(
-            Method::PUT,
-            &p("/songs/{song_id}/metadata"),
+        .put(
+            "/api/jukebox/songs/{song_id}/metadata",
             "Rename a song or change its artist",
-            ext(routing::put(song_metadata)),
+            song_metadata,
         )
-        .route(
-            Method::PUT,
-            &p("/songs/{song_id}/default-action"),
+        .put(
+            "/api/jukebox/songs/{song_id}/default-action",
             "Set or clear a song's default action",
-            ext(routing::put(default_action)),
+            default_action,
         )
         .route(
             Method::POST,
-            &p("/actions"),
+            "/api/jukebox/actions",
             "Upload actions (multipart files, metadata)",
             streamed(routing::post(upload_actions)),
         )
-        .route(
-            Method::POST,
-            &p("/actions/batch-delete"),
+        .post(
+            "/api/jukebox/actions/batch-delete",
             "Delete user actions, hide built-in ones",
-            ext(routing::post(batch_delete_actions)),
+            batch_delete_actions,
         )
-        .route(
-            Method::DELETE,
-            &p("/actions/{action_id}"),
+        .delete(
+            "/api/jukebox/actions/{action_id}",
             "Delete a user action or hide a built-in one",
-            ext(routing::delete(delete_action)),
+            delete_action,
         )
-        .route(
-            Method::PUT,
-            &p("/actions/{action_id}/visibility"),
+        .put(
+            "/api/jukebox/actions/{action_id}/visibility",
             "Show or hide an action",
-            ext(routing::put(action_visibility)),
+            action_visibility,
         )
-        .route(
-            Method::PUT,
-            &p("/actions/{action_id}/metadata"),
+        .put(
+            "/api/jukebox/actions/{action_id}/metadata",
             "Rename an action",
-            ext(routing::put(action_metadata)),
+            action_metadata,
         )
-        .route(
-            Method::POST,
-            &p("/bind"),
-            "Bind an action to a song",
-            ext(routing::post(bind)),
-        )
-        .route(
-            Method::DELETE,
-            &p("/bind"),
-            "Unbind an action from a song",
-            ext(routing::delete(unbind)),
-        )
-        .route(
-            Method::POST,
-            &p("/export"),
+        .post("/api/jukebox/bind", "Bind an action to a song", bind)
+        .delete("/api/jukebox/bind", "Unbind an action from a song", unbind)
+        .post(
+            "/api/jukebox/export",
             "Export songs and actions as jukebox_export.zip",
-            ext(routing::post(export)),
+            export,
         )
         .route(
             Method::POST,
-            &p("/import"),
+            "/api/jukebox/import",
             "Import a jukebox_export.zip (multipart file)",
             streamed(routing::post(import)),
         )
-        .route(
-            Method::GET,
-            &p("/file/{*file_path}"),
+        .get(
+            "/api/jukebox/file/{*file_path}",
             "A library file (user folder, then bundled)",
-            ext(routing::get(get_file)),
+            get_file,
         )
         .route(
             Method::POST,
-            &p("/pack-folder"),
+            "/api/jukebox/pack-folder",
             "Pack uploaded relative paths into packed.zip",
             streamed(routing::post(pack_folder)),
         )
@@ -180,5 +132,23 @@ pub fn api_with_options(state: &AppState, limits: Limits, idle_unload: Duration)
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
 
-/// Start-up work of this family, run once every family's routes are built.
-pub fn start(_state: &AppState) {}
+/// Start-up work: provide the jukebox (default limits) to the handlers.
+pub fn start(state: &AppState) {
+    start_with(state, Limits::default(), DEFAULT_IDLE_UNLOAD);
+}
+
+/// [`start`] with other size limits and idle-unload time (tests use small
+/// limits, benchmarks a short idle time). Sweeps the staging files a crash
+/// left behind; the library itself is read (and a first-format library
+/// migrated) on first use, so start-up reads nothing else.
+pub fn start_with(state: &AppState, limits: Limits, idle_unload: Duration) {
+    let jukebox = Jukebox::new(
+        state.data_dir(),
+        state.bundle_dir(),
+        state.store.clone(),
+        limits,
+    );
+    jukebox.set_idle_unload(idle_unload);
+    jukebox.sweep_temp_files();
+    state.provide(Arc::new(jukebox));
+}

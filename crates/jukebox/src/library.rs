@@ -194,7 +194,7 @@ const COMPACT_SMALL: u64 = 16 * 1024;
 impl Jukebox {
     pub fn new(data_dir: &Path, bundle_dir: &Path, store: Store, limits: Limits) -> Jukebox {
         let root = data_dir.join("jukebox");
-        let j = Jukebox {
+        Jukebox {
             paths: Paths::new(&root),
             root,
             bundle_root: bundle_dir.join("jukebox"),
@@ -206,9 +206,7 @@ impl Jukebox {
             last_use: Arc::new(AtomicU64::new(0)),
             idle_ms: Arc::new(AtomicU64::new(DEFAULT_IDLE_UNLOAD.as_millis() as u64)),
             janitor: Once::new(),
-        };
-        j.sweep_temp_files();
-        j
+        }
     }
 
     /// The user library folder (`<data>/jukebox`).
@@ -229,8 +227,8 @@ impl Jukebox {
         self.bundle_root.join("config.json")
     }
 
-    /// Remove staging files a crash may have left behind.
-    fn sweep_temp_files(&self) {
+    /// Remove staging files a crash may have left behind (start-up work).
+    pub fn sweep_temp_files(&self) {
         for dir in [
             self.dir(Kind::Song),
             self.dir(Kind::Action),

@@ -6,7 +6,7 @@ use std::io::{Cursor, Read, Write};
 use std::path::Path;
 
 use companiond_core::testkit::{TestOptions, TestServer};
-use companiond_core::{Api, AppState};
+use companiond_core::AppState;
 use companiond_jukebox::Limits;
 use md5::{Digest, Md5};
 use reqwest::multipart::{Form, Part};
@@ -147,8 +147,9 @@ fn bvh(root: &str) -> Vec<u8> {
 
 const J: &str = "/api/jukebox";
 
-fn small_limits(s: &AppState) -> Api {
-    companiond_jukebox::api_with_limits(
+/// The jukebox with small size limits.
+fn small_start(s: &AppState) {
+    companiond_jukebox::start_with(
         s,
         Limits {
             file: 1 << 20,
@@ -156,6 +157,7 @@ fn small_limits(s: &AppState) -> Api {
             archive_entries: 50,
             archive_config: 1 << 20,
         },
+        companiond_jukebox::DEFAULT_IDLE_UNLOAD,
     )
 }
 
@@ -211,7 +213,11 @@ async fn plain() -> TestServer {
 }
 
 async fn small() -> TestServer {
-    TestServer::start(&[companiond_core::server::Family::routes(small_limits)]).await
+    TestServer::start(&[companiond_core::server::Family {
+        api: companiond_jukebox::api,
+        start: small_start,
+    }])
+    .await
 }
 
 async fn split(r: reqwest::Response) -> (u16, Value) {
