@@ -6,7 +6,8 @@
 //! `JUKEBOX_BENCH_SONGS` (library size for the config timing, default 10000),
 //! `JUKEBOX_BENCH_REQUESTS` (GET /config requests, default 500),
 //! `JUKEBOX_BENCH_LIBRARY_SONGS` (songs of that size in the exported and imported
-//! library, default 1: e.g. 3 × 1024 MiB for a multi-GB import).
+//! library, default 1: e.g. 3 × 1024 MiB for a multi-GB import),
+//! `JUKEBOX_BENCH_ONLY=upload` (stop after the upload figures).
 //!
 //! Measures, in one process (server and client share it, so the RSS figures
 //! include the client):
@@ -251,6 +252,9 @@ async fn run() {
         peak,
         peak - base_rss
     );
+    if std::env::var("JUKEBOX_BENCH_ONLY").as_deref() == Ok("upload") {
+        return;
+    }
 
     // More songs of the same size for a multi-GB export / import.
     let library_songs = env_num("JUKEBOX_BENCH_LIBRARY_SONGS", 1).max(1);

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use companiond_core::paths::{check_file_name, clean_segments};
 use indexmap::IndexMap;
-use md5::{Digest, Md5};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -21,13 +20,18 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
 use crate::error::{shown_name, JukeboxError};
-use crate::library::{human_size, Jukebox, Kind, Limits, Tx};
+use companiond_core::text::human_size;
+
+use crate::library::{Jukebox, Kind, Limits, Tx};
+use crate::md5sum::Md5;
 use crate::model::{
     extension, file_stem, parse_bool, sanitize_id, unique_id, value_to_offset, Action, Library,
     Song,
 };
-use crate::stage::Staged;
-use crate::upload::place;
+use crate::upload::{place, Staged};
+
+/// An import archive received on disk.
+pub type StagedArchive = companiond_core::staging::Staged<()>;
 
 /// Extensions that are deflated in archives: text and motion data that compress
 /// well. Everything else (audio, already-compressed or binary media) is stored,
@@ -211,7 +215,7 @@ impl Jukebox {
         sel: ExportSelection,
     ) -> Result<(File, u64), JukeboxError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || {
+        companiond_core::task::blocking(move || {
             let (config, files) = this.with_library(|lib| plan_export(&this, lib, &sel))?;
             let mut w = new_zip(&this.tmp_dir())?;
             for (name, path) in files {
@@ -238,16 +242,14 @@ impl Jukebox {
             finish_zip(w)
         })
         .await
-        .map_err(|e| JukeboxError::io("background task failed", e))?
     }
 
     /// Import an archive staged on disk: merge by MD5, convert MD5-level bindings
     /// back to ids, return the stats.
-    pub async fn import(self: &Arc<Self>, archive: Staged) -> Result<Value, JukeboxError> {
+    pub async fn import(self: &Arc<Self>, archive: StagedArchive) -> Result<Value, JukeboxError> {
         let this = self.clone();
-        let prepared = tokio::task::spawn_blocking(move || prepare_import(&this, &archive))
-            .await
-            .map_err(|e| JukeboxError::io("background task failed", e))??;
+        let prepared =
+            companiond_core::task::blocking(move || prepare_import(&this, &archive)).await?;
         let songs_dir = self.dir(Kind::Song);
         let actions_dir = self.dir(Kind::Action);
         self.mutate(move |lib, _, tx| Ok(apply_import(lib, prepared, tx, &songs_dir, &actions_dir)))
@@ -390,10 +392,14 @@ fn extract(
     file.as_file()
         .sync_data()
         .map_err(|e| zip_err("cannot write an imported file", e))?;
+    let path = file
+        .into_temp_path()
+        .keep()
+        .map_err(|e| zip_err("cannot keep an imported file", e))?;
     Ok(Staged {
-        path: file.into_temp_path(),
-        md5: hex::encode(md5.finalize()),
+        file: companiond_core::staging::StagedFile::new(path),
         size,
+        tap: md5.hex(),
     })
 }
 
@@ -472,9 +478,9 @@ fn record_entry(kind: Kind, rel: &str) -> Option<(String, String)> {
     Some((format!("{}/{}", kind.dir(), name), name))
 }
 
-fn prepare_import(j: &Jukebox, archive: &Staged) -> Result<Prepared, JukeboxError> {
+fn prepare_import(j: &Jukebox, archive: &StagedArchive) -> Result<Prepared, JukeboxError> {
     let limits = j.limits;
-    let mut zip = open_archive(&archive.path)?;
+    let mut zip = open_archive(archive.file.path())?;
     let entries = index_entries(&mut zip, &limits)?;
     let cfg_idx = *entries
         .get("config.json")
@@ -542,8 +548,8 @@ fn prepare_import(j: &Jukebox, archive: &Staged) -> Result<Prepared, JukeboxErro
                             } else {
                                 let st =
                                     extract(&mut zip, idx, &j.dir(kind), &limits, &mut budget)?;
-                                extracted.insert(idx, st.md5.clone());
-                                item.md5 = st.md5.clone();
+                                extracted.insert(idx, st.tap.clone());
+                                item.md5 = st.tap.clone();
                                 item.staged = Some(st);
                             }
                         }
@@ -577,6 +583,31 @@ fn prepare_import(j: &Jukebox, archive: &Staged) -> Result<Prepared, JukeboxErro
     Ok(out)
 }
 
+/// Place an extracted file in `dir`: a new id and the stored name (`None`
+/// when it cannot be stored: the item is skipped).
+fn place_imported(
+    lib: &Library,
+    kind: Kind,
+    staged: Staged,
+    dir: &Path,
+    file_name: &str,
+    tx: &mut Tx,
+) -> Option<(String, String)> {
+    let (path, stored) = match place(staged, dir, file_name) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::warn!("jukebox import: {e}");
+            return None;
+        }
+    };
+    tx.created.push(path);
+    let id = unique_id(&sanitize_id(&stored), |c| match kind {
+        Kind::Song => lib.songs.contains_key(c),
+        Kind::Action => lib.actions.contains_key(c),
+    });
+    Some((id, stored))
+}
+
 fn apply_import(
     lib: &mut Library,
     p: Prepared,
@@ -608,16 +639,12 @@ fn apply_import(
             songs_merged += 1;
             existing
         } else if let Some(st) = item.staged {
-            let (path, stored) = match place(st, songs_dir, &item.file_name) {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!("jukebox import: {e}");
-                    skipped += 1;
-                    continue;
-                }
+            let Some((id, stored)) =
+                place_imported(lib, Kind::Song, st, songs_dir, &item.file_name, tx)
+            else {
+                skipped += 1;
+                continue;
             };
-            tx.created.push(path);
-            let id = unique_id(&sanitize_id(&stored), |c| lib.songs.contains_key(c));
             let rec = &item.record;
             let name = imported_name(rec, &item.file_name, &stored);
             let song = Song {
@@ -663,16 +690,12 @@ fn apply_import(
             skipped += 1;
             continue;
         };
-        let (path, stored) = match place(st, actions_dir, &item.file_name) {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("jukebox import: {e}");
-                skipped += 1;
-                continue;
-            }
+        let Some((id, stored)) =
+            place_imported(lib, Kind::Action, st, actions_dir, &item.file_name, tx)
+        else {
+            skipped += 1;
+            continue;
         };
-        tx.created.push(path);
-        let id = unique_id(&sanitize_id(&stored), |c| lib.actions.contains_key(c));
         let rec = &item.record;
         let name = imported_name(rec, &item.file_name, &stored);
         let action = Action {

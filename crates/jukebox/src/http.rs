@@ -20,10 +20,13 @@ use tower_http::services::ServeFile;
 
 use crate::archive::{ExportSelection, Packer};
 use crate::error::JukeboxError;
-use crate::library::{bool_option, human_size, Jukebox, Kind};
+use companiond_core::staging::{StageError, Staging};
+use companiond_core::text::human_size;
+
+use crate::library::{bool_option, Jukebox, Kind};
+use crate::md5sum::Md5;
 use crate::model::{extension, MAX_OFFSET};
-use crate::stage::Stager;
-use crate::upload::{check_type, parse_metadata, upload_basename, Upload};
+use crate::upload::{check_type, parse_metadata, upload_basename, Refused, Upload, Uploaded};
 
 type Res = Result<Response, JukeboxError>;
 
@@ -215,32 +218,19 @@ pub async fn get_summary(Ext(j): Ext<Jukebox>) -> Res {
 
 // ------------------------------------------------------------------ uploads
 
-/// Stream one multipart part into a new staging file (removed again on any error).
-async fn stream_part(
-    field: &mut axum::extract::multipart::Field<'_>,
-    mut stager: Stager,
-) -> Result<crate::stage::Staged, JukeboxError> {
-    let streamed = loop {
-        match field.chunk().await {
-            Ok(Some(chunk)) => {
-                if let Err(e) = stager.push(chunk).await {
-                    break Err(e);
-                }
-            }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(multipart_error(e)),
-        }
-    };
-    match streamed {
-        Ok(()) => stager.finish().await,
-        Err(e) => {
-            stager.discard().await;
-            Err(e)
-        }
+/// A staging failure as the family's error; `label` names what was uploaded.
+fn stage_error(label: &str, e: StageError) -> JukeboxError {
+    match e {
+        StageError::TooLarge { limit } => JukeboxError::TooLarge(format!(
+            "{label} is too large: more than {}",
+            human_size(limit)
+        )),
+        StageError::Body(m) => multipart_error(m),
+        StageError::Io(e) => JukeboxError::io("cannot write the uploaded file", e),
     }
 }
 
-async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
+async fn upload(j: &Arc<Jukebox>, kind: Kind, req: Request) -> Result<Response, JukeboxError> {
     let mut mp = multipart(req).await?;
     let mut uploads: Vec<Upload> = Vec::new();
     let mut metadata: Option<String> = None;
@@ -258,14 +248,19 @@ async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
                         // Not stored: the rest of this part is skipped by the parser.
                         uploads.push(Upload {
                             file_name: raw_name,
-                            outcome: Err(e),
+                            outcome: Err(Refused::Invalid(e)),
                         });
                         continue;
                     }
                 };
                 let label = format!("{} {file_name}", kind.word());
-                let stager = Stager::start(&j.dir(kind), "upload", j.limits.file, &label)?;
-                let staged = stream_part(&mut field, stager).await?;
+                let staging =
+                    Staging::in_dir_tapped(&j.dir(kind), "upload", j.limits.file, true, Md5::new())
+                        .map_err(|e| JukeboxError::io("cannot create a temporary file", e))?;
+                let staged = staging
+                    .drain(&mut field)
+                    .await
+                    .map_err(|e| stage_error(&label, e))?;
                 total += staged.size;
                 if total > j.limits.archive {
                     return Err(JukeboxError::TooLarge(format!(
@@ -290,35 +285,22 @@ async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
     let metas = parse_metadata(metadata.as_deref())?;
     let single = uploads.len() == 1;
     let mut results = j.commit_uploads(kind, uploads, metas).await?;
-    if single {
-        let r = results.pop().unwrap_or(Value::Null);
-        if r.get("success").and_then(Value::as_bool) == Some(true) {
-            return Ok(json_response(r));
+    match results.pop() {
+        Some(Uploaded::Refused(refused)) if single => Err(JukeboxError::Refused(refused)),
+        Some(one) if single => Ok(Json(one).into_response()),
+        last => {
+            results.extend(last);
+            Ok(Json(serde_json::json!({"success": true, "results": results})).into_response())
         }
-        let error = r
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("upload failed")
-            .to_string();
-        let status = if error.contains("already exists") {
-            StatusCode::CONFLICT
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        let body = serde_json::json!({"success": false, "error": error, "detail": error});
-        return Ok((status, Json(body)).into_response());
     }
-    Ok(json_response(
-        serde_json::json!({"success": true, "results": results}),
-    ))
 }
 
 pub async fn upload_songs(Ext(j): Ext<Jukebox>, req: Request) -> Res {
-    upload(j, Kind::Song, req).await
+    upload(&j, Kind::Song, req).await
 }
 
 pub async fn upload_actions(Ext(j): Ext<Jukebox>, req: Request) -> Res {
-    upload(j, Kind::Action, req).await
+    upload(&j, Kind::Action, req).await
 }
 
 // ------------------------------------------------------------------ deletes
@@ -491,14 +473,13 @@ pub async fn import(Ext(j): Ext<Jukebox>, req: Request) -> Res {
         if staged.is_some() || !(name == "file" || name == "files") {
             continue;
         }
-        let stager = Stager::start_with(
-            &j.tmp_dir(),
-            "import",
-            j.limits.archive,
-            "the import archive",
-            false,
-        )?;
-        staged = Some(stream_part(&mut field, stager).await?);
+        let staging = Staging::in_dir(&j.tmp_dir(), "import", j.limits.archive, true)
+            .map_err(|e| JukeboxError::io("cannot create a temporary file", e))?;
+        let archive = staging
+            .drain(&mut field)
+            .await
+            .map_err(|e| stage_error("the import archive", e))?;
+        staged = Some(archive);
     }
     let staged =
         staged.ok_or_else(|| JukeboxError::bad("no archive uploaded (multipart field file)"))?;

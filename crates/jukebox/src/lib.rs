@@ -4,20 +4,21 @@
 //! * [`library`]: the service (in-memory library, lock, durable changes) and its operations;
 //! * [`storage`]: base document + append-only journal, migration, compaction;
 //! * [`view`]: the GET /config answer cached in serialised parts;
-//! * [`stage`], [`upload`], [`tags`]: streamed uploads with MD5, names from tags;
+//! * [`upload`], [`md5sum`], [`tags`]: uploads staged with core's `staging` and
+//!   hashed while they stream in, names from tags;
 //! * [`archive`]: export, import and pack-folder ZIPs;
 //! * [`http`]: thin handlers; [`error`]: the `{detail}` error enum.
 
-pub mod archive;
-pub mod error;
-pub mod http;
-pub mod library;
-pub mod model;
-pub mod stage;
-pub mod storage;
-pub mod tags;
-pub mod upload;
-pub mod view;
+mod archive;
+mod error;
+mod http;
+mod library;
+mod md5sum;
+mod model;
+mod storage;
+mod tags;
+mod upload;
+mod view;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +29,7 @@ use axum::routing::{self, MethodRouter};
 use companiond_core::{Api, AppState};
 
 pub use error::JukeboxError;
-pub use library::{Jukebox, Limits, DEFAULT_IDLE_UNLOAD};
+pub use library::{Jukebox, Kind, Limits, DEFAULT_IDLE_UNLOAD};
 
 /// The routes of this family, each with its literal path. Upload routes take
 /// bodies of any size (the domain enforces its own limits while streaming).

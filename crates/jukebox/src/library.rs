@@ -47,20 +47,6 @@ impl Default for Limits {
     }
 }
 
-/// Human-readable size for messages ("1.0 GB", "12 MB", "512 bytes").
-pub fn human_size(n: u64) -> String {
-    const GB: f64 = (1u64 << 30) as f64;
-    const MB: f64 = (1u64 << 20) as f64;
-    let f = n as f64;
-    if f >= GB {
-        format!("{:.1} GB", f / GB)
-    } else if f >= MB {
-        format!("{:.1} MB", f / MB)
-    } else {
-        format!("{n} bytes")
-    }
-}
-
 /// Songs or actions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -512,9 +498,7 @@ impl Jukebox {
     /// loading the library, while the files are the ones it was written with.
     pub async fn summary(self: &Arc<Self>) -> Result<Summary, JukeboxError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.summary_blocking())
-            .await
-            .map_err(|e| JukeboxError::io("background task failed", e))?
+        companiond_core::task::blocking(move || this.summary_blocking()).await
     }
 
     fn summary_blocking(&self) -> Result<Summary, JukeboxError> {
@@ -566,7 +550,7 @@ impl Jukebox {
             }
         }
         let this = self.clone();
-        tokio::task::spawn_blocking(move || {
+        companiond_core::task::blocking(move || {
             this.read(|live| {
                 let Live {
                     view, lib, summary, ..
@@ -575,7 +559,6 @@ impl Jukebox {
             })
         })
         .await
-        .map_err(|e| JukeboxError::io("background task failed", e))?
     }
 
     /// Run `f` on the library (blocking code; holds the library lock).
@@ -632,9 +615,7 @@ impl Jukebox {
         let lock = self.store.lock_for(USER_CONFIG);
         let _guard = lock.lock().await;
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.mutate_blocking(f))
-            .await
-            .map_err(|e| JukeboxError::io("background task failed", e))?
+        companiond_core::task::blocking(move || this.mutate_blocking(f)).await
     }
 
     fn mutate_blocking<R, F>(&self, f: F) -> Result<R, JukeboxError>

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use companiond_core::store::Store;
 use companiond_core::testkit::{TestOptions, TestServer};
-use companiond_jukebox::library::Kind;
-use companiond_jukebox::{Jukebox, Limits};
+use companiond_jukebox::{Jukebox, Kind, Limits};
 use reqwest::Method;
 use serde_json::{json, Value};
 
