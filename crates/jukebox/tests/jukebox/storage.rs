@@ -289,7 +289,7 @@ fn spawn_child(mode: &str, data: &Path, bundle: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_process",
+            "storage::child_process",
             "--ignored",
             "--nocapture",
             "--test-threads=1",
