@@ -5,7 +5,8 @@ use std::fs::File;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRequest, Multipart, Path as UrlPath, Request};
+use axum::extract::{FromRequest, FromRequestParts, Multipart, Path as UrlPath, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -295,12 +296,25 @@ async fn upload(j: &Arc<Jukebox>, kind: Kind, req: Request) -> Result<Response, 
     }
 }
 
-pub async fn upload_songs(Ext(j): Ext<Jukebox>, req: Request) -> Res {
-    upload(&j, Kind::Song, req).await
+/// POST /api/jukebox/songs and /api/jukebox/actions.
+pub async fn upload_files(Ext(j): Ext<Jukebox>, kind: Kind, req: Request) -> Res {
+    upload(&j, kind, req).await
 }
 
-pub async fn upload_actions(Ext(j): Ext<Jukebox>, req: Request) -> Res {
-    upload(&j, Kind::Action, req).await
+/// Songs or actions, from the route's path: one handler serves both resources.
+impl<S: Send + Sync> FromRequestParts<S> for Kind {
+    type Rejection = JukeboxError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Kind, JukeboxError> {
+        let path = parts.uri.path();
+        if path.starts_with("/api/jukebox/songs") {
+            Ok(Kind::Song)
+        } else if path.starts_with("/api/jukebox/actions") {
+            Ok(Kind::Action)
+        } else {
+            Err(JukeboxError::not_found("no such jukebox resource"))
+        }
+    }
 }
 
 // ------------------------------------------------------------------ deletes
@@ -324,22 +338,15 @@ async fn batch_ids(req: Request, key: &str) -> Result<Vec<String>, JukeboxError>
     }
 }
 
-pub async fn batch_delete_songs(Ext(j): Ext<Jukebox>, req: Request) -> Res {
-    let ids = batch_ids(req, "songIds").await?;
-    Ok(json_response(j.batch_delete(Kind::Song, ids).await?))
+/// POST /api/jukebox/songs/batch-delete and /api/jukebox/actions/batch-delete.
+pub async fn batch_delete(Ext(j): Ext<Jukebox>, kind: Kind, req: Request) -> Res {
+    let ids = batch_ids(req, kind.ids_key()).await?;
+    Ok(json_response(j.batch_delete(kind, ids).await?))
 }
 
-pub async fn batch_delete_actions(Ext(j): Ext<Jukebox>, req: Request) -> Res {
-    let ids = batch_ids(req, "actionIds").await?;
-    Ok(json_response(j.batch_delete(Kind::Action, ids).await?))
-}
-
-pub async fn delete_song(Ext(j): Ext<Jukebox>, UrlPath(id): UrlPath<String>) -> Res {
-    Ok(json_response(j.delete(Kind::Song, id).await?))
-}
-
-pub async fn delete_action(Ext(j): Ext<Jukebox>, UrlPath(id): UrlPath<String>) -> Res {
-    Ok(json_response(j.delete(Kind::Action, id).await?))
+/// DELETE /api/jukebox/songs/{song_id} and /api/jukebox/actions/{action_id}.
+pub async fn delete(Ext(j): Ext<Jukebox>, kind: Kind, UrlPath(id): UrlPath<String>) -> Res {
+    Ok(json_response(j.delete(kind, id).await?))
 }
 
 // ------------------------------------------------------------------ settings
@@ -368,26 +375,15 @@ fn label(form: &FormFields, key: &str, allow_empty: bool) -> Result<Option<Strin
     Ok(Some(v))
 }
 
-pub async fn song_visibility(
+/// PUT /api/jukebox/songs/{song_id}/visibility and /api/jukebox/actions/{action_id}/visibility.
+pub async fn visibility(
     Ext(j): Ext<Jukebox>,
+    kind: Kind,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
     let visible = visible_field(&form)?;
-    Ok(json_response(
-        j.set_visibility(Kind::Song, id, visible).await?,
-    ))
-}
-
-pub async fn action_visibility(
-    Ext(j): Ext<Jukebox>,
-    UrlPath(id): UrlPath<String>,
-    form: FormFields,
-) -> Res {
-    let visible = visible_field(&form)?;
-    Ok(json_response(
-        j.set_visibility(Kind::Action, id, visible).await?,
-    ))
+    Ok(json_response(j.set_visibility(kind, id, visible).await?))
 }
 
 pub async fn song_metadata(

@@ -51,22 +51,22 @@ pub fn api(state: &AppState) -> Api {
             Method::POST,
             "/api/jukebox/songs",
             "Upload songs (multipart files, metadata)",
-            streamed(routing::post(upload_songs)),
+            streamed(routing::post(upload_files)),
         )
         .post(
             "/api/jukebox/songs/batch-delete",
             "Delete user songs, hide built-in ones",
-            batch_delete_songs,
+            batch_delete,
         )
         .delete(
             "/api/jukebox/songs/{song_id}",
             "Delete a user song or hide a built-in one",
-            delete_song,
+            delete,
         )
         .put(
             "/api/jukebox/songs/{song_id}/visibility",
             "Show or hide a song",
-            song_visibility,
+            visibility,
         )
         .put(
             "/api/jukebox/songs/{song_id}/metadata",
@@ -82,22 +82,22 @@ pub fn api(state: &AppState) -> Api {
             Method::POST,
             "/api/jukebox/actions",
             "Upload actions (multipart files, metadata)",
-            streamed(routing::post(upload_actions)),
+            streamed(routing::post(upload_files)),
         )
         .post(
             "/api/jukebox/actions/batch-delete",
             "Delete user actions, hide built-in ones",
-            batch_delete_actions,
+            batch_delete,
         )
         .delete(
             "/api/jukebox/actions/{action_id}",
             "Delete a user action or hide a built-in one",
-            delete_action,
+            delete,
         )
         .put(
             "/api/jukebox/actions/{action_id}/visibility",
             "Show or hide an action",
-            action_visibility,
+            visibility,
         )
         .put(
             "/api/jukebox/actions/{action_id}/metadata",

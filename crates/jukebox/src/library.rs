@@ -708,36 +708,26 @@ impl Jukebox {
         id: &str,
         tx: &mut Tx,
     ) -> Result<Deleted, JukeboxError> {
-        match kind {
-            Kind::Song => {
-                let s = lib
-                    .song_mut(id)
-                    .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-                if s.is_builtin {
-                    s.visible = false;
-                    return Ok(Deleted::Hidden);
-                }
-                let s = lib
-                    .remove_song(id)
-                    .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-                tx.remove_after.extend(self.user_path(&s.audio));
-                Ok(Deleted::Removed)
-            }
-            Kind::Action => {
-                let a = lib
-                    .action_mut(id)
-                    .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-                if a.is_builtin {
-                    a.visible = false;
-                    return Ok(Deleted::Hidden);
-                }
-                let a = lib
-                    .remove_action(id)
-                    .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-                tx.remove_after.extend(self.user_path(&a.file));
-                Ok(Deleted::Removed)
-            }
+        let missing = || JukeboxError::not_found(format!("{} does not exist", kind.word()));
+        let builtin = match kind {
+            Kind::Song => lib.songs.get(id).map(|s| s.is_builtin),
+            Kind::Action => lib.actions.get(id).map(|a| a.is_builtin),
         }
+        .ok_or_else(missing)?;
+        if builtin {
+            match kind {
+                Kind::Song => lib.song_mut(id).map(|s| s.visible = false),
+                Kind::Action => lib.action_mut(id).map(|a| a.visible = false),
+            };
+            return Ok(Deleted::Hidden);
+        }
+        let file = match kind {
+            Kind::Song => lib.remove_song(id).map(|s| s.audio),
+            Kind::Action => lib.remove_action(id).map(|a| a.file),
+        }
+        .ok_or_else(missing)?;
+        tx.remove_after.extend(self.user_path(&file));
+        Ok(Deleted::Removed)
     }
 
     /// Batch delete: every id must exist (else 404 and nothing changes).
