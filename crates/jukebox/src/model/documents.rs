@@ -78,6 +78,61 @@ pub struct StorageMark {
     pub generation: u64,
 }
 
+/// How one kind of record goes into the user document.
+struct SplitKind<V: 'static> {
+    builtin: fn(&V) -> bool,
+    md5: fn(&V) -> &String,
+    /// The settings a user may change on a built-in record.
+    fields: &'static [&'static str],
+    field: fn(&V, &str) -> Value,
+}
+
+const SONG_SPLIT: SplitKind<Song> = SplitKind {
+    builtin: |s| s.is_builtin,
+    md5: |s| &s.audio_md5,
+    fields: SONG_OVERRIDE_FIELDS,
+    field: song_field,
+};
+
+const ACTION_SPLIT: SplitKind<Action> = SplitKind {
+    builtin: |a| a.is_builtin,
+    md5: |a| &a.file_md5,
+    fields: ACTION_OVERRIDE_FIELDS,
+    field: action_field,
+};
+
+/// One kind's part of the user document: user records whole (with their MD5
+/// entries), built-in ones as the settings that differ from the bundle.
+fn split_records<'a, V>(
+    records: &'a Ordered<V>,
+    bundled: &IndexMap<String, V>,
+    kind: &SplitKind<V>,
+    out: &mut Vec<(&'a String, &'a V)>,
+    md5_out: &mut Vec<(&'a String, &'a String)>,
+    overrides: &mut IndexMap<String, Map<String, Value>>,
+) {
+    for (id, r) in records.iter() {
+        if !(kind.builtin)(r) {
+            let md5 = (kind.md5)(r);
+            if !md5.is_empty() {
+                md5_out.push((md5, id));
+            }
+            out.push((id, r));
+        } else if let Some(orig) = bundled.get(id) {
+            let mut o = Map::new();
+            for f in kind.fields {
+                let cur = (kind.field)(r, f);
+                if cur != (kind.field)(orig, f) {
+                    o.insert((*f).to_string(), cur);
+                }
+            }
+            if !o.is_empty() {
+                overrides.insert(id.clone(), o);
+            }
+        }
+    }
+}
+
 impl Library {
     // -------------------------------------------------------------- persisted form
 
@@ -97,44 +152,22 @@ impl Library {
                 generation,
             },
         };
-        for (id, s) in self.songs.iter() {
-            if !s.is_builtin {
-                if !s.audio_md5.is_empty() {
-                    doc.md5_songs.push((&s.audio_md5, id));
-                }
-                doc.songs.push((id, s));
-            } else if let Some(orig) = bundle.songs.get(id) {
-                let mut o = Map::new();
-                for f in SONG_OVERRIDE_FIELDS {
-                    let cur = song_field(s, f);
-                    if cur != song_field(orig, f) {
-                        o.insert((*f).to_string(), cur);
-                    }
-                }
-                if !o.is_empty() {
-                    doc.overrides.songs.insert(id.clone(), o);
-                }
-            }
-        }
-        for (id, a) in self.actions.iter() {
-            if !a.is_builtin {
-                if !a.file_md5.is_empty() {
-                    doc.md5_actions.push((&a.file_md5, id));
-                }
-                doc.actions.push((id, a));
-            } else if let Some(orig) = bundle.actions.get(id) {
-                let mut o = Map::new();
-                for f in ACTION_OVERRIDE_FIELDS {
-                    let cur = action_field(a, f);
-                    if cur != action_field(orig, f) {
-                        o.insert((*f).to_string(), cur);
-                    }
-                }
-                if !o.is_empty() {
-                    doc.overrides.actions.insert(id.clone(), o);
-                }
-            }
-        }
+        split_records(
+            &self.songs,
+            &bundle.songs,
+            &SONG_SPLIT,
+            &mut doc.songs,
+            &mut doc.md5_songs,
+            &mut doc.overrides.songs,
+        );
+        split_records(
+            &self.actions,
+            &bundle.actions,
+            &ACTION_SPLIT,
+            &mut doc.actions,
+            &mut doc.md5_actions,
+            &mut doc.overrides.actions,
+        );
         let empty = &*EMPTY_BINDINGS;
         let mut song_ids: Vec<&String> = self.bindings.keys().collect();
         song_ids.extend(

@@ -9,42 +9,12 @@ impl Library {
     /// Replay one journal record (raw: no cascades, those are records of their own).
     pub fn replay(&mut self, op: &JournalOp) {
         match op {
-            JournalOp::Song { id, change } => match change {
-                OpChange::Put(v) => {
-                    if let Ok(mut s) = serde_json::from_value::<Song>(Value::Object(v.clone())) {
-                        s.id = id.clone();
-                        self.songs.put(id.clone(), s);
-                    }
-                }
-                OpChange::Set(fields) => {
-                    if let Some(s) = self.songs.get_mut(id) {
-                        if let Some(n) = patched(&*s, fields) {
-                            *s = n;
-                        }
-                    }
-                }
-                OpChange::Del => {
-                    self.songs.take(id);
-                }
-            },
-            JournalOp::Action { id, change } => match change {
-                OpChange::Put(v) => {
-                    if let Ok(mut a) = serde_json::from_value::<Action>(Value::Object(v.clone())) {
-                        a.id = id.clone();
-                        self.actions.put(id.clone(), a);
-                    }
-                }
-                OpChange::Set(fields) => {
-                    if let Some(a) = self.actions.get_mut(id) {
-                        if let Some(n) = patched(&*a, fields) {
-                            *a = n;
-                        }
-                    }
-                }
-                OpChange::Del => {
-                    self.actions.take(id);
-                }
-            },
+            JournalOp::Song { id, change } => {
+                replay_record(&mut self.songs, id, change, |s, id| s.id = id)
+            }
+            JournalOp::Action { id, change } => {
+                replay_record(&mut self.actions, id, change, |a, id| a.id = id)
+            }
             JournalOp::Bindings { id, map } => match map {
                 Some(m) => {
                     self.bindings.put(id.clone(), m.clone());
@@ -53,6 +23,33 @@ impl Library {
                     self.bindings.take(id);
                 }
             },
+        }
+    }
+}
+
+/// Replay one record's change onto `records` (`set_id` gives a put record its id).
+fn replay_record<V: Serialize + serde::de::DeserializeOwned>(
+    records: &mut Ordered<V>,
+    id: &str,
+    change: &OpChange,
+    set_id: fn(&mut V, String),
+) {
+    match change {
+        OpChange::Put(v) => {
+            if let Ok(mut r) = serde_json::from_value::<V>(Value::Object(v.clone())) {
+                set_id(&mut r, id.to_string());
+                records.put(id.to_string(), r);
+            }
+        }
+        OpChange::Set(fields) => {
+            if let Some(r) = records.get_mut(id) {
+                if let Some(n) = patched(&*r, fields) {
+                    *r = n;
+                }
+            }
+        }
+        OpChange::Del => {
+            records.take(id);
         }
     }
 }
@@ -152,56 +149,43 @@ impl JournalOp {
     }
 }
 
+/// The journal records of one kind's changed records (`record` makes the
+/// journal record of an id).
+fn record_ops<V: Serialize>(
+    changes: &[Changed<V>],
+    now: &Ordered<V>,
+    ops: &mut Vec<JournalOp>,
+    record: impl Fn(String, OpChange) -> JournalOp,
+) {
+    let to_map = |v: Value| match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    for c in changes {
+        let change = match (&c.old, now.get(&c.id)) {
+            (_, None) => OpChange::Del,
+            (None, Some(n)) => OpChange::Put(to_map(json!(n))),
+            (Some((seq, o)), Some(n)) if Some(*seq) == c.new => OpChange::Set(changed_fields(o, n)),
+            (Some(_), Some(n)) => {
+                // Removed and added again: it moved to the end.
+                ops.push(record(c.id.clone(), OpChange::Del));
+                OpChange::Put(to_map(json!(n)))
+            }
+        };
+        ops.push(record(c.id.clone(), change));
+    }
+}
+
 impl Changes {
     /// The journal records of this change.
     pub fn ops(&self, lib: &Library) -> Vec<JournalOp> {
         let mut ops = Vec::new();
-        let to_map = |v: Value| match v {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-        for c in &self.songs {
-            let change = match (&c.old, lib.songs.get(&c.id)) {
-                (_, None) => OpChange::Del,
-                (None, Some(n)) => OpChange::Put(to_map(json!(n))),
-                (Some((seq, o)), Some(n)) if Some(*seq) == c.new => {
-                    OpChange::Set(changed_fields(o, n))
-                }
-                (Some(_), Some(n)) => {
-                    // Removed and added again: it moved to the end.
-                    ops.push(JournalOp::Song {
-                        id: c.id.clone(),
-                        change: OpChange::Del,
-                    });
-                    OpChange::Put(to_map(json!(n)))
-                }
-            };
-            ops.push(JournalOp::Song {
-                id: c.id.clone(),
-                change,
-            });
-        }
-        for c in &self.actions {
-            let change = match (&c.old, lib.actions.get(&c.id)) {
-                (_, None) => OpChange::Del,
-                (None, Some(n)) => OpChange::Put(to_map(json!(n))),
-                (Some((seq, o)), Some(n)) if Some(*seq) == c.new => {
-                    OpChange::Set(changed_fields(o, n))
-                }
-                (Some(_), Some(n)) => {
-                    // Removed and added again: it moved to the end.
-                    ops.push(JournalOp::Action {
-                        id: c.id.clone(),
-                        change: OpChange::Del,
-                    });
-                    OpChange::Put(to_map(json!(n)))
-                }
-            };
-            ops.push(JournalOp::Action {
-                id: c.id.clone(),
-                change,
-            });
-        }
+        record_ops(&self.songs, &lib.songs, &mut ops, |id, change| {
+            JournalOp::Song { id, change }
+        });
+        record_ops(&self.actions, &lib.actions, &mut ops, |id, change| {
+            JournalOp::Action { id, change }
+        });
         for c in &self.bindings {
             if c.old.as_ref().is_some_and(|(seq, _)| Some(*seq) != c.new) {
                 ops.push(JournalOp::Bindings {

@@ -383,45 +383,42 @@ impl Library {
 
     /// Add a new user song (last in order) and index its MD5.
     pub fn insert_song(&mut self, song: Song) {
-        let id = song.id.clone();
-        let md5 = song.audio_md5.clone();
+        let (id, md5) = (song.id.clone(), song.audio_md5.clone());
         self.touch_song(&id);
         let old = self.songs.get(&id).map(|r| r.audio_md5.clone());
         self.songs.put(id.clone(), song);
-        if let Some(old) = old.filter(|o| *o != md5 && !o.is_empty()) {
-            self.unindex(true, &id, &old);
-        }
-        if md5.is_empty() {
-            return;
-        }
-        if self.md5.songs.get(&md5).is_some_and(|h| *h != id) {
-            // Another record claims this MD5: let the full rule decide.
-            self.dup_md5.insert((true, md5));
-            self.reindex();
-        } else {
-            self.set_md5(true, &md5, Some(id));
-        }
+        self.index_inserted(true, id, md5, old);
     }
 
     /// Add a new user action (last in order) and index its MD5.
     pub fn insert_action(&mut self, action: Action) {
-        let id = action.id.clone();
-        let md5 = action.file_md5.clone();
+        let (id, md5) = (action.id.clone(), action.file_md5.clone());
         self.touch_action(&id);
         let old = self.actions.get(&id).map(|r| r.file_md5.clone());
         self.actions.put(id.clone(), action);
+        self.index_inserted(false, id, md5, old);
+    }
+
+    /// Index the MD5 of a record just inserted (`old`: the MD5 of the record
+    /// it replaced).
+    fn index_inserted(&mut self, song: bool, id: String, md5: String, old: Option<String>) {
         if let Some(old) = old.filter(|o| *o != md5 && !o.is_empty()) {
-            self.unindex(false, &id, &old);
+            self.unindex(song, &id, &old);
         }
         if md5.is_empty() {
             return;
         }
-        if self.md5.actions.get(&md5).is_some_and(|h| *h != id) {
+        let holders = if song {
+            &self.md5.songs
+        } else {
+            &self.md5.actions
+        };
+        if holders.get(&md5).is_some_and(|h| *h != id) {
             // Another record claims this MD5: let the full rule decide.
-            self.dup_md5.insert((false, md5));
+            self.dup_md5.insert((song, md5));
             self.reindex();
         } else {
-            self.set_md5(false, &md5, Some(id));
+            self.set_md5(song, &md5, Some(id));
         }
     }
 

@@ -107,51 +107,17 @@ impl Library {
             return Changes::default();
         };
         let t = *t;
-        let mut c = Changes {
+        let c = Changes {
             md5_rebuilt: t.md5_before.is_some(),
-            ..Changes::default()
+            songs: changed(t.songs, &self.songs),
+            actions: changed(t.actions, &self.actions),
+            bindings: changed(t.bindings, &self.bindings),
+            md5: t
+                .md5
+                .into_iter()
+                .map(|((song, md5), old)| (song, md5, old))
+                .collect(),
         };
-        for (id, old) in t.songs {
-            let new = self.songs.map.get(&id);
-            if old.as_ref().map(|(_, v)| v) != new.map(|(_, v)| v.as_ref()) {
-                c.songs.push(Changed {
-                    new: new.map(|(s, _)| *s),
-                    id,
-                    old,
-                });
-            }
-        }
-        for (id, old) in t.actions {
-            let new = self.actions.map.get(&id);
-            if old.as_ref().map(|(_, v)| v) != new.map(|(_, v)| v.as_ref()) {
-                c.actions.push(Changed {
-                    new: new.map(|(s, _)| *s),
-                    id,
-                    old,
-                });
-            }
-        }
-        for (id, old) in t.bindings {
-            let new = self.bindings.map.get(&id);
-            if old.as_ref().map(|(_, v)| v) != new.map(|(_, v)| v.as_ref()) {
-                c.bindings.push(Changed {
-                    new: new.map(|(s, _)| *s),
-                    id,
-                    old,
-                });
-            }
-        }
-        for ((song, md5), old) in t.md5 {
-            c.md5.push((song, md5, old));
-        }
-        // In the order of the library (new entries in the order they were added).
-        let key = |new: Option<u64>, old: Option<u64>| (new.unwrap_or(u64::MAX), old);
-        c.songs
-            .sort_by_key(|x| key(x.new, x.old.as_ref().map(|o| o.0)));
-        c.actions
-            .sort_by_key(|x| key(x.new, x.old.as_ref().map(|o| o.0)));
-        c.bindings
-            .sort_by_key(|x| key(x.new, x.old.as_ref().map(|o| o.0)));
         self.update_reverse(&c);
         c
     }
@@ -207,4 +173,25 @@ impl Library {
             }
         }
     }
+}
+
+/// The entries whose value differs from the one remembered before the change,
+/// in the order of the library (new entries in the order they were added).
+fn changed<V: PartialEq>(
+    touched: HashMap<String, Option<(u64, V)>>,
+    now: &Ordered<V>,
+) -> Vec<Changed<V>> {
+    let mut out = Vec::new();
+    for (id, old) in touched {
+        let new = now.map.get(&id);
+        if old.as_ref().map(|(_, v)| v) != new.map(|(_, v)| v.as_ref()) {
+            out.push(Changed {
+                new: new.map(|(s, _)| *s),
+                id,
+                old,
+            });
+        }
+    }
+    out.sort_by_key(|x| (x.new.unwrap_or(u64::MAX), x.old.as_ref().map(|o| o.0)));
+    out
 }

@@ -264,7 +264,12 @@ pub async fn upload_ok(s: &TestServer, kind: &str, name: &str, bytes: Vec<u8>) -
 }
 
 /// A url-encoded form request.
-pub async fn form(s: &TestServer, method: Method, path: &str, fields: &[(&str, &str)]) -> (u16, Value) {
+pub async fn form(
+    s: &TestServer,
+    method: Method,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> (u16, Value) {
     let r = s
         .http
         .request(method, s.url(path))
@@ -393,7 +398,6 @@ pub fn detail(v: &Value) -> String {
         .unwrap_or_else(|| v["detail"].to_string())
 }
 
-
 /// Every file under `dir` (recursive, hidden staging files included), relative.
 pub fn tree(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -436,4 +440,3 @@ pub async fn send_raw(s: &TestServer, path: &str, (ct, body): (String, Vec<u8>))
         .expect("an answer");
     split(r).await
 }
-
