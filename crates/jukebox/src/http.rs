@@ -188,7 +188,7 @@ impl FormFields {
     }
 }
 
-fn json_response(v: Value) -> Response {
+fn json_response(v: impl serde::Serialize) -> Response {
     Json(v).into_response()
 }
 

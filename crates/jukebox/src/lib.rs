@@ -1,7 +1,8 @@
 //! Jukebox (`/api/jukebox`): the song and dance library.
 //!
 //! * [`model`]: records, the merged library, the persisted document, the revision;
-//! * [`library`]: the service (in-memory library, lock, durable changes) and its operations;
+//! * [`library`]: the service (in-memory library, lock, durable changes);
+//! * [`operations`]: the changes the routes make, with typed answers;
 //! * [`storage`]: base document + append-only journal, migration, compaction;
 //! * [`view`]: the GET /config answer cached in serialised parts;
 //! * [`upload`], [`md5sum`], [`tags`]: uploads staged with core's `staging` and
@@ -15,6 +16,7 @@ mod http;
 mod library;
 mod md5sum;
 mod model;
+mod operations;
 mod storage;
 mod tags;
 mod upload;
