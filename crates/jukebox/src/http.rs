@@ -386,24 +386,21 @@ pub async fn visibility(
     Ok(json_response(j.set_visibility(kind, id, visible).await?))
 }
 
-pub async fn song_metadata(
+/// PUT /api/jukebox/songs/{song_id}/metadata (name, artist) and
+/// /api/jukebox/actions/{action_id}/metadata (name, required).
+pub async fn metadata(
     Ext(j): Ext<Jukebox>,
+    kind: Kind,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
     let name = label(&form, "name", false)?;
-    let artist = label(&form, "artist", true)?;
-    Ok(json_response(j.set_song_metadata(id, name, artist).await?))
-}
-
-pub async fn action_metadata(
-    Ext(j): Ext<Jukebox>,
-    UrlPath(id): UrlPath<String>,
-    form: FormFields,
-) -> Res {
-    let name =
-        label(&form, "name", false)?.ok_or_else(|| JukeboxError::bad("field name is required"))?;
-    Ok(json_response(j.set_action_name(id, name).await?))
+    let artist = match kind {
+        Kind::Song => label(&form, "artist", true)?,
+        Kind::Action if name.is_none() => return Err(JukeboxError::bad("field name is required")),
+        Kind::Action => None,
+    };
+    Ok(json_response(j.set_metadata(kind, id, name, artist).await?))
 }
 
 pub async fn default_action(

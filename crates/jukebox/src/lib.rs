@@ -73,7 +73,7 @@ pub fn api(state: &AppState) -> Api {
         .put(
             "/api/jukebox/songs/{song_id}/metadata",
             "Rename a song or change its artist",
-            song_metadata,
+            metadata,
         )
         .put(
             "/api/jukebox/songs/{song_id}/default-action",
@@ -104,7 +104,7 @@ pub fn api(state: &AppState) -> Api {
         .put(
             "/api/jukebox/actions/{action_id}/metadata",
             "Rename an action",
-            action_metadata,
+            metadata,
         )
         .post("/api/jukebox/bind", "Bind an action to a song", bind)
         .delete("/api/jukebox/bind", "Unbind an action from a song", unbind)

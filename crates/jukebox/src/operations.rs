@@ -281,39 +281,35 @@ impl Jukebox {
         .await
     }
 
-    /// Change the given fields only (`None` = unchanged).
-    pub async fn set_song_metadata(
+    /// Change the given fields only (`None` = unchanged; an action has no artist).
+    pub async fn set_metadata(
         self: &Arc<Self>,
+        kind: Kind,
         id: String,
         name: Option<String>,
         artist: Option<String>,
     ) -> Result<Record, JukeboxError> {
         self.mutate(move |lib, _, _| {
-            let s = lib
-                .song_mut(&id)
-                .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-            if let Some(n) = name {
-                s.name = n;
+            let missing = || JukeboxError::not_found(format!("{} does not exist", kind.word()));
+            match kind {
+                Kind::Song => {
+                    let s = lib.song_mut(&id).ok_or_else(missing)?;
+                    if let Some(n) = name {
+                        s.name = n;
+                    }
+                    if let Some(a) = artist {
+                        s.artist = a;
+                    }
+                    Ok(Record::Song(s.clone()))
+                }
+                Kind::Action => {
+                    let a = lib.action_mut(&id).ok_or_else(missing)?;
+                    if let Some(n) = name {
+                        a.name = n;
+                    }
+                    Ok(Record::Action(a.clone()))
+                }
             }
-            if let Some(a) = artist {
-                s.artist = a;
-            }
-            Ok(Record::Song(s.clone()))
-        })
-        .await
-    }
-
-    pub async fn set_action_name(
-        self: &Arc<Self>,
-        id: String,
-        name: String,
-    ) -> Result<Record, JukeboxError> {
-        self.mutate(move |lib, _, _| {
-            let a = lib
-                .action_mut(&id)
-                .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-            a.name = name;
-            Ok(Record::Action(a.clone()))
         })
         .await
     }

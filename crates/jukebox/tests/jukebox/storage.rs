@@ -275,9 +275,14 @@ fn child_process() {
             }
             _ => {
                 for n in 0u64.. {
-                    j.set_song_metadata("song_00007".into(), Some(format!("step {n}")), None)
-                        .await
-                        .unwrap();
+                    j.set_metadata(
+                        Kind::Song,
+                        "song_00007".into(),
+                        Some(format!("step {n}")),
+                        None,
+                    )
+                    .await
+                    .unwrap();
                     println!("{n}");
                 }
             }
