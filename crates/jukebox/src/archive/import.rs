@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use companiond_core::paths::{check_file_name, clean_segments};
 use companiond_core::text::human_size;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use zip::ZipArchive;
 
 use crate::error::{shown_name, JukeboxError};
@@ -24,13 +25,36 @@ use crate::upload::{place, Staged};
 
 use super::zip_err;
 
+/// The answer of an import: `{success, stats {...}, skipped}`.
+#[derive(Debug, Serialize)]
+pub struct Imported {
+    pub success: bool,
+    pub stats: ImportStats,
+    /// Records of the archive that were left out (no file, unusable entry).
+    pub skipped: usize,
+}
+
+/// What an import added or merged (by MD5) into the library.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportStats {
+    pub songs_added: usize,
+    pub songs_merged: usize,
+    pub actions_added: usize,
+    pub actions_merged: usize,
+    pub bindings_added: usize,
+}
+
 /// An import archive received on disk.
 pub type StagedArchive = companiond_core::staging::Staged<()>;
 
 impl Jukebox {
     /// Import an archive staged on disk: merge by MD5, convert MD5-level bindings
     /// back to ids, return the stats.
-    pub async fn import(self: &Arc<Self>, archive: StagedArchive) -> Result<Value, JukeboxError> {
+    pub async fn import(
+        self: &Arc<Self>,
+        archive: StagedArchive,
+    ) -> Result<Imported, JukeboxError> {
         let this = self.clone();
         let prepared =
             companiond_core::task::blocking(move || prepare_import(&this, &archive)).await?;
@@ -398,15 +422,15 @@ fn apply_import(
     tx: &mut Tx,
     songs_dir: &Path,
     actions_dir: &Path,
-) -> Value {
+) -> Imported {
     let (
         mut songs_added,
         mut songs_merged,
         mut actions_added,
         mut actions_merged,
         mut bindings_added,
-    ) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut skipped = p.skipped as u64;
+    ) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut skipped = p.skipped;
     let mut song_map: HashMap<String, String> = HashMap::new();
     let mut action_map: HashMap<String, String> = HashMap::new();
     let mut defaults: Vec<(String, String)> = Vec::new();
@@ -533,15 +557,15 @@ fn apply_import(
         }
     }
 
-    json!({
-        "success": true,
-        "stats": {
-            "songsAdded": songs_added,
-            "songsMerged": songs_merged,
-            "actionsAdded": actions_added,
-            "actionsMerged": actions_merged,
-            "bindingsAdded": bindings_added,
+    Imported {
+        success: true,
+        stats: ImportStats {
+            songs_added,
+            songs_merged,
+            actions_added,
+            actions_merged,
+            bindings_added,
         },
-        "skipped": skipped,
-    })
+        skipped,
+    }
 }
