@@ -135,23 +135,36 @@ pub fn api(state: &AppState) -> Api {
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
 
-/// Start-up work: provide the jukebox (default limits) to the handlers.
+/// Start-up work: provide the jukebox (default limits) to the handlers, sweep
+/// leftovers, migrate a first-format library.
 pub fn start(state: &AppState) {
     start_with(state, Limits::default(), DEFAULT_IDLE_UNLOAD);
 }
 
 /// [`start`] with other size limits and idle-unload time (tests use small
 /// limits, benchmarks a short idle time). Sweeps the staging files a crash
-/// left behind; the library itself is read (and a first-format library
-/// migrated) on first use, so start-up reads nothing else.
+/// left behind and migrates a first-format library on a blocking thread (the
+/// server does not wait for it: requests meanwhile wait on the library's
+/// lock). Otherwise the library is read at its first use, so a restart reads
+/// nothing more and the summary comes from the journal's tail.
 pub fn start_with(state: &AppState, limits: Limits, idle_unload: Duration) {
-    let jukebox = Jukebox::new(
+    let jukebox = Arc::new(Jukebox::new(
         state.data_dir(),
         state.bundle_dir(),
         state.store.clone(),
         limits,
-    );
+    ));
     jukebox.set_idle_unload(idle_unload);
     jukebox.sweep_temp_files();
-    state.provide(Arc::new(jukebox));
+    state.provide(jukebox.clone());
+    if jukebox.needs_migration() {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || jukebox.load_now());
+            }
+            Err(_) => {
+                std::thread::spawn(move || jukebox.load_now());
+            }
+        }
+    }
 }

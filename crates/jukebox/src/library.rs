@@ -528,6 +528,20 @@ impl Jukebox {
         self.read(|live| live.summary.clone())
     }
 
+    /// Whether the stored library still needs its one-time migration: a base
+    /// document without a journal (the first format, or a crash between a
+    /// compaction and its journal).
+    pub fn needs_migration(&self) -> bool {
+        self.paths.base.exists() && !self.paths.journal.exists()
+    }
+
+    /// Load the library now (migrating it when needed); blocking.
+    pub fn load_now(&self) {
+        if let Err(e) = self.read(|_| ()) {
+            tracing::warn!("jukebox: the library could not be loaded: {e}");
+        }
+    }
+
     fn read<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Result<R, JukeboxError> {
         let mut guard = self.live();
         let live = self.ensure(&mut guard)?;
