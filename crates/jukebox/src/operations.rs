@@ -63,6 +63,16 @@ pub struct DefaultAction {
     pub offset: Option<i64>,
 }
 
+impl DefaultAction {
+    fn new(default_action: String, offset: Option<i64>) -> DefaultAction {
+        DefaultAction {
+            success: true,
+            default_action,
+            offset,
+        }
+    }
+}
+
 /// One deletion: a built-in record hidden or a user record deleted.
 pub struct Deletion {
     pub kind: Kind,
@@ -256,27 +266,21 @@ impl Jukebox {
         id: String,
         visible: bool,
     ) -> Result<VisibilitySet, JukeboxError> {
-        self.mutate(move |lib, _, _| match kind {
-            Kind::Song => {
-                let s = lib
-                    .song_mut(&id)
-                    .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-                s.visible = visible;
-                Ok(VisibilitySet {
-                    visible,
-                    record: Record::Song(s.clone()),
-                })
-            }
-            Kind::Action => {
-                let a = lib
-                    .action_mut(&id)
-                    .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-                a.visible = visible;
-                Ok(VisibilitySet {
-                    visible,
-                    record: Record::Action(a.clone()),
-                })
-            }
+        self.mutate(move |lib, _, _| {
+            let missing = || JukeboxError::not_found(format!("{} does not exist", kind.word()));
+            let record = match kind {
+                Kind::Song => {
+                    let s = lib.song_mut(&id).ok_or_else(missing)?;
+                    s.visible = visible;
+                    Record::Song(s.clone())
+                }
+                Kind::Action => {
+                    let a = lib.action_mut(&id).ok_or_else(missing)?;
+                    a.visible = visible;
+                    Record::Action(a.clone())
+                }
+            };
+            Ok(VisibilitySet { visible, record })
         })
         .await
     }
@@ -335,11 +339,7 @@ impl Jukebox {
             if let Some(s) = lib.song_mut(&song_id) {
                 s.default_action = action_id.clone();
             }
-            Ok(DefaultAction {
-                success: true,
-                default_action: action_id,
-                offset: None,
-            })
+            Ok(DefaultAction::new(action_id, None))
         })
         .await
     }
@@ -355,11 +355,7 @@ impl Jukebox {
             let default = lib
                 .bind(&song_id, &action_id, offset)
                 .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-            Ok(DefaultAction {
-                success: true,
-                default_action: default,
-                offset: Some(offset),
-            })
+            Ok(DefaultAction::new(default, Some(offset)))
         })
         .await
     }
@@ -374,11 +370,7 @@ impl Jukebox {
             let default = lib
                 .unbind(&song_id, &action_id)
                 .ok_or_else(|| JukeboxError::not_found("binding does not exist"))?;
-            Ok(DefaultAction {
-                success: true,
-                default_action: default,
-                offset: None,
-            })
+            Ok(DefaultAction::new(default, None))
         })
         .await
     }
