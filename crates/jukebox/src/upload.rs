@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::error::{shown_name, JukeboxError};
 use crate::library::{Jukebox, Kind};
 use crate::model::{extension, file_stem, sanitize_id, unique_id, Action, Library, Song};
+use crate::operations::Record;
 use crate::tags::{read_tags, AudioTags};
 
 /// A received file with its MD5 (hex), removed when dropped unless placed.
@@ -42,30 +43,22 @@ impl std::fmt::Display for Refused {
 /// The outcome of one uploaded file.
 #[derive(Debug)]
 pub enum Uploaded {
-    Song(Song),
-    Action(Action),
+    Added(Box<Record>),
     Refused(Refused),
 }
 
 impl Serialize for Uploaded {
     /// `{success: true, song|action}` or `{success: false, error}`.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2))?;
         match self {
-            Uploaded::Song(song) => {
-                m.serialize_entry("success", &true)?;
-                m.serialize_entry("song", song)?;
-            }
-            Uploaded::Action(action) => {
-                m.serialize_entry("success", &true)?;
-                m.serialize_entry("action", action)?;
-            }
+            Uploaded::Added(record) => record.serialize(s),
             Uploaded::Refused(r) => {
+                let mut m = s.serialize_map(Some(2))?;
                 m.serialize_entry("success", &false)?;
                 m.serialize_entry("error", &r.to_string())?;
+                m.end()
             }
         }
-        m.end()
     }
 }
 
@@ -312,7 +305,7 @@ fn register(
                 extra: Default::default(),
             };
             lib.insert_song(song.clone());
-            Uploaded::Song(song)
+            Uploaded::Added(Box::new(Record::Song(song)))
         }
         Kind::Action => {
             let id = unique_id(&sanitize_id(stored), |c| lib.actions.contains_key(c));
@@ -329,7 +322,7 @@ fn register(
                 extra: Default::default(),
             };
             lib.insert_action(action.clone());
-            Uploaded::Action(action)
+            Uploaded::Added(Box::new(Record::Action(action)))
         }
     }
 }
