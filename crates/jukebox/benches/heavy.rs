@@ -148,11 +148,11 @@ fn generate(data: &Path, songs: u64, actions: u64) -> u64 {
 
 // ------------------------------------------------------------------ child server
 
-/// The jukebox routes with the idle unload after `JUKEBOX_HEAVY_IDLE_SECS` (3 s;
+/// The jukebox with the idle unload after `JUKEBOX_HEAVY_IDLE_SECS` (3 s;
 /// the product's default is 120 s) so that the idle figure comes quickly.
-fn api_idle(s: &companiond_core::AppState) -> companiond_core::Api {
+fn start_idle(s: &companiond_core::AppState) {
     let idle = env_num("JUKEBOX_HEAVY_IDLE_SECS", 3);
-    companiond_jukebox::api_with_options(
+    companiond_jukebox::start_with(
         s,
         companiond_jukebox::Limits::default(),
         Duration::from_secs(idle),
@@ -169,7 +169,10 @@ fn child_main(spec: &str) {
         .unwrap();
     rt.block_on(async move {
         let s = TestServer::start_with(
-            &[companiond_core::server::Family::routes(api_idle)],
+            &[companiond_core::server::Family {
+                api: companiond_jukebox::api,
+                start: start_idle,
+            }],
             TestOptions {
                 edit: Some(Box::new(move |o| {
                     o.data_dir = data;

@@ -6,11 +6,13 @@
 //! `JUKEBOX_BENCH_SONGS` (library size for the config timing, default 10000),
 //! `JUKEBOX_BENCH_REQUESTS` (GET /config requests, default 500),
 //! `JUKEBOX_BENCH_LIBRARY_SONGS` (songs of that size in the exported and imported
-//! library, default 1: e.g. 3 × 1024 MiB for a multi-GB import).
+//! library, default 1: e.g. 3 × 1024 MiB for a multi-GB import),
+//! `JUKEBOX_BENCH_ONLY=upload` (stop after the upload figures).
 //!
 //! Measures, in one process (server and client share it, so the RSS figures
 //! include the client):
-//! 1. `md5sum` of the file, then a streamed multipart upload of it (throughput,
+//! 1. three pairs of `md5sum` of the file then a streamed multipart upload of it
+//!    (throughput, the median ratio of the pairs,
 //!    peak RSS growth);
 //! 2. an export of the library (streamed to a file) and its import into a
 //!    second server (time, peak RSS growth);
@@ -190,45 +192,39 @@ async fn run() {
     let bytes = mb << 20;
     println!("jukebox bench: {mb} MiB song, {songs} songs for config, {requests} requests");
 
-    // 1. md5sum vs upload, each the median of ROUNDS runs (the song is
+    // 1. md5sum vs upload, ROUNDS pairs run back to back (md5sum, then the
+    //    upload) so that each ratio compares the two at the same moment of a
+    //    machine whose load changes; the medians are reported (the song is
     //    deleted between uploads; the last one stays for the export).
     let _ = std::process::Command::new("md5sum").arg(&song).output(); // warm the page cache
-    let mut md5sum_times = Vec::new();
-    let mut expected = String::new();
-    for _ in 0..ROUNDS {
+    let a = TestServer::start(&[companiond_jukebox::FAMILY]).await;
+    let base_rss = rss_mib();
+    reset_peak();
+    let (mut md5sum_times, mut upload_times, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
         let t = Instant::now();
         let out = std::process::Command::new("md5sum")
             .arg(&song)
             .output()
             .unwrap();
-        md5sum_times.push(t.elapsed());
-        expected = String::from_utf8_lossy(&out.stdout)
+        let md5sum_took = t.elapsed();
+        let expected = String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
             .next()
             .unwrap_or("")
             .to_string();
-    }
-    let md5sum_time = median(&mut md5sum_times);
-    println!(
-        "md5sum:           {:>8.1} MiB/s ({:.2} s, median of {ROUNDS})",
-        mbps(bytes, md5sum_time),
-        md5sum_time.as_secs_f64()
-    );
-
-    let a = TestServer::start(&[companiond_jukebox::FAMILY]).await;
-    let base_rss = rss_mib();
-    reset_peak();
-    let mut upload_times = Vec::new();
-    for round in 0..ROUNDS {
         let t = Instant::now();
         let (status, body) = post_file(&a, "/api/jukebox/songs", "files", &song, "big.wav").await;
-        upload_times.push(t.elapsed());
+        let upload_took = t.elapsed();
         assert_eq!(status, 200, "{body}");
         assert_eq!(
             body["song"]["audioMd5"],
             json!(expected),
             "MD5 matches md5sum"
         );
+        md5sum_times.push(md5sum_took);
+        upload_times.push(upload_took);
+        ratios.push(md5sum_took.as_secs_f64() / upload_took.as_secs_f64());
         if round + 1 < ROUNDS {
             let id = body["song"]["id"].as_str().unwrap_or_default().to_string();
             let r = a
@@ -240,17 +236,32 @@ async fn run() {
             assert_eq!(r.status(), 200);
         }
     }
+    let md5sum_time = median(&mut md5sum_times);
     let upload_time = median(&mut upload_times);
+    ratios.sort_by(f64::total_cmp);
     let peak = peak_rss_mib();
     println!(
-        "upload:           {:>8.1} MiB/s ({:.2} s, {:.0} % of md5sum, median of {ROUNDS}); RSS before {:.1} MiB, peak {:.1} MiB (+{:.1})",
+        "md5sum:           {:>8.1} MiB/s ({:.2} s, median of {ROUNDS})",
+        mbps(bytes, md5sum_time),
+        md5sum_time.as_secs_f64()
+    );
+    println!(
+        "upload:           {:>8.1} MiB/s ({:.2} s, median of {ROUNDS}); {:.0} % of md5sum (median of the {ROUNDS} back-to-back pairs: {}); RSS before {:.1} MiB, peak {:.1} MiB (+{:.1})",
         mbps(bytes, upload_time),
         upload_time.as_secs_f64(),
-        100.0 * md5sum_time.as_secs_f64() / upload_time.as_secs_f64(),
+        100.0 * ratios[ratios.len() / 2],
+        ratios
+            .iter()
+            .map(|r| format!("{:.0} %", 100.0 * r))
+            .collect::<Vec<_>>()
+            .join(", "),
         base_rss,
         peak,
         peak - base_rss
     );
+    if std::env::var("JUKEBOX_BENCH_ONLY").as_deref() == Ok("upload") {
+        return;
+    }
 
     // More songs of the same size for a multi-GB export / import.
     let library_songs = env_num("JUKEBOX_BENCH_LIBRARY_SONGS", 1).max(1);

@@ -4,7 +4,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::Detail;
 use companiond_core::store::StoreError;
+use companiond_core::task::TaskFailed;
 use serde_json::Value;
+
+use crate::upload::Refused;
 
 /// A client-supplied name for a message: at most 80 characters (the rest
 /// elided), debug-quoted.
@@ -38,6 +41,9 @@ pub enum JukeboxError {
     Invalid(String),
     /// 500: the stored library is unreadable or the disk failed.
     Storage(String),
+    /// The one file of a single-file upload was not added: 409 for a
+    /// duplicate, 400 otherwise, answered `{success: false, error, detail}`.
+    Refused(Refused),
 }
 
 impl JukeboxError {
@@ -69,6 +75,8 @@ impl JukeboxError {
             JukeboxError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             JukeboxError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             JukeboxError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            JukeboxError::Refused(Refused::Duplicate { .. }) => StatusCode::CONFLICT,
+            JukeboxError::Refused(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -84,6 +92,7 @@ impl JukeboxError {
             JukeboxError::NotFoundIds { message, ids, .. } => {
                 format!("{message}: {}", ids.join(", "))
             }
+            JukeboxError::Refused(r) => r.to_string(),
         }
     }
 }
@@ -102,6 +111,12 @@ impl From<StoreError> for JukeboxError {
     }
 }
 
+impl From<TaskFailed> for JukeboxError {
+    fn from(e: TaskFailed) -> Self {
+        JukeboxError::Storage(format!("background task failed: {e}"))
+    }
+}
+
 impl IntoResponse for JukeboxError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -113,6 +128,11 @@ impl IntoResponse for JukeboxError {
                 let mut d = Detail::new(String::new());
                 d.detail = serde_json::json!({ "message": message, key: ids });
                 d.status(status)
+            }
+            JukeboxError::Refused(r) => {
+                let error = r.to_string();
+                let body = serde_json::json!({"success": false, "error": error, "detail": error});
+                (status, axum::Json(body)).into_response()
             }
             other => Detail {
                 detail: Value::String(other.message()),

@@ -5,12 +5,14 @@ use std::fs::File;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRequest, Multipart, Path as UrlPath, Request};
+use axum::extract::{FromRequest, FromRequestParts, Multipart, Path as UrlPath, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Json;
 use bytes::Bytes;
 use companiond_core::envelope::read_json_body;
+use companiond_core::Ext;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use tokio_util::io::ReaderStream;
@@ -19,12 +21,14 @@ use tower_http::services::ServeFile;
 
 use crate::archive::{ExportSelection, Packer};
 use crate::error::JukeboxError;
-use crate::library::{bool_option, human_size, Jukebox, Kind};
-use crate::model::{extension, MAX_OFFSET};
-use crate::stage::Stager;
-use crate::upload::{check_type, parse_metadata, upload_basename, Upload};
+use companiond_core::staging::{StageError, Staging};
+use companiond_core::text::human_size;
 
-type Jb = Extension<Arc<Jukebox>>;
+use crate::library::{bool_option, Jukebox, Kind};
+use crate::md5sum::Md5;
+use crate::model::{extension, MAX_OFFSET};
+use crate::upload::{check_type, parse_metadata, upload_basename, Refused, Upload, Uploaded};
+
 type Res = Result<Response, JukeboxError>;
 
 /// Largest form body (url-encoded or multipart text fields).
@@ -184,13 +188,13 @@ impl FormFields {
     }
 }
 
-fn json_response(v: Value) -> Response {
+fn json_response(v: impl serde::Serialize) -> Response {
     Json(v).into_response()
 }
 
 // ------------------------------------------------------------------ config
 
-pub async fn get_config(Extension(j): Jb) -> Res {
+pub async fn get_config(Ext(j): Ext<Jukebox>) -> Res {
     let body = j.config_body().await?;
     let len = body.len;
     let chunks = body.chunks;
@@ -208,39 +212,26 @@ pub async fn get_config(Extension(j): Jb) -> Res {
     Ok(resp)
 }
 
-pub async fn get_summary(Extension(j): Jb) -> Res {
+pub async fn get_summary(Ext(j): Ext<Jukebox>) -> Res {
     let summary = j.summary().await?;
     Ok(Json(&summary).into_response())
 }
 
 // ------------------------------------------------------------------ uploads
 
-/// Stream one multipart part into a new staging file (removed again on any error).
-async fn stream_part(
-    field: &mut axum::extract::multipart::Field<'_>,
-    mut stager: Stager,
-) -> Result<crate::stage::Staged, JukeboxError> {
-    let streamed = loop {
-        match field.chunk().await {
-            Ok(Some(chunk)) => {
-                if let Err(e) = stager.push(chunk).await {
-                    break Err(e);
-                }
-            }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(multipart_error(e)),
-        }
-    };
-    match streamed {
-        Ok(()) => stager.finish().await,
-        Err(e) => {
-            stager.discard().await;
-            Err(e)
-        }
+/// A staging failure as the family's error; `label` names what was uploaded.
+fn stage_error(label: &str, e: StageError) -> JukeboxError {
+    match e {
+        StageError::TooLarge { limit } => JukeboxError::TooLarge(format!(
+            "{label} is too large: more than {}",
+            human_size(limit)
+        )),
+        StageError::Body(m) => multipart_error(m),
+        StageError::Io(e) => JukeboxError::io("cannot write the uploaded file", e),
     }
 }
 
-async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
+async fn upload(j: &Arc<Jukebox>, kind: Kind, req: Request) -> Result<Response, JukeboxError> {
     let mut mp = multipart(req).await?;
     let mut uploads: Vec<Upload> = Vec::new();
     let mut metadata: Option<String> = None;
@@ -258,14 +249,19 @@ async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
                         // Not stored: the rest of this part is skipped by the parser.
                         uploads.push(Upload {
                             file_name: raw_name,
-                            outcome: Err(e),
+                            outcome: Err(Refused::Invalid(e)),
                         });
                         continue;
                     }
                 };
                 let label = format!("{} {file_name}", kind.word());
-                let stager = Stager::start(&j.dir(kind), "upload", j.limits.file, &label)?;
-                let staged = stream_part(&mut field, stager).await?;
+                let staging =
+                    Staging::in_dir_tapped(&j.dir(kind), "upload", j.limits.file, true, Md5::new())
+                        .map_err(|e| JukeboxError::io("cannot create a temporary file", e))?;
+                let staged = staging
+                    .drain(&mut field)
+                    .await
+                    .map_err(|e| stage_error(&label, e))?;
                 total += staged.size;
                 if total > j.limits.archive {
                     return Err(JukeboxError::TooLarge(format!(
@@ -290,35 +286,35 @@ async fn upload(j: Arc<Jukebox>, kind: Kind, req: Request) -> Res {
     let metas = parse_metadata(metadata.as_deref())?;
     let single = uploads.len() == 1;
     let mut results = j.commit_uploads(kind, uploads, metas).await?;
-    if single {
-        let r = results.pop().unwrap_or(Value::Null);
-        if r.get("success").and_then(Value::as_bool) == Some(true) {
-            return Ok(json_response(r));
+    match results.pop() {
+        Some(Uploaded::Refused(refused)) if single => Err(JukeboxError::Refused(refused)),
+        Some(one) if single => Ok(Json(one).into_response()),
+        last => {
+            results.extend(last);
+            Ok(Json(serde_json::json!({"success": true, "results": results})).into_response())
         }
-        let error = r
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("upload failed")
-            .to_string();
-        let status = if error.contains("already exists") {
-            StatusCode::CONFLICT
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        let body = serde_json::json!({"success": false, "error": error, "detail": error});
-        return Ok((status, Json(body)).into_response());
     }
-    Ok(json_response(
-        serde_json::json!({"success": true, "results": results}),
-    ))
 }
 
-pub async fn upload_songs(Extension(j): Jb, req: Request) -> Res {
-    upload(j, Kind::Song, req).await
+/// POST /api/jukebox/songs and /api/jukebox/actions.
+pub async fn upload_files(Ext(j): Ext<Jukebox>, kind: Kind, req: Request) -> Res {
+    upload(&j, kind, req).await
 }
 
-pub async fn upload_actions(Extension(j): Jb, req: Request) -> Res {
-    upload(j, Kind::Action, req).await
+/// Songs or actions, from the route's path: one handler serves both resources.
+impl<S: Send + Sync> FromRequestParts<S> for Kind {
+    type Rejection = JukeboxError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Kind, JukeboxError> {
+        let path = parts.uri.path();
+        if path.starts_with("/api/jukebox/songs") {
+            Ok(Kind::Song)
+        } else if path.starts_with("/api/jukebox/actions") {
+            Ok(Kind::Action)
+        } else {
+            Err(JukeboxError::not_found("no such jukebox resource"))
+        }
+    }
 }
 
 // ------------------------------------------------------------------ deletes
@@ -342,22 +338,15 @@ async fn batch_ids(req: Request, key: &str) -> Result<Vec<String>, JukeboxError>
     }
 }
 
-pub async fn batch_delete_songs(Extension(j): Jb, req: Request) -> Res {
-    let ids = batch_ids(req, "songIds").await?;
-    Ok(json_response(j.batch_delete(Kind::Song, ids).await?))
+/// POST /api/jukebox/songs/batch-delete and /api/jukebox/actions/batch-delete.
+pub async fn batch_delete(Ext(j): Ext<Jukebox>, kind: Kind, req: Request) -> Res {
+    let ids = batch_ids(req, kind.ids_key()).await?;
+    Ok(json_response(j.batch_delete(kind, ids).await?))
 }
 
-pub async fn batch_delete_actions(Extension(j): Jb, req: Request) -> Res {
-    let ids = batch_ids(req, "actionIds").await?;
-    Ok(json_response(j.batch_delete(Kind::Action, ids).await?))
-}
-
-pub async fn delete_song(Extension(j): Jb, UrlPath(id): UrlPath<String>) -> Res {
-    Ok(json_response(j.delete(Kind::Song, id).await?))
-}
-
-pub async fn delete_action(Extension(j): Jb, UrlPath(id): UrlPath<String>) -> Res {
-    Ok(json_response(j.delete(Kind::Action, id).await?))
+/// DELETE /api/jukebox/songs/{song_id} and /api/jukebox/actions/{action_id}.
+pub async fn delete(Ext(j): Ext<Jukebox>, kind: Kind, UrlPath(id): UrlPath<String>) -> Res {
+    Ok(json_response(j.delete(kind, id).await?))
 }
 
 // ------------------------------------------------------------------ settings
@@ -386,50 +375,36 @@ fn label(form: &FormFields, key: &str, allow_empty: bool) -> Result<Option<Strin
     Ok(Some(v))
 }
 
-pub async fn song_visibility(
-    Extension(j): Jb,
+/// PUT /api/jukebox/songs/{song_id}/visibility and /api/jukebox/actions/{action_id}/visibility.
+pub async fn visibility(
+    Ext(j): Ext<Jukebox>,
+    kind: Kind,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
     let visible = visible_field(&form)?;
-    Ok(json_response(
-        j.set_visibility(Kind::Song, id, visible).await?,
-    ))
+    Ok(json_response(j.set_visibility(kind, id, visible).await?))
 }
 
-pub async fn action_visibility(
-    Extension(j): Jb,
-    UrlPath(id): UrlPath<String>,
-    form: FormFields,
-) -> Res {
-    let visible = visible_field(&form)?;
-    Ok(json_response(
-        j.set_visibility(Kind::Action, id, visible).await?,
-    ))
-}
-
-pub async fn song_metadata(
-    Extension(j): Jb,
+/// PUT /api/jukebox/songs/{song_id}/metadata (name, artist) and
+/// /api/jukebox/actions/{action_id}/metadata (name, required).
+pub async fn metadata(
+    Ext(j): Ext<Jukebox>,
+    kind: Kind,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
     let name = label(&form, "name", false)?;
-    let artist = label(&form, "artist", true)?;
-    Ok(json_response(j.set_song_metadata(id, name, artist).await?))
-}
-
-pub async fn action_metadata(
-    Extension(j): Jb,
-    UrlPath(id): UrlPath<String>,
-    form: FormFields,
-) -> Res {
-    let name =
-        label(&form, "name", false)?.ok_or_else(|| JukeboxError::bad("field name is required"))?;
-    Ok(json_response(j.set_action_name(id, name).await?))
+    let artist = match kind {
+        Kind::Song => label(&form, "artist", true)?,
+        Kind::Action if name.is_none() => return Err(JukeboxError::bad("field name is required")),
+        Kind::Action => None,
+    };
+    Ok(json_response(j.set_metadata(kind, id, name, artist).await?))
 }
 
 pub async fn default_action(
-    Extension(j): Jb,
+    Ext(j): Ext<Jukebox>,
     UrlPath(id): UrlPath<String>,
     form: FormFields,
 ) -> Res {
@@ -437,7 +412,7 @@ pub async fn default_action(
     Ok(json_response(j.set_default_action(id, action_id).await?))
 }
 
-pub async fn bind(Extension(j): Jb, form: FormFields) -> Res {
+pub async fn bind(Ext(j): Ext<Jukebox>, form: FormFields) -> Res {
     let song_id = form.required("songId")?;
     let action_id = form.required("actionId")?;
     let offset = form.integer("offset")?.unwrap_or(0);
@@ -449,7 +424,7 @@ pub async fn bind(Extension(j): Jb, form: FormFields) -> Res {
     Ok(json_response(j.bind(song_id, action_id, offset).await?))
 }
 
-pub async fn unbind(Extension(j): Jb, form: FormFields) -> Res {
+pub async fn unbind(Ext(j): Ext<Jukebox>, form: FormFields) -> Res {
     let song_id = form.required("songId")?;
     let action_id = form.required("actionId")?;
     Ok(json_response(j.unbind(song_id, action_id).await?))
@@ -473,7 +448,7 @@ fn zip_response(file: File, len: u64, name: &str) -> Response {
     resp
 }
 
-pub async fn export(Extension(j): Jb, form: FormFields) -> Res {
+pub async fn export(Ext(j): Ext<Jukebox>, form: FormFields) -> Res {
     let sel = ExportSelection {
         song_ids: form.id_list("songIds")?,
         action_ids: form.id_list("actionIds")?,
@@ -483,7 +458,7 @@ pub async fn export(Extension(j): Jb, form: FormFields) -> Res {
     Ok(zip_response(file, len, "jukebox_export.zip"))
 }
 
-pub async fn import(Extension(j): Jb, req: Request) -> Res {
+pub async fn import(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     let mut mp = multipart(req).await?;
     let mut staged = None;
     while let Some(mut field) = mp.next_field().await.map_err(multipart_error)? {
@@ -491,21 +466,20 @@ pub async fn import(Extension(j): Jb, req: Request) -> Res {
         if staged.is_some() || !(name == "file" || name == "files") {
             continue;
         }
-        let stager = Stager::start_with(
-            &j.tmp_dir(),
-            "import",
-            j.limits.archive,
-            "the import archive",
-            false,
-        )?;
-        staged = Some(stream_part(&mut field, stager).await?);
+        let staging = Staging::in_dir(&j.tmp_dir(), "import", j.limits.archive, true)
+            .map_err(|e| JukeboxError::io("cannot create a temporary file", e))?;
+        let archive = staging
+            .drain(&mut field)
+            .await
+            .map_err(|e| stage_error("the import archive", e))?;
+        staged = Some(archive);
     }
     let staged =
         staged.ok_or_else(|| JukeboxError::bad("no archive uploaded (multipart field file)"))?;
     Ok(json_response(j.import(staged).await?))
 }
 
-pub async fn pack_folder(Extension(j): Jb, req: Request) -> Res {
+pub async fn pack_folder(Ext(j): Ext<Jukebox>, req: Request) -> Res {
     let mut mp = multipart(req).await?;
     let mut packer = Packer::start(&j.tmp_dir(), j.limits)?;
     let result: Result<(), JukeboxError> = async {
@@ -549,7 +523,7 @@ fn media_type(ext: &str) -> Option<&'static str> {
     })
 }
 
-pub async fn get_file(Extension(j): Jb, UrlPath(rel): UrlPath<String>, req: Request) -> Res {
+pub async fn get_file(Ext(j): Ext<Jukebox>, UrlPath(rel): UrlPath<String>, req: Request) -> Res {
     let path = j.resolve_file(&rel)?;
     let ext = extension(&path.to_string_lossy());
     let mut resp = match ServeFile::new(&path).oneshot(req).await {

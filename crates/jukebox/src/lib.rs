@@ -1,23 +1,26 @@
 //! Jukebox (`/api/jukebox`): the song and dance library.
 //!
 //! * [`model`]: records, the merged library, the persisted document, the revision;
-//! * [`library`]: the service (in-memory library, lock, durable changes) and its operations;
+//! * [`library`]: the service (in-memory library, lock, durable changes);
+//! * [`operations`]: the changes the routes make, with typed answers;
 //! * [`storage`]: base document + append-only journal, migration, compaction;
 //! * [`view`]: the GET /config answer cached in serialised parts;
-//! * [`stage`], [`upload`], [`tags`]: streamed uploads with MD5, names from tags;
+//! * [`upload`], [`md5sum`], [`tags`]: uploads staged with core's `staging` and
+//!   hashed while they stream in, names from tags;
 //! * [`archive`]: export, import and pack-folder ZIPs;
 //! * [`http`]: thin handlers; [`error`]: the `{detail}` error enum.
 
-pub mod archive;
-pub mod error;
-pub mod http;
-pub mod library;
-pub mod model;
-pub mod stage;
-pub mod storage;
-pub mod tags;
-pub mod upload;
-pub mod view;
+mod archive;
+mod error;
+mod http;
+mod library;
+mod md5sum;
+mod model;
+mod operations;
+mod storage;
+mod tags;
+mod upload;
+mod view;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,153 +28,105 @@ use std::time::Duration;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::{self, MethodRouter};
-use axum::Extension;
 use companiond_core::{Api, AppState};
 
 pub use error::JukeboxError;
-pub use library::{Jukebox, Limits};
+pub use library::{Jukebox, Kind, Limits, DEFAULT_IDLE_UNLOAD};
 
-/// The routes of this family.
+/// The routes of this family, each with its literal path. Upload routes take
+/// bodies of any size (the domain enforces its own limits while streaming).
 pub fn api(state: &AppState) -> Api {
-    api_with_limits(state, Limits::default())
-}
-
-/// The routes with custom size limits (tests use small ones).
-pub fn api_with_limits(state: &AppState, limits: Limits) -> Api {
-    api_with_options(state, limits, library::DEFAULT_IDLE_UNLOAD)
-}
-
-/// The routes with custom size limits and time after which an idle library
-/// is dropped from memory (benchmarks use a short one).
-pub fn api_with_options(state: &AppState, limits: Limits, idle_unload: Duration) -> Api {
-    let j = Arc::new(Jukebox::new(
-        state.data_dir(),
-        state.bundle_dir(),
-        state.store.clone(),
-        limits,
-    ));
-    j.set_idle_unload(idle_unload);
-    let ext =
-        |mr: MethodRouter<AppState>| -> MethodRouter<AppState> { mr.layer(Extension(j.clone())) };
-    let streamed = |mr: MethodRouter<AppState>| -> MethodRouter<AppState> {
-        let mr: MethodRouter<AppState> = mr.layer(DefaultBodyLimit::disable());
-        mr.layer(Extension(j.clone()))
-    };
     use http::*;
-    const P: &str = "/api/jukebox";
-    let p = |s: &str| format!("{P}{s}");
+    let streamed = |mr: MethodRouter<AppState>| mr.layer(DefaultBodyLimit::disable());
     Api::new(state, "jukebox")
-        .route(
-            Method::GET,
-            &p("/config"),
+        .get(
+            "/api/jukebox/config",
             "Full jukebox config (bundled + user library)",
-            ext(routing::get(get_config)),
+            get_config,
         )
-        .route(
-            Method::GET,
-            &p("/config/summary"),
+        .get(
+            "/api/jukebox/config/summary",
             "Config revision and counts",
-            ext(routing::get(get_summary)),
+            get_summary,
         )
         .route(
             Method::POST,
-            &p("/songs"),
+            "/api/jukebox/songs",
             "Upload songs (multipart files, metadata)",
-            streamed(routing::post(upload_songs)),
+            streamed(routing::post(upload_files)),
         )
-        .route(
-            Method::POST,
-            &p("/songs/batch-delete"),
+        .post(
+            "/api/jukebox/songs/batch-delete",
             "Delete user songs, hide built-in ones",
-            ext(routing::post(batch_delete_songs)),
+            batch_delete,
         )
-        .route(
-            Method::DELETE,
-            &p("/songs/{song_id}"),
+        .delete(
+            "/api/jukebox/songs/{song_id}",
             "Delete a user song or hide a built-in one",
-            ext(routing::delete(delete_song)),
+            delete,
         )
-        .route(
-            Method::PUT,
-            &p("/songs/{song_id}/visibility"),
+        .put(
+            "/api/jukebox/songs/{song_id}/visibility",
             "Show or hide a song",
-            ext(routing::put(song_visibility)),
+            visibility,
         )
-        .route(
-            Method::PUT,
-            &p("/songs/{song_id}/metadata"),
+        .put(
+            "/api/jukebox/songs/{song_id}/metadata",
             "Rename a song or change its artist",
-            ext(routing::put(song_metadata)),
+            metadata,
         )
-        .route(
-            Method::PUT,
-            &p("/songs/{song_id}/default-action"),
+        .put(
+            "/api/jukebox/songs/{song_id}/default-action",
             "Set or clear a song's default action",
-            ext(routing::put(default_action)),
+            default_action,
         )
         .route(
             Method::POST,
-            &p("/actions"),
+            "/api/jukebox/actions",
             "Upload actions (multipart files, metadata)",
-            streamed(routing::post(upload_actions)),
+            streamed(routing::post(upload_files)),
         )
-        .route(
-            Method::POST,
-            &p("/actions/batch-delete"),
+        .post(
+            "/api/jukebox/actions/batch-delete",
             "Delete user actions, hide built-in ones",
-            ext(routing::post(batch_delete_actions)),
+            batch_delete,
         )
-        .route(
-            Method::DELETE,
-            &p("/actions/{action_id}"),
+        .delete(
+            "/api/jukebox/actions/{action_id}",
             "Delete a user action or hide a built-in one",
-            ext(routing::delete(delete_action)),
+            delete,
         )
-        .route(
-            Method::PUT,
-            &p("/actions/{action_id}/visibility"),
+        .put(
+            "/api/jukebox/actions/{action_id}/visibility",
             "Show or hide an action",
-            ext(routing::put(action_visibility)),
+            visibility,
         )
-        .route(
-            Method::PUT,
-            &p("/actions/{action_id}/metadata"),
+        .put(
+            "/api/jukebox/actions/{action_id}/metadata",
             "Rename an action",
-            ext(routing::put(action_metadata)),
+            metadata,
         )
-        .route(
-            Method::POST,
-            &p("/bind"),
-            "Bind an action to a song",
-            ext(routing::post(bind)),
-        )
-        .route(
-            Method::DELETE,
-            &p("/bind"),
-            "Unbind an action from a song",
-            ext(routing::delete(unbind)),
-        )
-        .route(
-            Method::POST,
-            &p("/export"),
+        .post("/api/jukebox/bind", "Bind an action to a song", bind)
+        .delete("/api/jukebox/bind", "Unbind an action from a song", unbind)
+        .post(
+            "/api/jukebox/export",
             "Export songs and actions as jukebox_export.zip",
-            ext(routing::post(export)),
+            export,
         )
         .route(
             Method::POST,
-            &p("/import"),
+            "/api/jukebox/import",
             "Import a jukebox_export.zip (multipart file)",
             streamed(routing::post(import)),
         )
-        .route(
-            Method::GET,
-            &p("/file/{*file_path}"),
+        .get(
+            "/api/jukebox/file/{*file_path}",
             "A library file (user folder, then bundled)",
-            ext(routing::get(get_file)),
+            get_file,
         )
         .route(
             Method::POST,
-            &p("/pack-folder"),
+            "/api/jukebox/pack-folder",
             "Pack uploaded relative paths into packed.zip",
             streamed(routing::post(pack_folder)),
         )
@@ -180,5 +135,36 @@ pub fn api_with_options(state: &AppState, limits: Limits, idle_unload: Duration)
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
 
-/// Start-up work of this family, run once every family's routes are built.
-pub fn start(_state: &AppState) {}
+/// Start-up work: provide the jukebox (default limits) to the handlers, sweep
+/// leftovers, migrate a first-format library.
+pub fn start(state: &AppState) {
+    start_with(state, Limits::default(), DEFAULT_IDLE_UNLOAD);
+}
+
+/// [`start`] with other size limits and idle-unload time (tests use small
+/// limits, benchmarks a short idle time). Sweeps the staging files a crash
+/// left behind and migrates a first-format library on a blocking thread (the
+/// server does not wait for it: requests meanwhile wait on the library's
+/// lock). Otherwise the library is read at its first use, so a restart reads
+/// nothing more and the summary comes from the journal's tail.
+pub fn start_with(state: &AppState, limits: Limits, idle_unload: Duration) {
+    let jukebox = Arc::new(Jukebox::new(
+        state.data_dir(),
+        state.bundle_dir(),
+        state.store.clone(),
+        limits,
+    ));
+    jukebox.set_idle_unload(idle_unload);
+    jukebox.sweep_temp_files();
+    state.provide(jukebox.clone());
+    if jukebox.needs_migration() {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || jukebox.load_now());
+            }
+            Err(_) => {
+                std::thread::spawn(move || jukebox.load_now());
+            }
+        }
+    }
+}

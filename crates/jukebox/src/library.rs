@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use companiond_core::paths::{clean_segments, safe_existing, safe_join, PathError};
 use companiond_core::store::{read_json, Store};
-use serde_json::{json, Value};
 
 use crate::error::JukeboxError;
 use crate::model::{
@@ -44,20 +43,6 @@ impl Default for Limits {
             archive_entries: 100_000,
             archive_config: 64 << 20,
         }
-    }
-}
-
-/// Human-readable size for messages ("1.0 GB", "12 MB", "512 bytes").
-pub fn human_size(n: u64) -> String {
-    const GB: f64 = (1u64 << 30) as f64;
-    const MB: f64 = (1u64 << 20) as f64;
-    let f = n as f64;
-    if f >= GB {
-        format!("{:.1} GB", f / GB)
-    } else if f >= MB {
-        format!("{:.1} MB", f / MB)
-    } else {
-        format!("{n} bytes")
     }
 }
 
@@ -194,7 +179,7 @@ const COMPACT_SMALL: u64 = 16 * 1024;
 impl Jukebox {
     pub fn new(data_dir: &Path, bundle_dir: &Path, store: Store, limits: Limits) -> Jukebox {
         let root = data_dir.join("jukebox");
-        let j = Jukebox {
+        Jukebox {
             paths: Paths::new(&root),
             root,
             bundle_root: bundle_dir.join("jukebox"),
@@ -206,9 +191,7 @@ impl Jukebox {
             last_use: Arc::new(AtomicU64::new(0)),
             idle_ms: Arc::new(AtomicU64::new(DEFAULT_IDLE_UNLOAD.as_millis() as u64)),
             janitor: Once::new(),
-        };
-        j.sweep_temp_files();
-        j
+        }
     }
 
     /// The user library folder (`<data>/jukebox`).
@@ -229,8 +212,8 @@ impl Jukebox {
         self.bundle_root.join("config.json")
     }
 
-    /// Remove staging files a crash may have left behind.
-    fn sweep_temp_files(&self) {
+    /// Remove staging files a crash may have left behind (start-up work).
+    pub fn sweep_temp_files(&self) {
         for dir in [
             self.dir(Kind::Song),
             self.dir(Kind::Action),
@@ -514,9 +497,7 @@ impl Jukebox {
     /// loading the library, while the files are the ones it was written with.
     pub async fn summary(self: &Arc<Self>) -> Result<Summary, JukeboxError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.summary_blocking())
-            .await
-            .map_err(|e| JukeboxError::io("background task failed", e))?
+        companiond_core::task::blocking(move || this.summary_blocking()).await
     }
 
     fn summary_blocking(&self) -> Result<Summary, JukeboxError> {
@@ -547,6 +528,20 @@ impl Jukebox {
         self.read(|live| live.summary.clone())
     }
 
+    /// Whether the stored library still needs its one-time migration: a base
+    /// document without a journal (the first format, or a crash between a
+    /// compaction and its journal).
+    pub fn needs_migration(&self) -> bool {
+        self.paths.base.exists() && !self.paths.journal.exists()
+    }
+
+    /// Load the library now (migrating it when needed); blocking.
+    pub fn load_now(&self) {
+        if let Err(e) = self.read(|_| ()) {
+            tracing::warn!("jukebox: the library could not be loaded: {e}");
+        }
+    }
+
     fn read<R>(&self, f: impl FnOnce(&mut Live) -> R) -> Result<R, JukeboxError> {
         let mut guard = self.live();
         let live = self.ensure(&mut guard)?;
@@ -568,7 +563,7 @@ impl Jukebox {
             }
         }
         let this = self.clone();
-        tokio::task::spawn_blocking(move || {
+        companiond_core::task::blocking(move || {
             this.read(|live| {
                 let Live {
                     view, lib, summary, ..
@@ -577,7 +572,6 @@ impl Jukebox {
             })
         })
         .await
-        .map_err(|e| JukeboxError::io("background task failed", e))?
     }
 
     /// Run `f` on the library (blocking code; holds the library lock).
@@ -634,9 +628,7 @@ impl Jukebox {
         let lock = self.store.lock_for(USER_CONFIG);
         let _guard = lock.lock().await;
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.mutate_blocking(f))
-            .await
-            .map_err(|e| JukeboxError::io("background task failed", e))?
+        companiond_core::task::blocking(move || this.mutate_blocking(f)).await
     }
 
     fn mutate_blocking<R, F>(&self, f: F) -> Result<R, JukeboxError>
@@ -700,264 +692,6 @@ fn summary_after(lib: &Library, d: &Digest3, old: &Summary, c: &Changes) -> Summ
         visible_song_count: visible.max(0) as usize,
         action_count: lib.actions.len(),
     }
-}
-
-impl Jukebox {
-    // ------------------------------------------------------------ operations
-
-    /// Delete one song: a user song loses its file, bindings and index entry;
-    /// a built-in one is hidden.
-    pub async fn delete(self: &Arc<Self>, kind: Kind, id: String) -> Result<Value, JukeboxError> {
-        let this = self.clone();
-        self.mutate(
-            move |lib, _, tx| match this.delete_one(lib, kind, &id, tx)? {
-                Deleted::Hidden => Ok(json!({
-                    "success": true,
-                    "message": format!("built-in {} hidden", kind.word()),
-                    "hidden": true,
-                })),
-                Deleted::Removed => Ok(json!({"success": true, "hidden": false, "deleted": true})),
-            },
-        )
-        .await
-    }
-
-    fn delete_one(
-        &self,
-        lib: &mut Library,
-        kind: Kind,
-        id: &str,
-        tx: &mut Tx,
-    ) -> Result<Deleted, JukeboxError> {
-        match kind {
-            Kind::Song => {
-                let s = lib
-                    .song_mut(id)
-                    .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-                if s.is_builtin {
-                    s.visible = false;
-                    return Ok(Deleted::Hidden);
-                }
-                let s = lib
-                    .remove_song(id)
-                    .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-                tx.remove_after.extend(self.user_path(&s.audio));
-                Ok(Deleted::Removed)
-            }
-            Kind::Action => {
-                let a = lib
-                    .action_mut(id)
-                    .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-                if a.is_builtin {
-                    a.visible = false;
-                    return Ok(Deleted::Hidden);
-                }
-                let a = lib
-                    .remove_action(id)
-                    .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-                tx.remove_after.extend(self.user_path(&a.file));
-                Ok(Deleted::Removed)
-            }
-        }
-    }
-
-    /// Batch delete: every id must exist (else 404 and nothing changes).
-    pub async fn batch_delete(
-        self: &Arc<Self>,
-        kind: Kind,
-        ids: Vec<String>,
-    ) -> Result<Value, JukeboxError> {
-        let mut unique: Vec<String> = Vec::new();
-        for id in ids {
-            if !id.is_empty() && !unique.contains(&id) {
-                unique.push(id);
-            }
-        }
-        if unique.is_empty() {
-            return Err(JukeboxError::bad(format!("no {} selected", kind.word())));
-        }
-        let this = self.clone();
-        self.mutate(move |lib, _, tx| {
-            let missing: Vec<String> = unique
-                .iter()
-                .filter(|id| match kind {
-                    Kind::Song => !lib.songs.contains_key(id),
-                    Kind::Action => !lib.actions.contains_key(id),
-                })
-                .cloned()
-                .collect();
-            if !missing.is_empty() {
-                return Err(JukeboxError::NotFoundIds {
-                    message: format!("{} does not exist", kind.word()),
-                    key: kind.ids_key(),
-                    ids: missing,
-                });
-            }
-            let (mut deleted, mut hidden, mut failed) = (Vec::new(), Vec::new(), Vec::new());
-            for id in &unique {
-                let name = match kind {
-                    Kind::Song => lib.songs.get(id).map(|s| s.name.clone()),
-                    Kind::Action => lib.actions.get(id).map(|a| a.name.clone()),
-                }
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| id.clone());
-                match this.delete_one(lib, kind, id, tx) {
-                    Ok(Deleted::Hidden) => hidden.push(json!({kind.id_key(): id, "name": name})),
-                    Ok(Deleted::Removed) => deleted.push(json!({kind.id_key(): id, "name": name})),
-                    Err(e) => {
-                        failed.push(json!({kind.id_key(): id, "name": name, "error": e.message()}))
-                    }
-                }
-            }
-            let failed_count = failed.len();
-            Ok(json!({
-                "success": failed_count == 0,
-                "partial": failed_count > 0 && (!deleted.is_empty() || !hidden.is_empty()),
-                "requestedCount": unique.len(),
-                "deletedCount": deleted.len(),
-                "hiddenCount": hidden.len(),
-                "failedCount": failed_count,
-                "deleted": deleted,
-                "hidden": hidden,
-                "failed": failed,
-            }))
-        })
-        .await
-    }
-
-    pub async fn set_visibility(
-        self: &Arc<Self>,
-        kind: Kind,
-        id: String,
-        visible: bool,
-    ) -> Result<Value, JukeboxError> {
-        self.mutate(move |lib, _, _| match kind {
-            Kind::Song => {
-                let s = lib
-                    .song_mut(&id)
-                    .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-                s.visible = visible;
-                Ok(json!({"success": true, "visible": visible, "song": s}))
-            }
-            Kind::Action => {
-                let a = lib
-                    .action_mut(&id)
-                    .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-                a.visible = visible;
-                Ok(json!({"success": true, "visible": visible, "action": a}))
-            }
-        })
-        .await
-    }
-
-    /// Change the given fields only (`None` = unchanged).
-    pub async fn set_song_metadata(
-        self: &Arc<Self>,
-        id: String,
-        name: Option<String>,
-        artist: Option<String>,
-    ) -> Result<Value, JukeboxError> {
-        self.mutate(move |lib, _, _| {
-            let s = lib
-                .song_mut(&id)
-                .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-            if let Some(n) = name {
-                s.name = n;
-            }
-            if let Some(a) = artist {
-                s.artist = a;
-            }
-            Ok(json!({"success": true, "song": s}))
-        })
-        .await
-    }
-
-    pub async fn set_action_name(
-        self: &Arc<Self>,
-        id: String,
-        name: String,
-    ) -> Result<Value, JukeboxError> {
-        self.mutate(move |lib, _, _| {
-            let a = lib
-                .action_mut(&id)
-                .ok_or_else(|| JukeboxError::not_found("action does not exist"))?;
-            a.name = name;
-            Ok(json!({"success": true, "action": a}))
-        })
-        .await
-    }
-
-    /// Set (must be bound) or clear (empty) a song's default action.
-    pub async fn set_default_action(
-        self: &Arc<Self>,
-        song_id: String,
-        action_id: String,
-    ) -> Result<Value, JukeboxError> {
-        self.mutate(move |lib, _, _| {
-            if !lib.songs.contains_key(&song_id) {
-                return Err(JukeboxError::not_found("song does not exist"));
-            }
-            if !action_id.is_empty() {
-                if !lib.actions.contains_key(&action_id) {
-                    return Err(JukeboxError::not_found("action does not exist"));
-                }
-                if !lib.is_bound(&song_id, &action_id) {
-                    return Err(JukeboxError::bad("this action is not bound to this song"));
-                }
-            }
-            if let Some(s) = lib.song_mut(&song_id) {
-                s.default_action = action_id.clone();
-            }
-            Ok(json!({"success": true, "defaultAction": action_id}))
-        })
-        .await
-    }
-
-    pub async fn bind(
-        self: &Arc<Self>,
-        song_id: String,
-        action_id: String,
-        offset: i64,
-    ) -> Result<Value, JukeboxError> {
-        self.mutate(move |lib, _, _| {
-            check_pair(lib, &song_id, &action_id)?;
-            let default = lib
-                .bind(&song_id, &action_id, offset)
-                .ok_or_else(|| JukeboxError::not_found("song does not exist"))?;
-            Ok(json!({"success": true, "defaultAction": default, "offset": offset}))
-        })
-        .await
-    }
-
-    pub async fn unbind(
-        self: &Arc<Self>,
-        song_id: String,
-        action_id: String,
-    ) -> Result<Value, JukeboxError> {
-        self.mutate(move |lib, _, _| {
-            check_pair(lib, &song_id, &action_id)?;
-            let default = lib
-                .unbind(&song_id, &action_id)
-                .ok_or_else(|| JukeboxError::not_found("binding does not exist"))?;
-            Ok(json!({"success": true, "defaultAction": default}))
-        })
-        .await
-    }
-}
-
-enum Deleted {
-    Hidden,
-    Removed,
-}
-
-fn check_pair(lib: &Library, song_id: &str, action_id: &str) -> Result<(), JukeboxError> {
-    if !lib.songs.contains_key(song_id) {
-        return Err(JukeboxError::not_found("song does not exist"));
-    }
-    if !lib.actions.contains_key(action_id) {
-        return Err(JukeboxError::not_found("action does not exist"));
-    }
-    Ok(())
 }
 
 /// Parse a boolean option given as text (400 when it is not one).

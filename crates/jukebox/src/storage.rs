@@ -102,7 +102,6 @@ impl From<SummaryRec> for Summary {
 
 /// A journal read from disk.
 pub struct ReadJournal {
-    pub header: Header,
     /// Committed changes, in order.
     pub lines: Vec<Vec<JournalOp>>,
     /// Bytes up to the end of the last complete line.
@@ -158,9 +157,10 @@ pub fn read_journal(path: &Path, generation: u64) -> Result<ReadJournal, Journal
         }
         pos = next;
     }
-    let header = header.ok_or(JournalError::Absent)?;
+    if header.is_none() {
+        return Err(JournalError::Absent);
+    }
     Ok(ReadJournal {
-        header,
         lines,
         valid_len: pos as u64,
     })

@@ -4,13 +4,63 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use companiond_core::paths::{check_file_name, safe_name, MAX_NAME_BYTES};
-use serde_json::{json, Value};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
 use crate::error::{shown_name, JukeboxError};
 use crate::library::{Jukebox, Kind};
 use crate::model::{extension, file_stem, sanitize_id, unique_id, Action, Library, Song};
-use crate::stage::Staged;
+use crate::operations::Record;
 use crate::tags::{read_tags, AudioTags};
+
+/// A received file with its MD5 (hex), removed when dropped unless placed.
+pub type Staged = companiond_core::staging::Staged<String>;
+
+/// Why one uploaded file was not added (the other files of the request are
+/// not affected).
+#[derive(Debug)]
+pub enum Refused {
+    /// The file name or type is not acceptable.
+    Invalid(String),
+    /// A file with the same MD5 is already in the library.
+    Duplicate { kind: Kind, existing: String },
+    /// The file could not be stored.
+    NotStored(String),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Invalid(m) | Refused::NotStored(m) => f.write_str(m),
+            Refused::Duplicate { kind, existing } => {
+                write!(f, "{} already exists: {existing}", kind.word())
+            }
+        }
+    }
+}
+
+/// The outcome of one uploaded file.
+#[derive(Debug)]
+pub enum Uploaded {
+    Added(Box<Record>),
+    Refused(Refused),
+}
+
+impl Serialize for Uploaded {
+    /// `{success: true, song|action}` or `{success: false, error}`.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Uploaded::Added(record) => record.serialize(s),
+            Uploaded::Refused(r) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("success", &false)?;
+                m.serialize_entry("error", &r.to_string())?;
+                m.end()
+            }
+        }
+    }
+}
 
 /// Names given for one file in the `metadata` field.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -24,7 +74,7 @@ pub struct Upload {
     /// The file name as uploaded (already reduced to a plain base name).
     pub file_name: String,
     /// The staged file, or why this item was refused.
-    pub outcome: Result<Staged, String>,
+    pub outcome: Result<Staged, Refused>,
 }
 
 /// Parse the optional `metadata` JSON array (objects with name / artist).
@@ -140,24 +190,20 @@ fn free_name(dir: &Path, name: &str, skip: &[String]) -> Result<String, String> 
 /// Move a staged file into `dir` under a free name based on `name`.
 pub fn place(staged: Staged, dir: &Path, name: &str) -> Result<(PathBuf, String), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the library folder: {e}"))?;
-    let mut file = staged.path;
+    let mut file = staged.file;
     let mut tried: Vec<String> = Vec::new();
     loop {
         let cand = free_name(dir, name, &tried)?;
         let target = dir.join(&cand);
         match file.persist_noclobber(&target) {
-            Ok(_) => return Ok((target, cand)),
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-                file = e.path;
+            Ok(()) => return Ok((target, cand)),
+            Err((back, e)) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                file = back;
                 tried.push(cand);
             }
-            Err(e) => return Err(format!("cannot store the file: {}", e.error)),
+            Err((_, e)) => return Err(format!("cannot store the file: {e}")),
         }
     }
-}
-
-fn failure(error: impl Into<String>) -> Value {
-    json!({"success": false, "error": error.into()})
 }
 
 impl Jukebox {
@@ -167,26 +213,29 @@ impl Jukebox {
         kind: Kind,
         uploads: Vec<Upload>,
         metas: Vec<Meta>,
-    ) -> Result<Vec<Value>, JukeboxError> {
+    ) -> Result<Vec<Uploaded>, JukeboxError> {
         // Tags are read outside the library lock.
-        let uploads = tokio::task::spawn_blocking(move || {
-            uploads
-                .into_iter()
-                .enumerate()
-                .map(|(i, u)| {
-                    let meta = metas.get(i).cloned().unwrap_or_default();
-                    let tags = match (&u.outcome, kind) {
-                        (Ok(st), Kind::Song) if meta.name.is_none() || meta.artist.is_none() => {
-                            read_tags(&st.path, &extension(&u.file_name))
-                        }
-                        _ => AudioTags::default(),
-                    };
-                    (u, meta, tags)
-                })
-                .collect::<Vec<_>>()
+        let uploads = companiond_core::task::blocking(move || {
+            Ok::<_, JukeboxError>(
+                uploads
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, u)| {
+                        let meta = metas.get(i).cloned().unwrap_or_default();
+                        let tags = match (&u.outcome, kind) {
+                            (Ok(st), Kind::Song)
+                                if meta.name.is_none() || meta.artist.is_none() =>
+                            {
+                                read_tags(st.file.path(), &extension(&u.file_name))
+                            }
+                            _ => AudioTags::default(),
+                        };
+                        (u, meta, tags)
+                    })
+                    .collect::<Vec<_>>(),
+            )
         })
-        .await
-        .map_err(|e| JukeboxError::io("background task failed", e))?;
+        .await?;
 
         let dir = self.dir(kind);
         self.mutate(move |lib, _, tx| {
@@ -194,27 +243,27 @@ impl Jukebox {
             for (u, meta, tags) in uploads {
                 let staged = match u.outcome {
                     Ok(s) => s,
-                    Err(e) => {
-                        results.push(failure(e));
+                    Err(refused) => {
+                        results.push(Uploaded::Refused(refused));
                         continue;
                     }
                 };
                 let existing = match kind {
-                    Kind::Song => lib.md5.songs.get(&staged.md5),
-                    Kind::Action => lib.md5.actions.get(&staged.md5),
+                    Kind::Song => lib.md5.songs.get(&staged.tap),
+                    Kind::Action => lib.md5.actions.get(&staged.tap),
                 };
                 if let Some(existing) = existing {
-                    results.push(failure(format!(
-                        "{} already exists: {existing}",
-                        kind.word()
-                    )));
+                    results.push(Uploaded::Refused(Refused::Duplicate {
+                        kind,
+                        existing: existing.clone(),
+                    }));
                     continue;
                 }
-                let md5 = staged.md5.clone();
+                let md5 = staged.tap.clone();
                 let (path, stored) = match place(staged, &dir, &u.file_name) {
                     Ok(p) => p,
                     Err(e) => {
-                        results.push(failure(e));
+                        results.push(Uploaded::Refused(Refused::NotStored(e)));
                         continue;
                     }
                 };
@@ -227,7 +276,7 @@ impl Jukebox {
     }
 }
 
-/// Add the record of a stored file and return its success result.
+/// Add the record of a stored file and return it.
 fn register(
     lib: &mut Library,
     kind: Kind,
@@ -235,7 +284,7 @@ fn register(
     md5: String,
     meta: Meta,
     tags: AudioTags,
-) -> Value {
+) -> Uploaded {
     let ext = extension(stored);
     let now = companiond_core::now_rfc3339();
     let stem = file_stem(stored).to_string();
@@ -255,9 +304,8 @@ fn register(
                 is_builtin: false,
                 extra: Default::default(),
             };
-            let v = json!({"success": true, "song": song});
-            lib.insert_song(song);
-            v
+            lib.insert_song(song.clone());
+            Uploaded::Added(Box::new(Record::Song(song)))
         }
         Kind::Action => {
             let id = unique_id(&sanitize_id(stored), |c| lib.actions.contains_key(c));
@@ -273,9 +321,8 @@ fn register(
                 is_builtin: false,
                 extra: Default::default(),
             };
-            let v = json!({"success": true, "action": action});
-            lib.insert_action(action);
-            v
+            lib.insert_action(action.clone());
+            Uploaded::Added(Box::new(Record::Action(action)))
         }
     }
 }

@@ -30,6 +30,14 @@ impl Parts {
     }
 }
 
+/// One kind's MD5 index entries: its records' ones, then the bundle's still-valid ones.
+fn md5_index<'a>(parts: &'a Parts, extra: &'a Bytes) -> impl Iterator<Item = &'a Bytes> {
+    parts
+        .md5
+        .values()
+        .chain(std::iter::once(extra).filter(|b| !b.is_empty()))
+}
+
 /// The serialised answer: chunks to send in order, and their total length.
 #[derive(Clone)]
 pub struct Body {
@@ -255,22 +263,11 @@ impl View {
         chunks.push(lit("},\"bindings\":{"));
         join(&mut chunks, &mut self.bindings.recs.values());
         chunks.push(lit("},\"md5Index\":{\"songs\":{"));
-        join(
-            &mut chunks,
-            &mut self
-                .songs
-                .md5
-                .values()
-                .chain(std::iter::once(&self.extra_md5.0).filter(|b| !b.is_empty())),
-        );
+        join(&mut chunks, &mut md5_index(&self.songs, &self.extra_md5.0));
         chunks.push(lit("},\"actions\":{"));
         join(
             &mut chunks,
-            &mut self
-                .actions
-                .md5
-                .values()
-                .chain(std::iter::once(&self.extra_md5.1).filter(|b| !b.is_empty())),
+            &mut md5_index(&self.actions, &self.extra_md5.1),
         );
         chunks.push(lit("}},\"configRevision\":"));
         chunks.push(json(&summary.config_revision));

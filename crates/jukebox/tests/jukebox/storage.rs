@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use companiond_core::store::Store;
 use companiond_core::testkit::{TestOptions, TestServer};
-use companiond_jukebox::library::Kind;
-use companiond_jukebox::{Jukebox, Limits};
+use companiond_jukebox::{Jukebox, Kind, Limits};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -276,9 +275,14 @@ fn child_process() {
             }
             _ => {
                 for n in 0u64.. {
-                    j.set_song_metadata("song_00007".into(), Some(format!("step {n}")), None)
-                        .await
-                        .unwrap();
+                    j.set_metadata(
+                        Kind::Song,
+                        "song_00007".into(),
+                        Some(format!("step {n}")),
+                        None,
+                    )
+                    .await
+                    .unwrap();
                     println!("{n}");
                 }
             }
@@ -290,7 +294,7 @@ fn spawn_child(mode: &str, data: &Path, bundle: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_process",
+            "storage::child_process",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -1,253 +1,63 @@
-//! Export, import and pack-folder ZIP archives. Archives are written to an
-//! anonymous temporary file in the library's scratch folder and streamed from
-//! there; imports are read from a staged file and only the entries that the
-//! archive's config.json references are extracted, each with its MD5 computed
-//! on the way and every size limit enforced on the bytes actually produced.
+//! Import: an archive staged on disk is checked entry by entry, only the
+//! files its config.json references are extracted (MD5 computed on the way,
+//! every limit enforced on the bytes produced), then merged by MD5.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use companiond_core::paths::{check_file_name, clean_segments};
-use indexmap::IndexMap;
-use md5::{Digest, Md5};
-use serde_json::{json, Map, Value};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use zip::write::SimpleFileOptions;
-use zip::{CompressionMethod, ZipArchive, ZipWriter};
+use companiond_core::text::human_size;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use zip::ZipArchive;
 
 use crate::error::{shown_name, JukeboxError};
-use crate::library::{human_size, Jukebox, Kind, Limits, Tx};
+use crate::library::{Jukebox, Kind, Limits, Tx};
+use crate::md5sum::Md5;
 use crate::model::{
     extension, file_stem, parse_bool, sanitize_id, unique_id, value_to_offset, Action, Library,
     Song,
 };
-use crate::stage::Staged;
-use crate::upload::place;
+use crate::upload::{place, Staged};
 
-/// Extensions that are deflated in archives: text and motion data that compress
-/// well. Everything else (audio, already-compressed or binary media) is stored,
-/// which keeps exports and packing at disk speed.
-const DEFLATED_EXTENSIONS: &[&str] = &[
-    "json", "txt", "vmd", "bvh", "pmx", "pmd", "csv", "xml", "md",
-];
+use super::zip_err;
 
-fn entry_options(name: &str, size: u64) -> SimpleFileOptions {
-    let deflate = DEFLATED_EXTENSIONS.contains(&extension(name).as_str());
-    let opts = SimpleFileOptions::default().large_file(size >= u32::MAX as u64);
-    if !deflate {
-        opts.compression_method(CompressionMethod::Stored)
-    } else {
-        opts.compression_method(CompressionMethod::Deflated)
-            .compression_level(Some(1))
-    }
+/// The answer of an import: `{success, stats {...}, skipped}`.
+#[derive(Debug, Serialize)]
+pub struct Imported {
+    pub success: bool,
+    pub stats: ImportStats,
+    /// Records of the archive that were left out (no file, unusable entry).
+    pub skipped: usize,
 }
 
-fn zip_err(context: &str, e: impl std::fmt::Display) -> JukeboxError {
-    JukeboxError::Storage(format!("{context}: {e}"))
+/// What an import added or merged (by MD5) into the library.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportStats {
+    pub songs_added: usize,
+    pub songs_merged: usize,
+    pub actions_added: usize,
+    pub actions_merged: usize,
+    pub bindings_added: usize,
 }
 
-/// Finish a ZIP written to a temporary file and rewind it for streaming.
-fn finish_zip(w: ZipWriter<BufWriter<File>>) -> Result<(File, u64), JukeboxError> {
-    let buf = w
-        .finish()
-        .map_err(|e| zip_err("cannot write the archive", e))?;
-    let mut file = buf
-        .into_inner()
-        .map_err(|e| zip_err("cannot write the archive", e.error()))?;
-    let len = file
-        .seek(SeekFrom::End(0))
-        .map_err(|e| zip_err("cannot write the archive", e))?;
-    file.seek(SeekFrom::Start(0))
-        .map_err(|e| zip_err("cannot write the archive", e))?;
-    Ok((file, len))
-}
-
-fn new_zip(tmp_dir: &Path) -> Result<ZipWriter<BufWriter<File>>, JukeboxError> {
-    std::fs::create_dir_all(tmp_dir).map_err(|e| zip_err("cannot create the scratch folder", e))?;
-    let file =
-        tempfile::tempfile_in(tmp_dir).map_err(|e| zip_err("cannot create a temporary file", e))?;
-    Ok(ZipWriter::new(BufWriter::with_capacity(1 << 20, file)))
-}
-
-/// Which resources an export contains.
-#[derive(Clone, Debug, Default)]
-pub struct ExportSelection {
-    pub song_ids: Option<Vec<String>>,
-    pub action_ids: Option<Vec<String>>,
-    pub include_hidden: bool,
-}
-
-/// The export plan: the config.json object and the files to copy (entry name, path).
-pub fn plan_export(
-    j: &Jukebox,
-    lib: &Library,
-    sel: &ExportSelection,
-) -> (Value, Vec<(String, std::path::PathBuf)>) {
-    let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
-    let mut entry_names: HashSet<String> = HashSet::new();
-    let mut add_file = |rel: &str, files: &mut Vec<_>| -> Option<String> {
-        let segs = clean_segments(rel).ok()?;
-        if segs.is_empty() {
-            return None;
-        }
-        let name = segs.join("/");
-        let path = companiond_core::paths::safe_existing(j.root(), rel).ok()?;
-        if !path.is_file() {
-            return None;
-        }
-        if entry_names.insert(name.clone()) {
-            files.push((name.clone(), path));
-        }
-        Some(name)
-    };
-
-    let visible_ok = |v: bool| sel.include_hidden || v;
-    let candidates: Vec<String> = match &sel.song_ids {
-        Some(ids) => ids.clone(),
-        None => lib.songs.keys().cloned().collect(),
-    };
-    let mut song_ids: Vec<String> = Vec::new();
-    for id in candidates {
-        if let Some(s) = lib.songs.get(&id) {
-            if !s.is_builtin && visible_ok(s.visible) && !song_ids.contains(&id) {
-                song_ids.push(id);
-            }
-        }
-    }
-    let mut action_ids: Vec<String> = match &sel.action_ids {
-        Some(ids) => {
-            let mut v: Vec<String> = Vec::new();
-            for id in ids.iter().chain(
-                song_ids
-                    .iter()
-                    .filter_map(|s| lib.bindings.get(s))
-                    .flat_map(|m| m.keys()),
-            ) {
-                if !v.contains(id) {
-                    v.push(id.clone());
-                }
-            }
-            v
-        }
-        None => lib.actions.keys().cloned().collect(),
-    };
-    action_ids.retain(|id| lib.actions.get(id).is_some_and(|a| visible_ok(a.visible)));
-
-    let mut songs = Map::new();
-    for id in &song_ids {
-        let Some(s) = lib.songs.get(id) else { continue };
-        let mut rec = s.clone();
-        if let Some(name) = add_file(&s.audio, &mut files) {
-            rec.audio = name;
-        }
-        // A default action that is not in the archive (hidden and excluded, or
-        // not selected) is cleared in the exported copy; the library keeps it.
-        if !rec.default_action.is_empty() && !action_ids.contains(&rec.default_action) {
-            rec.default_action = String::new();
-        }
-        songs.insert(id.clone(), json!(rec));
-    }
-    let mut actions = Map::new();
-    for id in &action_ids {
-        let Some(a) = lib.actions.get(id) else {
-            continue;
-        };
-        if a.is_builtin {
-            actions.insert(
-                id.clone(),
-                json!({"id": id, "name": a.name, "fileMd5": a.file_md5, "isBuiltin": true}),
-            );
-            continue;
-        }
-        let mut rec = a.clone();
-        if let Some(name) = add_file(&a.file, &mut files) {
-            rec.file = name;
-        }
-        actions.insert(id.clone(), json!(rec));
-    }
-
-    let mut bindings: IndexMap<String, IndexMap<String, Value>> = IndexMap::new();
-    for (sid, map) in lib.bindings.iter() {
-        if sel.song_ids.is_some() && !song_ids.contains(sid) {
-            continue;
-        }
-        let Some(s) = lib.songs.get(sid) else {
-            continue;
-        };
-        if s.is_builtin || !visible_ok(s.visible) || s.audio_md5.is_empty() {
-            continue;
-        }
-        for (aid, b) in map {
-            let Some(a) = lib.actions.get(aid) else {
-                continue;
-            };
-            if !visible_ok(a.visible) || a.file_md5.is_empty() {
-                continue;
-            }
-            bindings
-                .entry(s.audio_md5.clone())
-                .or_default()
-                .insert(a.file_md5.clone(), json!({"offset": b.offset}));
-        }
-    }
-    let config = json!({
-        "version": lib.version,
-        "songs": songs,
-        "actions": actions,
-        "bindings": bindings,
-    });
-    (config, files)
-}
+/// An import archive received on disk.
+pub type StagedArchive = companiond_core::staging::Staged<()>;
 
 impl Jukebox {
-    /// Write the export archive; returns the rewound temporary file and its length.
-    pub async fn export(
-        self: &Arc<Self>,
-        sel: ExportSelection,
-    ) -> Result<(File, u64), JukeboxError> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let (config, files) = this.with_library(|lib| plan_export(&this, lib, &sel))?;
-            let mut w = new_zip(&this.tmp_dir())?;
-            for (name, path) in files {
-                let mut src = match File::open(&path) {
-                    Ok(f) => f,
-                    // Deleted meanwhile: leave it out.
-                    Err(_) => continue,
-                };
-                let size = src.metadata().map(|m| m.len()).unwrap_or(0);
-                w.start_file(name, entry_options(&path.to_string_lossy(), size))
-                    .map_err(|e| zip_err("cannot write the archive", e))?;
-                std::io::copy(&mut src, &mut w)
-                    .map_err(|e| zip_err("cannot write the archive", e))?;
-            }
-            let body = serde_json::to_vec_pretty(&config)
-                .map_err(|e| zip_err("cannot write the archive", e))?;
-            w.start_file(
-                "config.json",
-                entry_options("config.json", body.len() as u64),
-            )
-            .map_err(|e| zip_err("cannot write the archive", e))?;
-            w.write_all(&body)
-                .map_err(|e| zip_err("cannot write the archive", e))?;
-            finish_zip(w)
-        })
-        .await
-        .map_err(|e| JukeboxError::io("background task failed", e))?
-    }
-
     /// Import an archive staged on disk: merge by MD5, convert MD5-level bindings
     /// back to ids, return the stats.
-    pub async fn import(self: &Arc<Self>, archive: Staged) -> Result<Value, JukeboxError> {
+    pub async fn import(
+        self: &Arc<Self>,
+        archive: StagedArchive,
+    ) -> Result<Imported, JukeboxError> {
         let this = self.clone();
-        let prepared = tokio::task::spawn_blocking(move || prepare_import(&this, &archive))
-            .await
-            .map_err(|e| JukeboxError::io("background task failed", e))??;
+        let prepared =
+            companiond_core::task::blocking(move || prepare_import(&this, &archive)).await?;
         let songs_dir = self.dir(Kind::Song);
         let actions_dir = self.dir(Kind::Action);
         self.mutate(move |lib, _, tx| Ok(apply_import(lib, prepared, tx, &songs_dir, &actions_dir)))
@@ -390,10 +200,14 @@ fn extract(
     file.as_file()
         .sync_data()
         .map_err(|e| zip_err("cannot write an imported file", e))?;
+    let path = file
+        .into_temp_path()
+        .keep()
+        .map_err(|e| zip_err("cannot keep an imported file", e))?;
     Ok(Staged {
-        path: file.into_temp_path(),
-        md5: hex::encode(md5.finalize()),
+        file: companiond_core::staging::StagedFile::new(path),
         size,
+        tap: md5.hex(),
     })
 }
 
@@ -472,9 +286,9 @@ fn record_entry(kind: Kind, rel: &str) -> Option<(String, String)> {
     Some((format!("{}/{}", kind.dir(), name), name))
 }
 
-fn prepare_import(j: &Jukebox, archive: &Staged) -> Result<Prepared, JukeboxError> {
+fn prepare_import(j: &Jukebox, archive: &StagedArchive) -> Result<Prepared, JukeboxError> {
     let limits = j.limits;
-    let mut zip = open_archive(&archive.path)?;
+    let mut zip = open_archive(archive.file.path())?;
     let entries = index_entries(&mut zip, &limits)?;
     let cfg_idx = *entries
         .get("config.json")
@@ -542,8 +356,8 @@ fn prepare_import(j: &Jukebox, archive: &Staged) -> Result<Prepared, JukeboxErro
                             } else {
                                 let st =
                                     extract(&mut zip, idx, &j.dir(kind), &limits, &mut budget)?;
-                                extracted.insert(idx, st.md5.clone());
-                                item.md5 = st.md5.clone();
+                                extracted.insert(idx, st.tap.clone());
+                                item.md5 = st.tap.clone();
                                 item.staged = Some(st);
                             }
                         }
@@ -577,21 +391,46 @@ fn prepare_import(j: &Jukebox, archive: &Staged) -> Result<Prepared, JukeboxErro
     Ok(out)
 }
 
+/// Place an extracted file in `dir`: a new id and the stored name (`None`
+/// when it cannot be stored: the item is skipped).
+fn place_imported(
+    lib: &Library,
+    kind: Kind,
+    staged: Staged,
+    dir: &Path,
+    file_name: &str,
+    tx: &mut Tx,
+) -> Option<(String, String)> {
+    let (path, stored) = match place(staged, dir, file_name) {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::warn!("jukebox import: {e}");
+            return None;
+        }
+    };
+    tx.created.push(path);
+    let id = unique_id(&sanitize_id(&stored), |c| match kind {
+        Kind::Song => lib.songs.contains_key(c),
+        Kind::Action => lib.actions.contains_key(c),
+    });
+    Some((id, stored))
+}
+
 fn apply_import(
     lib: &mut Library,
     p: Prepared,
     tx: &mut Tx,
     songs_dir: &Path,
     actions_dir: &Path,
-) -> Value {
+) -> Imported {
     let (
         mut songs_added,
         mut songs_merged,
         mut actions_added,
         mut actions_merged,
         mut bindings_added,
-    ) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut skipped = p.skipped as u64;
+    ) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut skipped = p.skipped;
     let mut song_map: HashMap<String, String> = HashMap::new();
     let mut action_map: HashMap<String, String> = HashMap::new();
     let mut defaults: Vec<(String, String)> = Vec::new();
@@ -608,16 +447,12 @@ fn apply_import(
             songs_merged += 1;
             existing
         } else if let Some(st) = item.staged {
-            let (path, stored) = match place(st, songs_dir, &item.file_name) {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!("jukebox import: {e}");
-                    skipped += 1;
-                    continue;
-                }
+            let Some((id, stored)) =
+                place_imported(lib, Kind::Song, st, songs_dir, &item.file_name, tx)
+            else {
+                skipped += 1;
+                continue;
             };
-            tx.created.push(path);
-            let id = unique_id(&sanitize_id(&stored), |c| lib.songs.contains_key(c));
             let rec = &item.record;
             let name = imported_name(rec, &item.file_name, &stored);
             let song = Song {
@@ -663,16 +498,12 @@ fn apply_import(
             skipped += 1;
             continue;
         };
-        let (path, stored) = match place(st, actions_dir, &item.file_name) {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("jukebox import: {e}");
-                skipped += 1;
-                continue;
-            }
+        let Some((id, stored)) =
+            place_imported(lib, Kind::Action, st, actions_dir, &item.file_name, tx)
+        else {
+            skipped += 1;
+            continue;
         };
-        tx.created.push(path);
-        let id = unique_id(&sanitize_id(&stored), |c| lib.actions.contains_key(c));
         let rec = &item.record;
         let name = imported_name(rec, &item.file_name, &stored);
         let action = Action {
@@ -726,138 +557,15 @@ fn apply_import(
         }
     }
 
-    json!({
-        "success": true,
-        "stats": {
-            "songsAdded": songs_added,
-            "songsMerged": songs_merged,
-            "actionsAdded": actions_added,
-            "actionsMerged": actions_merged,
-            "bindingsAdded": bindings_added,
+    Imported {
+        success: true,
+        stats: ImportStats {
+            songs_added,
+            songs_merged,
+            actions_added,
+            actions_merged,
+            bindings_added,
         },
-        "skipped": skipped,
-    })
-}
-
-// ------------------------------------------------------------------ pack-folder
-
-enum PackMsg {
-    Start(String),
-    Data(Bytes),
-}
-
-/// A `packed.zip` being written from streamed parts.
-pub struct Packer {
-    tx: Option<mpsc::Sender<PackMsg>>,
-    task: JoinHandle<Result<(File, u64), JukeboxError>>,
-    names: HashSet<String>,
-    current: u64,
-    total: u64,
-    limits: Limits,
-}
-
-/// The entry name for an uploaded relative path (400 when unsafe or empty).
-pub fn pack_entry_name(raw: &str) -> Result<String, JukeboxError> {
-    let segs = clean_segments(raw)
-        .map_err(|e| JukeboxError::bad(format!("invalid file path {}: {e}", shown_name(raw))))?;
-    if segs.is_empty() {
-        return Err(JukeboxError::bad("a file has no name"));
-    }
-    for s in &segs {
-        check_file_name(s).map_err(|p| {
-            JukeboxError::bad(format!("invalid file path {}: {p}", shown_name(raw)))
-        })?;
-    }
-    Ok(segs.join("/"))
-}
-
-impl Packer {
-    pub fn start(tmp_dir: &Path, limits: Limits) -> Result<Packer, JukeboxError> {
-        let mut w = new_zip(tmp_dir)?;
-        let (tx, mut rx) = mpsc::channel::<PackMsg>(32);
-        let task = tokio::task::spawn_blocking(move || {
-            while let Some(msg) = rx.blocking_recv() {
-                match msg {
-                    PackMsg::Start(name) => {
-                        let opts = entry_options(&name, 0).large_file(true);
-                        w.start_file(name, opts)
-                            .map_err(|e| zip_err("cannot write the archive", e))?;
-                    }
-                    PackMsg::Data(b) => w
-                        .write_all(&b)
-                        .map_err(|e| zip_err("cannot write the archive", e))?,
-                }
-            }
-            finish_zip(w)
-        });
-        Ok(Packer {
-            tx: Some(tx),
-            task,
-            names: HashSet::new(),
-            current: 0,
-            total: 0,
-            limits,
-        })
-    }
-
-    async fn send(&mut self, msg: PackMsg) -> Result<(), JukeboxError> {
-        let Some(tx) = &self.tx else {
-            return Err(JukeboxError::Storage(
-                "the archive is already closed".into(),
-            ));
-        };
-        if tx.send(msg).await.is_err() {
-            self.tx = None;
-            return Err(match (&mut self.task).await {
-                Ok(Err(e)) => e,
-                Ok(Ok(_)) => JukeboxError::Storage("the archive writer stopped early".into()),
-                Err(e) => JukeboxError::io("the archive writer failed", e),
-            });
-        }
-        Ok(())
-    }
-
-    /// Start the next file, named by its relative path.
-    pub async fn begin(&mut self, raw_name: &str) -> Result<(), JukeboxError> {
-        let name = pack_entry_name(raw_name)?;
-        if !self.names.insert(name.clone()) {
-            return Err(JukeboxError::bad(format!("the path {name} is given twice")));
-        }
-        self.current = 0;
-        self.send(PackMsg::Start(name)).await
-    }
-
-    pub async fn push(&mut self, chunk: Bytes) -> Result<(), JukeboxError> {
-        self.current += chunk.len() as u64;
-        self.total += chunk.len() as u64;
-        if self.current > self.limits.file {
-            return Err(JukeboxError::TooLarge(format!(
-                "a file is larger than {}",
-                human_size(self.limits.file)
-            )));
-        }
-        if self.total > self.limits.archive {
-            return Err(JukeboxError::TooLarge(format!(
-                "the files add up to more than {}",
-                human_size(self.limits.archive)
-            )));
-        }
-        self.send(PackMsg::Data(chunk)).await
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-
-    pub async fn finish(mut self) -> Result<(File, u64), JukeboxError> {
-        self.tx = None;
-        (&mut self.task)
-            .await
-            .map_err(|e| JukeboxError::io("the archive writer failed", e))?
-    }
-
-    pub async fn discard(mut self) {
-        self.tx = None;
-        let _ = (&mut self.task).await;
+        skipped,
     }
 }
