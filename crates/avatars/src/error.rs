@@ -124,6 +124,12 @@ impl From<companiond_core::paths::PathError> for AvatarError {
     }
 }
 
+impl From<companiond_core::task::TaskFailed> for AvatarError {
+    fn from(e: companiond_core::task::TaskFailed) -> Self {
+        AvatarError::Internal(e.to_string())
+    }
+}
+
 impl IntoResponse for AvatarError {
     fn into_response(self) -> Response {
         let status = self.status();

@@ -282,12 +282,3 @@ pub fn stem(name: &str) -> &str {
         _ => name,
     }
 }
-
-/// Run blocking file-system work off the async threads.
-pub async fn blocking<R: Send + 'static>(
-    f: impl FnOnce() -> Result<R, AvatarError> + Send + 'static,
-) -> Result<R, AvatarError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| AvatarError::Internal(format!("background task failed: {e}")))?
-}

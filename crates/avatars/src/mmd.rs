@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use futures::Stream;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use companiond_core::paths::{
@@ -17,19 +18,18 @@ use companiond_core::paths::{
 };
 use companiond_core::static_files::USER_MMD;
 use companiond_core::store::{read_json, Store};
+use companiond_core::task::blocking;
 
 use crate::error::AvatarError;
 use crate::fsutil::{
-    blocking, ext_lower, remove_any, stem, stream_to_file, temp_name, url_path, walk_files,
-    Cleanup, StreamStop,
+    ext_lower, remove_any, stem, stream_to_file, temp_name, url_path, walk_files, Cleanup,
+    StreamStop,
 };
+use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 use crate::zipimport;
-use crate::{human_size, Limits};
+use crate::Limits;
+use companiond_core::text::human_size;
 
-/// Sub-folder of the user folder holding uploaded animations.
-pub const ANIMATION_DIR: &str = "animation";
-/// Sub-folder of the user folder holding the emotion mappings.
-pub const EMOTION_DIR: &str = "emotion_config";
 /// URL prefix of the project models.
 pub const STATIC_MMD_URL: &str = "/static/mmd";
 /// URL prefix of workshop files.
@@ -41,6 +41,50 @@ const VMD_MAGIC: &[u8] = b"Vocaloid Motion Data";
 const MODEL_EXTS: &[&str] = &["pmx", "pmd"];
 /// Longest model name accepted for an emotion mapping.
 const MAX_MODEL_NAME: usize = 200;
+
+/// `POST /upload`'s answer.
+#[derive(Serialize)]
+pub struct ModelUploaded {
+    pub message: String,
+    pub model_name: String,
+    pub model_url: String,
+    pub file_size: u64,
+}
+
+/// `POST /upload_animation`'s answer.
+#[derive(Serialize)]
+pub struct AnimationUploaded {
+    pub message: String,
+    pub filename: String,
+    pub file_path: String,
+}
+
+/// `POST /upload_zip`'s answer.
+#[derive(Serialize)]
+pub struct ZipImported {
+    pub message: String,
+    pub model_name: String,
+    pub model_url: String,
+    pub file_count: usize,
+    /// Bytes of the archive as received.
+    pub file_size: u64,
+    pub extracted_size: u64,
+    pub folder: String,
+    /// Entry names recovered from a legacy encoding.
+    pub renamed_entries: usize,
+}
+
+/// `GET /config`'s answer.
+#[derive(Serialize)]
+pub struct MmdConfig {
+    pub paths: MmdPaths,
+}
+
+#[derive(Serialize)]
+pub struct MmdPaths {
+    pub user_mmd: &'static str,
+    pub static_mmd: &'static str,
+}
 
 /// The MMD asset store.
 #[derive(Clone)]
@@ -149,10 +193,6 @@ impl Mmd {
         }
     }
 
-    pub fn user_dir(&self) -> &Path {
-        &self.user
-    }
-
     /// Remove partial uploads and staging folders left by a previous run (start-up).
     pub fn clean_leftovers(&self) {
         for dir in [self.user.clone(), self.user.join(ANIMATION_DIR)] {
@@ -241,7 +281,7 @@ impl Mmd {
         &self,
         file_name: Option<&str>,
         body: &mut S,
-    ) -> Result<Value, AvatarError>
+    ) -> Result<ModelUploaded, AvatarError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -261,13 +301,12 @@ impl Mmd {
         let size = self
             .store_upload(&self.user, &name, (magic, what), body, "the model file")
             .await?;
-        Ok(json!({
-            "success": true,
-            "message": format!("model {name} uploaded"),
-            "model_name": stem(&name),
-            "model_url": url_of("/user_mmd", std::slice::from_ref(&name)),
-            "file_size": size,
-        }))
+        Ok(ModelUploaded {
+            message: format!("model {name} uploaded"),
+            model_name: stem(&name).to_string(),
+            model_url: url_of("/user_mmd", std::slice::from_ref(&name)),
+            file_size: size,
+        })
     }
 
     /// `POST /upload_animation`: a `.vmd` streamed into the user `animation/` folder.
@@ -275,7 +314,7 @@ impl Mmd {
         &self,
         file_name: Option<&str>,
         body: &mut S,
-    ) -> Result<Value, AvatarError>
+    ) -> Result<AnimationUploaded, AvatarError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -290,12 +329,11 @@ impl Mmd {
         let dir = self.user.join(ANIMATION_DIR);
         self.store_upload(&dir, &name, (VMD_MAGIC, "VMD"), body, "the animation file")
             .await?;
-        Ok(json!({
-            "success": true,
-            "message": format!("animation {name} uploaded"),
-            "filename": name,
-            "file_path": format!("/user_mmd/{ANIMATION_DIR}/{name}"),
-        }))
+        Ok(AnimationUploaded {
+            message: format!("animation {name} uploaded"),
+            file_path: format!("/user_mmd/{ANIMATION_DIR}/{name}"),
+            filename: name,
+        })
     }
 
     /// `POST /upload_zip`: a ZIP of a model and its textures, extracted while it
@@ -304,7 +342,7 @@ impl Mmd {
         &self,
         file_name: Option<&str>,
         body: &mut S,
-    ) -> Result<Value, AvatarError>
+    ) -> Result<ZipImported, AvatarError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -349,17 +387,19 @@ impl Mmd {
         let mut rel = vec![staged.dir_name.clone()];
         rel.extend(staged.model_rel.iter().cloned());
         let model_file = staged.model_rel.last().cloned().unwrap_or_default();
-        Ok(json!({
-            "success": true,
-            "message": format!("model archive {archive_name} imported into {}", staged.dir_name),
-            "model_name": stem(&model_file),
-            "model_url": url_of("/user_mmd", &rel),
-            "file_count": staged.file_count,
-            "file_size": archive_size,
-            "extracted_size": staged.extracted_bytes,
-            "folder": staged.dir_name,
-            "renamed_entries": staged.recovered_names,
-        }))
+        Ok(ZipImported {
+            message: format!(
+                "model archive {archive_name} imported into {}",
+                staged.dir_name
+            ),
+            model_name: stem(&model_file).to_string(),
+            model_url: url_of("/user_mmd", &rel),
+            file_count: staged.file_count,
+            file_size: archive_size,
+            extracted_size: staged.extracted_bytes,
+            folder: staged.dir_name.clone(),
+            renamed_entries: staged.recovered_names,
+        })
     }
 
     /// `GET /models`: project, user and workshop models plus broken leftovers.
@@ -508,12 +548,14 @@ impl Mmd {
         .await
     }
 
-    /// `GET /config`.
-    pub fn config(&self) -> Value {
-        json!({
-            "success": true,
-            "paths": {"user_mmd": "/user_mmd", "static_mmd": STATIC_MMD_URL},
-        })
+    /// `GET /config`: the URL prefixes of the user and project models.
+    pub fn config(&self) -> MmdConfig {
+        MmdConfig {
+            paths: MmdPaths {
+                user_mmd: "/user_mmd",
+                static_mmd: STATIC_MMD_URL,
+            },
+        }
     }
 
     fn mapping_path(&self, model: &str) -> Result<PathBuf, AvatarError> {

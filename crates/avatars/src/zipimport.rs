@@ -28,9 +28,10 @@ use encoding_rs::{Encoding, BIG5, EUC_KR, GB18030, GBK, SHIFT_JIS};
 
 use crate::error::AvatarError;
 use crate::fsutil::{ext_lower, stem, temp_name, Cleanup};
-use crate::mmd::{ANIMATION_DIR, EMOTION_DIR};
+use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 use crate::zipstream::{bad_zip, cp437, read_archive, Input, Streamed};
-use crate::{human_size, Limits};
+use crate::Limits;
+use companiond_core::text::human_size;
 
 /// A finished extraction, still in its staging folder.
 pub struct Staged {

@@ -9,8 +9,9 @@ use base64::Engine;
 use bytes::Bytes;
 use companiond_avatars::pngtuber::godot::{self, Variant};
 use companiond_avatars::Limits;
+use companiond_core::server::Family;
 use companiond_core::testkit::{split, TestOptions, TestServer};
-use companiond_core::{Api, AppState};
+use companiond_core::AppState;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -19,8 +20,14 @@ const KIB: u64 = 1024;
 /// Package files: (relative path, content).
 type Files<'a> = Vec<(&'a str, Vec<u8>)>;
 
-fn small(state: &AppState) -> Api {
-    companiond_avatars::api_with_limits(
+/// The family with small limits.
+const SMALL: Family = Family {
+    api: companiond_avatars::api,
+    start: small,
+};
+
+fn small(state: &AppState) {
+    companiond_avatars::start_with(
         state,
         Limits {
             mmd_file_bytes: 64 * KIB,
@@ -409,7 +416,7 @@ async fn mmd_model_and_animation_uploads() {
 
 #[tokio::test]
 async fn mmd_upload_limits_and_client_abort() {
-    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
+    let s = TestServer::start(&[SMALL]).await;
     let (st, b) = upload(&s, "/api/model/mmd/upload", "big.pmx", &pmx(70 * 1024)).await;
     assert_eq!(st, 400, "{b}");
     assert_eq!(b["error_code"], "file_too_large");
@@ -965,7 +972,7 @@ async fn refused_big_uploads_are_drained_before_the_answer() {
 
 #[tokio::test]
 async fn zip_bomb_with_lying_sizes_is_stopped_while_extracting() {
-    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
+    let s = TestServer::start(&[SMALL]).await;
     let model = pmx(100);
     // 4 MiB of zeros compress to a few KiB; the headers claim 100 bytes.
     let zeros = vec![0u8; 4 * 1024 * 1024];
@@ -1741,7 +1748,7 @@ async fn pngtuber_layered_project_is_converted_with_mesh_rules() {
 
 #[tokio::test]
 async fn pngtuber_rejected_formats_and_limits() {
-    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
+    let s = TestServer::start(&[SMALL]).await;
     let img = png(2, 2, [1, 1, 1, 255]);
     // Packed project: recognised, a sample requested.
     let (st, b) = upload_pkg(
@@ -1863,7 +1870,7 @@ async fn every_route_is_in_the_openapi_document() {
 
 #[tokio::test]
 async fn mmd_uploads_read_only_the_part_named_file() {
-    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
+    let s = TestServer::start(&[SMALL]).await;
     for (route, name, data) in [
         ("/api/model/mmd/upload", "m.pmx", pmx(10)),
         ("/api/model/mmd/upload_animation", "a.vmd", vmd()),
@@ -1898,7 +1905,7 @@ async fn mmd_uploads_read_only_the_part_named_file() {
 
 #[tokio::test]
 async fn over_long_and_odd_file_names_are_refused_on_every_avatar_upload() {
-    let s = TestServer::start(&[companiond_core::server::Family::routes(small)]).await;
+    let s = TestServer::start(&[SMALL]).await;
     let long = |ext: &str| format!("{}.{ext}", "a".repeat(255 - ext.len())); // 256 bytes
     let long_cjk = |ext: &str| format!("{}.{ext}", "模".repeat(84)); // 255 + 1 + ext bytes
     for (route, ext, data) in [

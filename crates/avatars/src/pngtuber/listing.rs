@@ -1,38 +1,51 @@
 //! `GET /api/model/pngtuber/models` without re-reading every package: each
 //! package's listing entry (or its "skip") is cached with the stamps of what
-//! decided it — its `model.json` and every directory on the way to the files it
-//! references (adding, removing or replacing a file changes its directory's
-//! stamp). A request stats those (two or three per package) and reads and
-//! validates only packages whose stamps changed. Entries computed from files
-//! changed within [`companiond_core::stamp::RACY`] are not kept.
+//! decided it — the package folder, its `model.json` and every sub-folder on
+//! the way to the files it references (adding, removing or replacing a file
+//! changes its directory's stamp). A request reads the store folder once (which
+//! gives each package folder's stamp), stats each `model.json` and referenced
+//! sub-folder, reads and validates only packages whose stamps changed, and
+//! answers the previous serialised array when none did. Entries computed from
+//! files changed within [`companiond_core::stamp::RACY`] are not kept.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use bytes::Bytes;
 use companiond_core::stamp::{all_settled, stamp, Stamp};
 use serde_json::{json, Map, Value};
 
 use super::{normalize, raw_config, read_model_json, relative_segments, validate, URL_PREFIX};
 
 struct Entry {
+    /// The package folder itself (files added, removed or renamed in it).
+    pkg: Option<Stamp>,
     model: Option<Stamp>,
+    /// Sub-folders on the way to the referenced files.
     deps: Vec<(PathBuf, Option<Stamp>)>,
     /// The serialised listing entry; `None` when the folder is skipped.
     json: Option<Arc<str>>,
 }
 
-/// Per-folder cache of the listing (one per package store).
+/// Per-folder cache of the listing (one per package store), and the last
+/// whole answer, reused while no package changed.
 #[derive(Default)]
 pub struct ListCache {
-    entries: Mutex<HashMap<String, Entry>>,
+    inner: Mutex<Inner>,
 }
 
-/// The directories whose contents decide whether the files `model` references
-/// exist: the package folder and every folder on the way to each file.
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<String, Entry>,
+    answer: Option<Bytes>,
+}
+
+/// The sub-folders whose contents decide whether the files `model` references
+/// exist: every folder on the way to each file below the package folder.
 fn dependencies(model: &Map<String, Value>, pkg: &Path, folder: &str) -> Vec<PathBuf> {
-    let mut out = vec![pkg.to_path_buf()];
+    let mut out: Vec<PathBuf> = Vec::new();
     let own_prefix = format!("{URL_PREFIX}/{folder}/");
     for (k, v) in raw_config(model) {
         if !k.ends_with("_image") {
@@ -85,62 +98,105 @@ fn entry_of(model: &Map<String, Value>, folder: &str) -> Value {
 }
 
 impl ListCache {
-    /// The serialised entries of the valid packages under `root`, sorted by
-    /// folder name (case-insensitive). Blocking.
-    pub fn list(&self, root: &Path) -> std::io::Result<Vec<Arc<str>>> {
+    /// The JSON array of the valid packages under `root`, sorted by folder
+    /// name (case-insensitive). Blocking. Costs one directory read and a stat
+    /// of each package's `model.json` and referenced sub-folders (the package
+    /// folders' own stamps come with the directory read) while nothing changed.
+    pub fn list(&self, root: &Path) -> std::io::Result<Bytes> {
         let computed_at = SystemTime::now();
-        let mut dirs: Vec<(String, PathBuf)> = match std::fs::read_dir(root) {
+        let mut dirs: Vec<(String, PathBuf, Option<Stamp>)> = match std::fs::read_dir(root) {
             Ok(rd) => rd
                 .flatten()
                 .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-                .filter(|(n, _)| !n.starts_with('.'))
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.starts_with('.') {
+                        return None;
+                    }
+                    // Relative to the open directory (no path walk); a
+                    // folder (not a symlink, filtered above) stats the same.
+                    let pkg = e.metadata().ok().map(|m| Stamp::of(&m));
+                    Some((name, e.path(), pkg))
+                })
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
-        dirs.sort_by_key(|(n, _)| n.to_lowercase());
-        let mut cache = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = Vec::with_capacity(dirs.len());
-        let mut seen = std::collections::HashSet::with_capacity(dirs.len());
-        for (folder, dir) in dirs {
+        dirs.sort_by_cached_key(|(n, _, _)| n.to_lowercase());
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Inner { entries, answer } = &mut *inner;
+        let mut changed = answer.is_none();
+        // Entries computed from unsettled files are answered, never kept.
+        let mut kept_all = true;
+        let mut out: Vec<Arc<str>> = Vec::with_capacity(dirs.len());
+        let mut cached_seen = 0usize;
+        for (folder, dir, pkg_stamp) in &dirs {
             let model_path = dir.join("model.json");
             let model_stamp = stamp(&model_path);
-            let hit = cache.get(&folder).is_some_and(|e| {
-                e.model == model_stamp && e.deps.iter().all(|(p, s)| stamp(p) == *s)
+            let hit = entries.get(folder.as_str()).is_some_and(|e| {
+                e.pkg == *pkg_stamp
+                    && e.model == model_stamp
+                    && e.deps.iter().all(|(p, s)| stamp(p) == *s)
             });
-            if !hit {
-                let fresh = Self::compute(&folder, &dir, &model_path, model_stamp);
-                match fresh {
-                    Some(e)
-                        if all_settled(
-                            std::iter::once(&e.model).chain(e.deps.iter().map(|(_, s)| s)),
-                            computed_at,
-                        ) =>
-                    {
-                        cache.insert(folder.clone(), e);
+            if hit {
+                cached_seen += 1;
+                if let Some(j) = entries.get(folder.as_str()).and_then(|e| e.json.clone()) {
+                    out.push(j);
+                }
+                continue;
+            }
+            changed = true;
+            match Self::compute(folder, dir, &model_path, *pkg_stamp, model_stamp) {
+                Some(e)
+                    if all_settled(
+                        [&e.pkg, &e.model]
+                            .into_iter()
+                            .chain(e.deps.iter().map(|(_, s)| s)),
+                        computed_at,
+                    ) =>
+                {
+                    if let Some(j) = e.json.clone() {
+                        out.push(j);
                     }
-                    Some(e) => {
-                        cache.remove(&folder);
-                        if let Some(j) = e.json {
-                            out.push(j);
-                        }
-                        seen.insert(folder);
-                        continue;
-                    }
-                    None => {
-                        cache.remove(&folder);
-                        continue;
+                    entries.insert(folder.clone(), e);
+                    cached_seen += 1;
+                }
+                Some(e) => {
+                    entries.remove(folder.as_str());
+                    kept_all = false;
+                    if let Some(j) = e.json {
+                        out.push(j);
                     }
                 }
+                None => {
+                    entries.remove(folder.as_str());
+                    kept_all = false;
+                }
             }
-            if let Some(j) = cache.get(&folder).and_then(|e| e.json.clone()) {
-                out.push(j);
-            }
-            seen.insert(folder);
         }
-        cache.retain(|k, _| seen.contains(k));
-        Ok(out)
+        if entries.len() > cached_seen {
+            // Folders gone since the last call.
+            let present: HashSet<&str> = dirs.iter().map(|(n, _, _)| n.as_str()).collect();
+            entries.retain(|k, _| present.contains(k.as_str()));
+            changed = true;
+        }
+        if !changed {
+            if let Some(a) = answer {
+                return Ok(a.clone());
+            }
+        }
+        let mut body = Vec::with_capacity(out.iter().map(|e| e.len() + 1).sum::<usize>() + 2);
+        body.push(b'[');
+        for (i, e) in out.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(e.as_bytes());
+        }
+        body.push(b']');
+        let body = Bytes::from(body);
+        *answer = kept_all.then(|| body.clone());
+        Ok(body)
     }
 
     /// Read and validate one package; `None` when it cannot be read (not cached).
@@ -148,17 +204,18 @@ impl ListCache {
         folder: &str,
         dir: &Path,
         model_path: &Path,
+        pkg_stamp: Option<Stamp>,
         model_stamp: Option<Stamp>,
     ) -> Option<Entry> {
         // Stamps are taken before the reads, so a change racing with them shows
         // as a different stamp next time.
-        let pkg_stamp = stamp(dir);
         let model = match read_model_json(model_path) {
             Ok(Some(m)) => m,
             Ok(None) => {
                 return Some(Entry {
+                    pkg: pkg_stamp,
                     model: model_stamp,
-                    deps: vec![(dir.to_path_buf(), pkg_stamp)],
+                    deps: Vec::new(),
                     json: None,
                 })
             }
@@ -170,7 +227,7 @@ impl ListCache {
         let deps: Vec<(PathBuf, Option<Stamp>)> = dependencies(&model, dir, folder)
             .into_iter()
             .map(|p| {
-                let s = if p == dir { pkg_stamp } else { stamp(&p) };
+                let s = stamp(&p);
                 (p, s)
             })
             .collect();
@@ -182,6 +239,7 @@ impl ListCache {
             }
         };
         Some(Entry {
+            pkg: pkg_stamp,
             model: model_stamp,
             deps,
             json,

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use futures::Stream;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use companiond_core::paths::{
@@ -24,13 +25,15 @@ use companiond_core::paths::{
 };
 use companiond_core::static_files::USER_PNGTUBER;
 use companiond_core::store::{atomic_write, Store};
+use companiond_core::task::blocking;
 
 use crate::error::AvatarError;
 use crate::fsutil::{
-    blocking, ext_lower, remove_any, stem, stream_to_file, temp_name, url_path, walk_files, Budget,
-    Cleanup, StreamStop,
+    ext_lower, remove_any, stem, stream_to_file, temp_name, url_path, walk_files, Budget, Cleanup,
+    StreamStop,
 };
-use crate::{human_size, Limits};
+use crate::Limits;
+use companiond_core::text::human_size;
 
 /// URL prefix of the packages.
 pub const URL_PREFIX: &str = "/user_pngtuber";
@@ -149,6 +152,29 @@ pub(crate) fn write_layered(pkg: &Path, p: LayeredPackage<'_>) -> Result<Importe
         warnings: p.warnings,
         message: "imported with the layered adapter (layered_canvas_v1, adapter_version 2)".into(),
     })
+}
+
+/// `POST /upload_model`'s answer.
+#[derive(Serialize)]
+pub struct PackageUploaded {
+    pub message: String,
+    pub model_type: &'static str,
+    pub model_name: String,
+    pub name: String,
+    pub folder: String,
+    pub url: String,
+    /// The normalised `pngtuber` block as stored.
+    pub pngtuber: Map<String, Value>,
+    pub source_format: &'static str,
+    pub warnings: Vec<String>,
+    /// Bytes received.
+    pub file_size: u64,
+    pub capabilities: &'static [&'static str],
+    /// Layered formats only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_version: Option<u32>,
 }
 
 /// The PNGTuber package store.
@@ -660,10 +686,6 @@ impl Pngtuber {
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Remove staging folders left by a previous run (start-up).
     pub fn clean_leftovers(&self) {
         if let Ok(rd) = std::fs::read_dir(&self.root) {
@@ -698,7 +720,10 @@ impl Pngtuber {
     }
 
     /// Detect, convert, validate, normalise and commit a staged upload.
-    pub async fn finish_upload(&self, mut up: StagedUpload) -> Result<Value, AvatarError> {
+    pub async fn finish_upload(
+        &self,
+        mut up: StagedUpload,
+    ) -> Result<PackageUploaded, AvatarError> {
         if up.files.is_empty() {
             return Err(AvatarError::invalid("no_files", "no files uploaded"));
         }
@@ -740,47 +765,33 @@ impl Pngtuber {
             .filter(|s| !s.is_empty())
             .map(str::to_string)
             .unwrap_or_else(|| folder.clone());
-        let mut resp = json!({
-            "success": true,
-            "message": imported.message,
-            "model_type": "pngtuber",
-            "model_name": name,
-            "name": name,
-            "folder": folder,
-            "url": format!("{URL_PREFIX}/{folder}/model.json"),
-            "pngtuber": pngtuber,
-            "source_format": imported.source_format,
-            "warnings": imported.warnings,
-            "file_size": total,
-            "capabilities": capabilities(imported.source_format),
-        });
-        if imported.source_format != "simple_package" {
-            resp["adapter"] = json!(LAYERED_ADAPTER);
-            resp["adapter_version"] = json!(ADAPTER_VERSION);
-        }
-        Ok(resp)
+        let layered = imported.source_format != "simple_package";
+        Ok(PackageUploaded {
+            message: imported.message,
+            model_type: "pngtuber",
+            model_name: name.clone(),
+            name,
+            url: format!("{URL_PREFIX}/{folder}/model.json"),
+            folder,
+            pngtuber,
+            source_format: imported.source_format,
+            warnings: imported.warnings,
+            file_size: total,
+            capabilities: capabilities(imported.source_format),
+            adapter: layered.then_some(LAYERED_ADAPTER),
+            adapter_version: layered.then_some(ADAPTER_VERSION),
+        })
     }
 
     /// `GET /models`: the JSON array of the valid packages, sorted by folder
     /// name (case-insensitive); unchanged packages come from [`listing::ListCache`].
-    pub async fn list_json(&self) -> Result<String, AvatarError> {
+    pub async fn list_json(&self) -> Result<Bytes, AvatarError> {
         let root = self.root.clone();
         let cache = self.listing.clone();
         blocking(move || {
-            let entries = cache
+            cache
                 .list(&root)
-                .map_err(|e| AvatarError::io("cannot list PNGTuber models", e))?;
-            let mut out =
-                String::with_capacity(entries.iter().map(|e| e.len() + 1).sum::<usize>() + 2);
-            out.push('[');
-            for (i, e) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(e);
-            }
-            out.push(']');
-            Ok(out)
+                .map_err(|e| AvatarError::io("cannot list PNGTuber models", e))
         })
         .await
     }
