@@ -17,7 +17,9 @@ use bytes::Bytes;
 use companiond_core::stamp::{all_settled, stamp, Stamp};
 use serde_json::{json, Map, Value};
 
-use super::{normalize, raw_config, read_model_json, relative_segments, validate, URL_PREFIX};
+use super::package::{
+    normalize, raw_config, read_model_json, relative_segments, validate, URL_PREFIX,
+};
 
 struct Entry {
     /// The package folder itself (files added, removed or renamed in it).

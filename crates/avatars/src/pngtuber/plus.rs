@@ -13,7 +13,10 @@ use serde_json::{json, Map, Value};
 use companiond_core::paths::safe_join;
 
 use super::image::{decode_png, Rgba};
-use super::{Imported, ADAPTER_VERSION, LAYERED_ADAPTER};
+use super::layered::{
+    capabilities, safe_id, write_layered, Imported, LayeredPackage, ADAPTER_VERSION,
+    LAYERED_ADAPTER,
+};
 use crate::fsutil::{stem, walk_files};
 
 pub const SOURCE_FORMAT: &str = "pngtuber_layered_save";
@@ -214,18 +217,6 @@ fn decode_inline(data: &str) -> Option<Rgba> {
         .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(clean.as_bytes()))
         .ok()?;
     decode_png(&bytes).ok()
-}
-
-fn safe_id(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// Convert the save at `save_path` inside the package `pkg` in place.
@@ -544,7 +535,7 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
         "adapter": LAYERED_ADAPTER,
         "adapter_version": ADAPTER_VERSION,
         "runtime": "layered_canvas",
-        "supported": super::capabilities(SOURCE_FORMAT),
+        "supported": capabilities(SOURCE_FORMAT),
         "source_format": SOURCE_FORMAT,
         "source_application": "pngtuber-plus",
         "source_file": save_name,
@@ -584,9 +575,9 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
         "layers": layer_meta,
     });
 
-    super::write_layered(
+    write_layered(
         pkg,
-        super::LayeredPackage {
+        LayeredPackage {
             source_format: SOURCE_FORMAT,
             metadata_file: METADATA_FILE,
             name: stem(&save_name).to_string(),
