@@ -9,7 +9,8 @@
 //! files changed within [`companiond_core::stamp::RACY`] are not kept.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -25,8 +26,8 @@ struct Entry {
     /// The package folder itself (files added, removed or renamed in it).
     pkg: Option<Stamp>,
     model: Option<Stamp>,
-    /// Sub-folders on the way to the referenced files.
-    deps: Vec<(PathBuf, Option<Stamp>)>,
+    /// Sub-folders on the way to the referenced files (relative to the store).
+    deps: Vec<(OsString, Option<Stamp>)>,
     /// The serialised listing entry; `None` when the folder is skipped.
     json: Option<Arc<str>>,
 }
@@ -45,9 +46,10 @@ struct Inner {
 }
 
 /// The sub-folders whose contents decide whether the files `model` references
-/// exist: every folder on the way to each file below the package folder.
-fn dependencies(model: &Map<String, Value>, pkg: &Path, folder: &str) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
+/// exist: every folder on the way to each file below the package folder `pkg`
+/// (a path relative to the store).
+fn dependencies(model: &Map<String, Value>, pkg: &OsStr, folder: &str) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
     let own_prefix = format!("{URL_PREFIX}/{folder}/");
     for (k, v) in raw_config(model) {
         if !k.ends_with("_image") {
@@ -61,8 +63,9 @@ fn dependencies(model: &Map<String, Value>, pkg: &Path, folder: &str) -> Vec<Pat
         let Some(segs) = relative_segments(rel) else {
             continue;
         };
-        let mut dir = pkg.to_path_buf();
+        let mut dir = pkg.to_os_string();
         for seg in segs.iter().take(segs.len().saturating_sub(1)) {
+            dir.push("/");
             dir.push(seg);
             if !out.contains(&dir) {
                 out.push(dir.clone());
@@ -99,6 +102,63 @@ fn entry_of(model: &Map<String, Value>, folder: &str) -> Value {
     })
 }
 
+/// Stamps of paths below the store folder, looked up relative to it when the
+/// platform allows (`fstatat` on an open directory): a request stats thousands
+/// of files, and each lookup then walks only the components below the store,
+/// not the whole data-dir path.
+struct Below<'a> {
+    root: &'a Path,
+    #[cfg(target_os = "linux")]
+    dir: Option<std::fs::File>,
+}
+
+impl<'a> Below<'a> {
+    fn open(root: &'a Path) -> Below<'a> {
+        Below {
+            root,
+            #[cfg(target_os = "linux")]
+            dir: std::fs::File::open(root).ok(),
+        }
+    }
+
+    /// The stamp of `rel` (relative, `/`-separated), following symlinks like
+    /// [`stamp`]; `None` when it does not exist.
+    fn stamp(&self, rel: &OsStr) -> Option<Stamp> {
+        #[cfg(target_os = "linux")]
+        if let Some(dir) = &self.dir {
+            return stamp_at(dir, rel);
+        }
+        stamp(&self.root.join(rel))
+    }
+}
+
+/// `fstatat(dir, rel)` as a [`Stamp`] (the fields [`Stamp::of`] reads).
+#[cfg(target_os = "linux")]
+fn stamp_at(dir: &std::fs::File, rel: &OsStr) -> Option<Stamp> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(rel.as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `path` is NUL-terminated and outlives the call, the descriptor
+    // is open for the call's duration, and `st` is only read after fstatat
+    // reported that it filled it.
+    let st = unsafe {
+        if libc::fstatat(dir.as_raw_fd(), path.as_ptr(), st.as_mut_ptr(), 0) != 0 {
+            return None;
+        }
+        st.assume_init()
+    };
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    Some(Stamp {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        len: st.st_size as u64,
+        mtime_ns: ns(st.st_mtime, st.st_mtime_nsec),
+        ctime_ns: ns(st.st_ctime, st.st_ctime_nsec),
+        is_dir: st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+    })
+}
+
 impl ListCache {
     /// The JSON array of the valid packages under `root`, sorted by folder
     /// name (case-insensitive). Blocking. Costs one directory read and a stat
@@ -106,7 +166,7 @@ impl ListCache {
     /// folders' own stamps come with the directory read) while nothing changed.
     pub fn list(&self, root: &Path) -> std::io::Result<Bytes> {
         let computed_at = SystemTime::now();
-        let mut dirs: Vec<(String, PathBuf, Option<Stamp>)> = match std::fs::read_dir(root) {
+        let mut dirs: Vec<(String, OsString, Option<Stamp>)> = match std::fs::read_dir(root) {
             Ok(rd) => rd
                 .flatten()
                 .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
@@ -118,13 +178,14 @@ impl ListCache {
                     // Relative to the open directory (no path walk); a
                     // folder (not a symlink, filtered above) stats the same.
                     let pkg = e.metadata().ok().map(|m| Stamp::of(&m));
-                    Some((name, e.path(), pkg))
+                    Some((name, e.file_name(), pkg))
                 })
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
         dirs.sort_by_cached_key(|(n, _, _)| n.to_lowercase());
+        let below = Below::open(root);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let Inner { entries, answer } = &mut *inner;
         let mut changed = answer.is_none();
@@ -132,13 +193,14 @@ impl ListCache {
         let mut kept_all = true;
         let mut out: Vec<Arc<str>> = Vec::with_capacity(dirs.len());
         let mut cached_seen = 0usize;
-        for (folder, dir, pkg_stamp) in &dirs {
-            let model_path = dir.join("model.json");
-            let model_stamp = stamp(&model_path);
+        for (folder, raw, pkg_stamp) in &dirs {
+            let mut model_rel = raw.clone();
+            model_rel.push("/model.json");
+            let model_stamp = below.stamp(&model_rel);
             let hit = entries.get(folder.as_str()).is_some_and(|e| {
                 e.pkg == *pkg_stamp
                     && e.model == model_stamp
-                    && e.deps.iter().all(|(p, s)| stamp(p) == *s)
+                    && e.deps.iter().all(|(p, s)| below.stamp(p) == *s)
             });
             if hit {
                 cached_seen += 1;
@@ -148,7 +210,9 @@ impl ListCache {
                 continue;
             }
             changed = true;
-            match Self::compute(folder, dir, &model_path, *pkg_stamp, model_stamp) {
+            let (dir, model_path) = (root.join(raw), root.join(&model_rel));
+            let stamps = (*pkg_stamp, model_stamp);
+            match Self::compute(folder, raw, (&dir, &model_path), stamps, &below) {
                 Some(e)
                     if all_settled(
                         [&e.pkg, &e.model]
@@ -204,10 +268,10 @@ impl ListCache {
     /// Read and validate one package; `None` when it cannot be read (not cached).
     fn compute(
         folder: &str,
-        dir: &Path,
-        model_path: &Path,
-        pkg_stamp: Option<Stamp>,
-        model_stamp: Option<Stamp>,
+        raw: &OsStr,
+        (dir, model_path): (&Path, &Path),
+        (pkg_stamp, model_stamp): (Option<Stamp>, Option<Stamp>),
+        below: &Below,
     ) -> Option<Entry> {
         // Stamps are taken before the reads, so a change racing with them shows
         // as a different stamp next time.
@@ -226,10 +290,10 @@ impl ListCache {
                 return None;
             }
         };
-        let deps: Vec<(PathBuf, Option<Stamp>)> = dependencies(&model, dir, folder)
+        let deps: Vec<(OsString, Option<Stamp>)> = dependencies(&model, raw, folder)
             .into_iter()
             .map(|p| {
-                let s = stamp(&p);
+                let s = below.stamp(&p);
                 (p, s)
             })
             .collect();
