@@ -1,5 +1,6 @@
-//! The family's one error type, answered in the `{success:false, error}` envelope
-//! of interface.md § Errors (MMD and PNGTuber).
+//! The family's one error type, answered in the `{success:false, error,
+//! error_code}` envelope; the status and code are chosen by variant (see
+//! `docs/avatars.md`).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

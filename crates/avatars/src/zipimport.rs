@@ -1,4 +1,4 @@
-//! Model ZIP import (interface.md § MMD models, ZIP rules).
+//! Model ZIP import (the ZIP rules are listed below and in `docs/avatars.md`).
 //!
 //! [`import`] extracts while the upload streams in (`zipstream`): every entry's
 //! data is written once, to a numbered file in a private work folder, with the

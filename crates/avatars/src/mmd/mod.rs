@@ -1,4 +1,4 @@
-//! MMD models and animations (interface.md § MMD assets, § MMD models).
+//! MMD models and animations (routes and answers: `docs/avatars.md`).
 //!
 //! * user folder `<data>/user_mmd` (served at `/user_mmd/`), with the reserved
 //!   sub-folders `animation/` (user `.vmd` files) and `emotion_config/`

@@ -14,7 +14,7 @@ pub const LAYERED_ADAPTER: &str = "layered_canvas_v1";
 /// The `adapter_version` both layered adapters report.
 pub const ADAPTER_VERSION: u32 = 2;
 
-/// The adapter capabilities of interface.md § PNGTuber models, per source format.
+/// The adapter capabilities a listing and an upload report, per source format.
 pub fn capabilities(source_format: &str) -> &'static [&'static str] {
     match source_format {
         "simple_package" => &["idle_talking_swap", "emotion_image_swap"],

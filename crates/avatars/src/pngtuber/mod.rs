@@ -1,4 +1,4 @@
-//! PNGTuber packages (interface.md § PNGTuber package, § PNGTuber models).
+//! PNGTuber packages (routes, package layout and answers: `docs/avatars.md`).
 //!
 //! Upload flow: every multipart part is streamed into a hidden staging folder
 //! `<data>/user_pngtuber/.upload-<random>` under the per-file and per-package

@@ -27,7 +27,7 @@ pub const IMAGE_KEYS: &[&str] = &[
     "surprised_image",
 ];
 
-/// The folder slug of interface.md § PNGTuber package (reference `_slugify_name`):
+/// The folder slug of a package, as the original application makes it:
 /// runs of characters other than letters, digits, `_`, `.` and `-` become one
 /// `_`; leading/trailing `.`, `_`, `-` are stripped; empty gives `pngtuber_model`.
 pub fn slugify(raw: &str) -> String {
@@ -42,7 +42,7 @@ pub fn slugify(raw: &str) -> String {
             in_run = true;
         }
     }
-    // At most 100 characters (the reference) and, for wide scripts, at most
+    // At most 100 characters (as the original application) and, for wide scripts, at most
     // MAX_NAME_BYTES bytes of UTF-8, the longest name a file system stores.
     let mut s = String::new();
     for c in out
@@ -115,7 +115,9 @@ pub(crate) fn url_value(v: Option<&Value>, folder: &str) -> String {
     }
 }
 
-/// The normalised `pngtuber` object (reference router § Normalized object).
+/// The normalised `pngtuber` object every answer carries: every image key as a
+/// `/user_pngtuber/<folder>/…` URL (or external URL, or ""), layered metadata and
+/// adapter, scale/offsets (with mobile defaults), mirror, source type and format.
 pub fn normalize(model: &Map<String, Value>, folder: &str) -> Map<String, Value> {
     let raw = raw_config(model);
     let mut out = Map::new();
@@ -190,8 +192,9 @@ pub(crate) fn truthy(v: Option<&Value>) -> bool {
     }
 }
 
-/// Package validation (interface.md: model_type, non-empty idle_image, allowed
-/// extensions, every referenced file present). `folder` lets stored packages,
+/// Package validation: `model_type` is `pngtuber`, `idle_image` is set, every
+/// image has an allowed extension and every referenced file is present.
+/// `folder` lets stored packages,
 /// whose paths were normalised to `/user_pngtuber/<folder>/...`, be checked too.
 pub fn validate(
     model: &Map<String, Value>,
