@@ -124,3 +124,24 @@ pub(crate) fn safe_id(s: &str) -> String {
         })
         .collect()
 }
+
+/// The head of every layered metadata document: adapter, runtime, supported
+/// capabilities, source format, application and file, and the warnings; each
+/// adapter appends its own keys after these.
+pub(crate) fn metadata_head(
+    source_format: &'static str,
+    application: &str,
+    source_file: &str,
+    warnings: &[String],
+) -> Map<String, Value> {
+    let mut head = Map::new();
+    head.insert("adapter".into(), json!(LAYERED_ADAPTER));
+    head.insert("adapter_version".into(), json!(ADAPTER_VERSION));
+    head.insert("runtime".into(), json!("layered_canvas"));
+    head.insert("supported".into(), json!(capabilities(source_format)));
+    head.insert("source_format".into(), json!(source_format));
+    head.insert("source_application".into(), json!(application));
+    head.insert("source_file".into(), json!(source_file));
+    head.insert("warnings".into(), json!(warnings));
+    head
+}

@@ -13,10 +13,7 @@ use serde_json::{json, Map, Value};
 use companiond_core::paths::safe_join;
 
 use super::image::{decode_png, Rgba};
-use super::layered::{
-    capabilities, safe_id, write_layered, Imported, LayeredPackage, ADAPTER_VERSION,
-    LAYERED_ADAPTER,
-};
+use super::layered::{metadata_head, safe_id, write_layered, Imported, LayeredPackage};
 use crate::fsutil::{stem, walk_files};
 
 pub const SOURCE_FORMAT: &str = "pngtuber_layered_save";
@@ -531,15 +528,8 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
     let warnings = vec![
         "project imported through layered_canvas_v1 (adapter_version 2); speech, blink, costumes, hotkeys, visibility toggles, layer offsets, parent positions, wobble and sprite-sheet metadata supported; Godot collision/clip details preserved as metadata".to_string(),
     ];
-    let metadata = json!({
-        "adapter": LAYERED_ADAPTER,
-        "adapter_version": ADAPTER_VERSION,
-        "runtime": "layered_canvas",
-        "supported": capabilities(SOURCE_FORMAT),
-        "source_format": SOURCE_FORMAT,
-        "source_application": "pngtuber-plus",
-        "source_file": save_name,
-        "warnings": warnings,
+    let mut metadata = metadata_head(SOURCE_FORMAT, "pngtuber-plus", &save_name, &warnings);
+    if let Value::Object(rest) = json!({
         "capabilities": {
             "idle_talking_swap": true,
             "speech_layers": true, "blink_layers": true,
@@ -573,7 +563,10 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
         "hotkeys": hotkeys,
         "toggles": toggles,
         "layers": layer_meta,
-    });
+    }) {
+        metadata.extend(rest);
+    }
+    let metadata = Value::Object(metadata);
 
     write_layered(
         pkg,

@@ -14,10 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::godot::{self, Variant};
 use super::image::{decode_png, Rgba};
-use super::layered::{
-    capabilities, safe_id, write_layered, Imported, LayeredPackage, ADAPTER_VERSION,
-    LAYERED_ADAPTER,
-};
+use super::layered::{metadata_head, safe_id, write_layered, Imported, LayeredPackage};
 use crate::fsutil::stem;
 use mesh::{extract_mesh, MESH_HINT_KEYS};
 use sprite::{has_physics, image_bytes, variants, whitelisted, Key, Sprite, St};
@@ -556,15 +553,8 @@ pub fn convert(pkg: &Path, file: &Path) -> Result<Imported, String> {
     let warnings = vec![
         "project imported through layered_canvas_v1 (adapter_version 2); speech, blink layers, states, asset actions and layered physics supported; source state hotkeys preserved as metadata but not bound at runtime; mesh data preserved as metadata".to_string(),
     ];
-    let metadata = json!({
-        "adapter": LAYERED_ADAPTER,
-        "adapter_version": ADAPTER_VERSION,
-        "runtime": "layered_canvas",
-        "supported": capabilities(SOURCE_FORMAT),
-        "source_format": SOURCE_FORMAT,
-        "source_application": "pngtube-remix",
-        "source_file": file_name,
-        "warnings": warnings,
+    let mut metadata = metadata_head(SOURCE_FORMAT, "pngtube-remix", &file_name, &warnings);
+    if let Value::Object(rest) = json!({
         "capabilities": {
             "idle_talking_swap": true, "speech_layers": true, "blink_layers": true,
             "layered_state_emotions": true, "blink_speech_bounce": true,
@@ -591,7 +581,10 @@ pub fn convert(pkg: &Path, file: &Path) -> Result<Imported, String> {
         "settings": settings.map(Variant::to_json).unwrap_or(Value::Null),
         "layers": layer_meta,
         "sprite_count": sprites.len(),
-    });
+    }) {
+        metadata.extend(rest);
+    }
+    let metadata = Value::Object(metadata);
 
     write_layered(
         pkg,
