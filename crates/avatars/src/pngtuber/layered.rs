@@ -125,23 +125,27 @@ pub(crate) fn safe_id(s: &str) -> String {
         .collect()
 }
 
-/// The head of every layered metadata document: adapter, runtime, supported
-/// capabilities, source format, application and file, and the warnings; each
-/// adapter appends its own keys after these.
-pub(crate) fn metadata_head(
+/// A layered metadata document: the head every adapter writes (adapter,
+/// runtime, supported capabilities, source format, application and file,
+/// warnings) followed by the adapter's `own` keys.
+pub(crate) fn layered_metadata(
     source_format: &'static str,
     application: &str,
     source_file: &str,
     warnings: &[String],
-) -> Map<String, Value> {
-    let mut head = Map::new();
-    head.insert("adapter".into(), json!(LAYERED_ADAPTER));
-    head.insert("adapter_version".into(), json!(ADAPTER_VERSION));
-    head.insert("runtime".into(), json!("layered_canvas"));
-    head.insert("supported".into(), json!(capabilities(source_format)));
-    head.insert("source_format".into(), json!(source_format));
-    head.insert("source_application".into(), json!(application));
-    head.insert("source_file".into(), json!(source_file));
-    head.insert("warnings".into(), json!(warnings));
-    head
+    own: Value,
+) -> Value {
+    let mut doc = Map::new();
+    doc.insert("adapter".into(), json!(LAYERED_ADAPTER));
+    doc.insert("adapter_version".into(), json!(ADAPTER_VERSION));
+    doc.insert("runtime".into(), json!("layered_canvas"));
+    doc.insert("supported".into(), json!(capabilities(source_format)));
+    doc.insert("source_format".into(), json!(source_format));
+    doc.insert("source_application".into(), json!(application));
+    doc.insert("source_file".into(), json!(source_file));
+    doc.insert("warnings".into(), json!(warnings));
+    if let Value::Object(own) = own {
+        doc.extend(own);
+    }
+    Value::Object(doc)
 }

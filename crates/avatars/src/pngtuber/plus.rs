@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use companiond_core::paths::safe_join;
 
 use super::image::{decode_png, Rgba};
-use super::layered::{metadata_head, safe_id, write_layered, Imported, LayeredPackage};
+use super::layered::{layered_metadata, safe_id, write_layered, Imported, LayeredPackage};
 use crate::fsutil::{stem, walk_files};
 
 pub const SOURCE_FORMAT: &str = "pngtuber_layered_save";
@@ -528,8 +528,7 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
     let warnings = vec![
         "project imported through layered_canvas_v1 (adapter_version 2); speech, blink, costumes, hotkeys, visibility toggles, layer offsets, parent positions, wobble and sprite-sheet metadata supported; Godot collision/clip details preserved as metadata".to_string(),
     ];
-    let mut metadata = metadata_head(SOURCE_FORMAT, "pngtuber-plus", &save_name, &warnings);
-    if let Value::Object(rest) = json!({
+    let own = json!({
         "capabilities": {
             "idle_talking_swap": true,
             "speech_layers": true, "blink_layers": true,
@@ -563,10 +562,8 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
         "hotkeys": hotkeys,
         "toggles": toggles,
         "layers": layer_meta,
-    }) {
-        metadata.extend(rest);
-    }
-    let metadata = Value::Object(metadata);
+    });
+    let metadata = layered_metadata(SOURCE_FORMAT, "pngtuber-plus", &save_name, &warnings, own);
 
     write_layered(
         pkg,

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::godot::{self, Variant};
 use super::image::{decode_png, Rgba};
-use super::layered::{metadata_head, safe_id, write_layered, Imported, LayeredPackage};
+use super::layered::{layered_metadata, safe_id, write_layered, Imported, LayeredPackage};
 use crate::fsutil::stem;
 use mesh::{extract_mesh, MESH_HINT_KEYS};
 use sprite::{has_physics, image_bytes, variants, whitelisted, Key, Sprite, St};
@@ -553,8 +553,7 @@ pub fn convert(pkg: &Path, file: &Path) -> Result<Imported, String> {
     let warnings = vec![
         "project imported through layered_canvas_v1 (adapter_version 2); speech, blink layers, states, asset actions and layered physics supported; source state hotkeys preserved as metadata but not bound at runtime; mesh data preserved as metadata".to_string(),
     ];
-    let mut metadata = metadata_head(SOURCE_FORMAT, "pngtube-remix", &file_name, &warnings);
-    if let Value::Object(rest) = json!({
+    let own = json!({
         "capabilities": {
             "idle_talking_swap": true, "speech_layers": true, "blink_layers": true,
             "layered_state_emotions": true, "blink_speech_bounce": true,
@@ -581,10 +580,8 @@ pub fn convert(pkg: &Path, file: &Path) -> Result<Imported, String> {
         "settings": settings.map(Variant::to_json).unwrap_or(Value::Null),
         "layers": layer_meta,
         "sprite_count": sprites.len(),
-    }) {
-        metadata.extend(rest);
-    }
-    let metadata = Value::Object(metadata);
+    });
+    let metadata = layered_metadata(SOURCE_FORMAT, "pngtube-remix", &file_name, &warnings, own);
 
     write_layered(
         pkg,
