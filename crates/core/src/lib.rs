@@ -36,6 +36,7 @@ pub mod providers;
 pub mod server;
 pub mod sessions;
 pub mod sink;
+pub mod staging;
 pub mod stamp;
 pub mod state;
 pub mod static_files;

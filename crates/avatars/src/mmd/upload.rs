@@ -12,8 +12,10 @@ use companiond_core::paths::{check_file_name, safe_join, safe_name};
 use companiond_core::task::blocking;
 use companiond_core::text::human_size;
 
+use companiond_core::staging::hidden_name;
+
 use crate::error::AvatarError;
-use crate::fsutil::{ext_lower, stem, stream_to_file, temp_name, Cleanup, StreamStop};
+use crate::fsutil::{ext_lower, stem, stream_to_file, Cleanup, StreamStop};
 use crate::layout::ANIMATION_DIR;
 use crate::zipimport;
 
@@ -130,7 +132,7 @@ impl Mmd {
         if dest.symlink_metadata().is_ok() {
             return Err(AvatarError::Exists(format!("{name} already exists")));
         }
-        let mut tmp = Cleanup::new(dir.join(temp_name("upload", ".part")));
+        let mut tmp = Cleanup::new(dir.join(hidden_name("upload", ".part")));
         let limit = self.limits.mmd_file_bytes;
         let check = magic_check(magic, what);
         let size = stream_to_file(body, tmp.path(), limit, None, magic.len(), &check, true)

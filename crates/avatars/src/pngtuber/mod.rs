@@ -27,8 +27,10 @@ use companiond_core::static_files::USER_PNGTUBER;
 use companiond_core::store::Store;
 use companiond_core::task::blocking;
 
+use companiond_core::staging::hidden_name;
+
 use crate::error::AvatarError;
-use crate::fsutil::{remove_any, temp_name, url_path, Budget, Cleanup};
+use crate::fsutil::{remove_any, url_path, Budget, Cleanup};
 use crate::Limits;
 
 pub use layered::capabilities;
@@ -71,7 +73,7 @@ impl Pngtuber {
     /// Start an upload: create the staging folder.
     pub async fn begin_upload(&self) -> Result<StagedUpload, AvatarError> {
         let root = self.root.clone();
-        let staging = root.join(temp_name("upload", ""));
+        let staging = root.join(hidden_name("upload", ""));
         let s2 = staging.clone();
         blocking(move || {
             std::fs::create_dir_all(&root)
