@@ -19,7 +19,7 @@ use companiond_core::stamp::{all_settled, stamp, Stamp};
 use serde_json::{json, Map, Value};
 
 use super::package::{
-    normalize, raw_config, read_model_json, relative_segments, validate, URL_PREFIX,
+    display_name, normalize, raw_config, read_model_json, relative_segments, validate, URL_PREFIX,
 };
 
 struct Entry {
@@ -77,12 +77,7 @@ fn dependencies(model: &Map<String, Value>, pkg: &OsStr, folder: &str) -> Vec<Os
 
 /// The listing entry of one package, `None` when it is skipped.
 fn entry_of(model: &Map<String, Value>, folder: &str) -> Value {
-    let name = model
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| folder.to_string());
+    let name = display_name(model, folder);
     let source_format = model
         .get("source_format")
         .and_then(Value::as_str)

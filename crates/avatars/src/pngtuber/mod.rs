@@ -20,7 +20,6 @@ mod upload;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use serde_json::Value;
 
 use companiond_core::paths::{safe_join, safe_name};
 use companiond_core::static_files::USER_PNGTUBER;
@@ -132,12 +131,7 @@ impl Pngtuber {
             up.staging.disarm(); // the staging folder itself became the package
         }
         drop(up); // removes what is left of the staging folder
-        let name = model_json
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .unwrap_or_else(|| folder.clone());
+        let name = package::display_name(&model_json, &folder);
         let layered = imported.source_format != "simple_package";
         Ok(PackageUploaded {
             message: imported.message,

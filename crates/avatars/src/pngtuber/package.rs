@@ -259,3 +259,12 @@ pub(crate) fn read_model_json(path: &Path) -> Result<Option<Map<String, Value>>,
         Err(e) => Err(format!("model.json is not valid JSON: {e}")),
     }
 }
+
+/// The name a package is shown with: its non-empty `name`, else its folder.
+pub(crate) fn display_name(model: &Map<String, Value>, folder: &str) -> String {
+    model
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map_or_else(|| folder.to_string(), str::to_string)
+}
