@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use companiond_core::task::blocking;
 
@@ -13,27 +13,74 @@ use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 
 use super::{is_model, url_of, Mmd, STATIC_MMD_URL, WORKSHOP_URL};
 
+/// One entry of `GET /models`.
+#[derive(Serialize)]
+pub struct ModelEntry {
+    pub name: String,
+    pub filename: String,
+    pub url: String,
+    pub rel_path: String,
+    /// `pmx`, `pmd`, or `directory` for a user folder left without a model.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub size: u64,
+    /// `project`, `user` or `steam_workshop`.
+    pub location: &'static str,
+    /// A user folder holding no model file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broken: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
+    /// The workshop item (its folder name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+}
+
+/// One entry of `GET /animations`.
+#[derive(Serialize)]
+pub struct AnimationEntry {
+    pub name: String,
+    pub filename: String,
+    pub url: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub size: u64,
+    pub location: &'static str,
+}
+
+/// One entry of `GET /animations/list` (a deletable user animation).
+#[derive(Serialize)]
+pub struct UserAnimation {
+    pub name: String,
+    pub filename: String,
+    pub url: String,
+    pub path: String,
+}
+
 impl Mmd {
     /// `GET /models`: project, user and workshop models plus broken leftovers.
-    pub async fn list_models(&self) -> Result<Vec<Value>, AvatarError> {
+    pub async fn list_models(&self) -> Result<Vec<ModelEntry>, AvatarError> {
         let me = self.clone();
         blocking(move || Ok(me.list_models_blocking())).await
     }
 
-    fn model_entry(f: &Found, url_prefix: &str, location: &str) -> Value {
+    fn model_entry(f: &Found, url_prefix: &str, location: &'static str) -> ModelEntry {
         let filename = f.rel.last().cloned().unwrap_or_default();
-        json!({
-            "name": stem(&filename),
-            "filename": filename,
-            "url": url_of(url_prefix, &f.rel),
-            "rel_path": f.rel.join("/"),
-            "type": ext_lower(&filename),
-            "size": f.size,
-            "location": location,
-        })
+        ModelEntry {
+            name: stem(&filename).to_string(),
+            kind: ext_lower(&filename),
+            filename,
+            url: url_of(url_prefix, &f.rel),
+            rel_path: f.rel.join("/"),
+            size: f.size,
+            location,
+            broken: None,
+            source: None,
+            item_id: None,
+        }
     }
 
-    fn list_models_blocking(&self) -> Vec<Value> {
+    fn list_models_blocking(&self) -> Vec<ModelEntry> {
         let mut out = Vec::new();
         for f in walk_files(&self.project, &[]) {
             if f.rel.last().is_some_and(|n| is_model(n)) {
@@ -71,16 +118,18 @@ impl Mmd {
                     continue;
                 }
                 let size: u64 = inside.iter().map(|f| f.size).sum();
-                out.push(json!({
-                    "name": d,
-                    "filename": "",
-                    "url": url_of("/user_mmd", std::slice::from_ref(&d)),
-                    "rel_path": d,
-                    "type": "directory",
-                    "size": size,
-                    "location": "user",
-                    "broken": true,
-                }));
+                out.push(ModelEntry {
+                    url: url_of("/user_mmd", std::slice::from_ref(&d)),
+                    name: d.clone(),
+                    filename: String::new(),
+                    rel_path: d,
+                    kind: "directory".into(),
+                    size,
+                    location: "user",
+                    broken: Some(true),
+                    source: None,
+                    item_id: None,
+                });
             }
         }
         if let Some(ws) = &self.workshop {
@@ -99,8 +148,8 @@ impl Mmd {
                     if f.rel.last().is_some_and(|n| is_model(n)) {
                         let prefix = format!("{WORKSHOP_URL}/{item_id}");
                         let mut e = Self::model_entry(&f, &prefix, "steam_workshop");
-                        e["source"] = json!("steam_workshop");
-                        e["item_id"] = json!(item_id);
+                        e.source = Some("steam_workshop");
+                        e.item_id = Some(item_id.clone());
                         out.push(e);
                     }
                 }
@@ -110,7 +159,7 @@ impl Mmd {
     }
 
     /// `GET /animations`: `.vmd` files of the project and user folders.
-    pub async fn list_animations(&self) -> Result<Vec<Value>, AvatarError> {
+    pub async fn list_animations(&self) -> Result<Vec<AnimationEntry>, AvatarError> {
         let me = self.clone();
         blocking(move || {
             let mut out = Vec::new();
@@ -121,14 +170,14 @@ impl Mmd {
                 for f in walk_files(root, skip) {
                     let filename = f.rel.last().cloned().unwrap_or_default();
                     if ext_lower(&filename) == "vmd" {
-                        out.push(json!({
-                            "name": stem(&filename),
-                            "filename": filename,
-                            "url": url_of(prefix, &f.rel),
-                            "type": "vmd",
-                            "size": f.size,
-                            "location": location,
-                        }));
+                        out.push(AnimationEntry {
+                            name: stem(&filename).to_string(),
+                            filename,
+                            url: url_of(prefix, &f.rel),
+                            kind: "vmd",
+                            size: f.size,
+                            location,
+                        });
                     }
                 }
             }
@@ -138,7 +187,7 @@ impl Mmd {
     }
 
     /// `GET /animations/list`: the user animations that can be deleted.
-    pub async fn deletable_animations(&self) -> Result<Vec<Value>, AvatarError> {
+    pub async fn deletable_animations(&self) -> Result<Vec<UserAnimation>, AvatarError> {
         let dir = self.user.join(ANIMATION_DIR);
         blocking(move || {
             let mut out = Vec::new();
@@ -147,12 +196,12 @@ impl Mmd {
                 if ext_lower(&filename) == "vmd" {
                     let mut rel = vec![ANIMATION_DIR.to_string()];
                     rel.extend(f.rel.iter().cloned());
-                    out.push(json!({
-                        "name": stem(&filename),
-                        "filename": filename,
-                        "url": url_of("/user_mmd", &rel),
-                        "path": rel.join("/"),
-                    }));
+                    out.push(UserAnimation {
+                        name: stem(&filename).to_string(),
+                        filename,
+                        url: url_of("/user_mmd", &rel),
+                        path: rel.join("/"),
+                    });
                 }
             }
             Ok(out)
