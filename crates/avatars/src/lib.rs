@@ -1,7 +1,7 @@
 //! Avatar models: MMD (`/api/model/mmd/…`) and PNGTuber (`/api/model/pngtuber/…`).
 //!
 //! [`api`] lists every route with its path; [`start`] builds the family state
-//! ([`Avatars`], reached by the handlers as `Ext<Avatars>`) and sweeps the
+//! (`Avatars`, reached by the handlers as `Ext<Avatars>`) and sweeps the
 //! leftovers of interrupted uploads. The handlers (`http`) are thin: they
 //! turn multipart fields into byte streams and JSON bodies into plain values
 //! and call the domain modules (`mmd`, `zipimport`, [`pngtuber`]), which know
@@ -62,7 +62,7 @@ impl Default for Limits {
 }
 
 /// The family state: the MMD and PNGTuber stores, installed by [`start`].
-pub struct Avatars {
+pub(crate) struct Avatars {
     mmd: mmd::Mmd,
     pngtuber: pngtuber::Pngtuber,
 }

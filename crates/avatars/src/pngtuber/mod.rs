@@ -9,7 +9,7 @@
 
 mod detect;
 pub mod godot;
-pub mod image;
+mod image;
 mod layered;
 mod listing;
 mod package;
