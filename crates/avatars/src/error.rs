@@ -1,5 +1,6 @@
-//! The family's one error type, answered in the `{success:false, error}` envelope
-//! of interface.md § Errors (MMD and PNGTuber).
+//! The family's one error type, answered in the `{success:false, error,
+//! error_code}` envelope; the status and code are chosen by variant (see
+//! `docs/avatars.md`).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -121,6 +122,12 @@ impl std::error::Error for AvatarError {}
 impl From<companiond_core::paths::PathError> for AvatarError {
     fn from(e: companiond_core::paths::PathError) -> Self {
         AvatarError::invalid("unsafe_path", format!("unsafe path: {e}"))
+    }
+}
+
+impl From<companiond_core::task::TaskFailed> for AvatarError {
+    fn from(e: companiond_core::task::TaskFailed) -> Self {
+        AvatarError::Internal(e.to_string())
     }
 }
 

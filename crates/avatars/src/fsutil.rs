@@ -7,15 +7,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
-use companiond_core::sink::FileSink;
+use companiond_core::staging::{StageError, Staging};
 
 use crate::error::AvatarError;
-
-/// A random hidden name for temporary files and staging folders.
-pub fn temp_name(prefix: &str, suffix: &str) -> String {
-    let n: u64 = rand::random();
-    format!(".{prefix}-{n:016x}{suffix}")
-}
 
 /// Removes a file or folder when dropped, unless disarmed. Partial uploads,
 /// temporary archives and staging folders are held by one of these so that any
@@ -73,13 +67,23 @@ pub enum StreamStop {
     Io(std::io::Error),
 }
 
-/// Stream `body` into a new file at `path` (created exclusively), refusing more
-/// than `limit` bytes and, when given, more than the shared `budget`. `check_head`
-/// sees the first `head_len` bytes (or fewer when the file is shorter) as soon as
-/// they have arrived, so a renamed file is refused before it is stored. On any
-/// failure the partial file is removed. `durable` fsyncs the file before
-/// returning (files that are kept; not temporary archives). Returns the number
-/// of bytes written.
+impl From<StageError> for StreamStop {
+    fn from(e: StageError) -> Self {
+        match e {
+            StageError::TooLarge { .. } => StreamStop::Limit,
+            StageError::Body(m) => StreamStop::Aborted(m),
+            StageError::Io(e) => StreamStop::Io(e),
+        }
+    }
+}
+
+/// Stream `body` into a new file at `path` (created exclusively) through
+/// core's [`Staging`], refusing more than `limit` bytes and, when given, more
+/// than the shared `budget`. `check_head` sees the first `head_len` bytes (or
+/// fewer when the file is shorter) as soon as they have arrived, so a renamed
+/// file is refused before it is stored. On any failure the partial file is
+/// removed. `durable` syncs the file before returning (files that are kept).
+/// Returns the number of bytes written.
 pub async fn stream_to_file<S, E>(
     body: &mut S,
     path: &Path,
@@ -93,49 +97,32 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut guard = Cleanup::new(path.to_path_buf());
-    let file = match tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .await
-    {
-        Ok(f) => f.into_std().await,
-        Err(e) => {
-            // Not ours to remove: it may be someone else's file.
-            guard.disarm();
-            return Err(StreamStop::Io(e));
-        }
-    };
-    // One blocking writer per upload (the shared sink): chunks travel by
-    // reference and are written off the async threads.
-    let mut sink = FileSink::spawn(file, durable);
-    let result = feed(body, &mut sink, limit, budget, head_len, check_head).await;
-    let written = sink.finish().await.map_err(StreamStop::Io);
-    let n = match (result, written) {
-        (Err(e), _) => return Err(e),
-        (Ok(_), Err(e)) => return Err(e),
-        (Ok(_), Ok((_, n))) => n,
-    };
-    guard.disarm();
-    Ok(n)
+    // An existing file is an error and left alone (it may be someone else's).
+    let mut staging = Staging::create(path, limit, durable).map_err(StreamStop::Io)?;
+    if let Err(stop) = feed(body, &mut staging, limit, budget, head_len, check_head).await {
+        staging.discard().await;
+        return Err(stop);
+    }
+    let staged = staging.finish().await.map_err(StreamStop::from)?;
+    let size = staged.size;
+    staged.file.keep();
+    Ok(size)
 }
 
-/// Pull chunks from `body`, enforce the limits and the header check, and hand
-/// the chunks to the writer. Returns the byte count.
+/// Pull chunks from `body`, enforce the limits and the header check, and push
+/// the chunks to the staged file.
 async fn feed<S, E>(
     body: &mut S,
-    sink: &mut FileSink,
+    staging: &mut Staging,
     limit: u64,
     mut budget: Option<&mut Budget>,
     head_len: usize,
     check_head: &(dyn Fn(&[u8]) -> Result<(), AvatarError> + Sync),
-) -> Result<u64, StreamStop>
+) -> Result<(), StreamStop>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut written: u64 = 0;
     let mut head: Vec<u8> = Vec::with_capacity(head_len);
     let mut head_checked = head_len == 0;
     while let Some(chunk) = body.next().await {
@@ -144,7 +131,7 @@ where
             continue;
         }
         let n = chunk.len() as u64;
-        if written + n > limit {
+        if staging.received() + n > limit {
             return Err(StreamStop::Limit);
         }
         if let Some(b) = budget.as_deref_mut() {
@@ -161,16 +148,12 @@ where
                 head_checked = true;
             }
         }
-        written += n;
-        if !sink.send(chunk).await {
-            // The writer stopped: its error is reported by the caller.
-            return Ok(written);
-        }
+        staging.push(chunk).await.map_err(StreamStop::from)?;
     }
     if !head_checked {
         check_head(&head).map_err(StreamStop::Head)?;
     }
-    Ok(written)
+    Ok(())
 }
 
 /// Decode `%XX` escapes of a URL path (invalid escapes stay as they are).
@@ -281,13 +264,4 @@ pub fn stem(name: &str) -> &str {
         Some((s, _)) if !s.is_empty() => s,
         _ => name,
     }
-}
-
-/// Run blocking file-system work off the async threads.
-pub async fn blocking<R: Send + 'static>(
-    f: impl FnOnce() -> Result<R, AvatarError> + Send + 'static,
-) -> Result<R, AvatarError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| AvatarError::Internal(format!("background task failed: {e}")))?
 }

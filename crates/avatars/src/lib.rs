@@ -1,28 +1,37 @@
-//! Avatar models: MMD (`/api/model/mmd`) and PNGTuber (`/api/model/pngtuber`).
+//! Avatar models: MMD (`/api/model/mmd/…`) and PNGTuber (`/api/model/pngtuber/…`).
 //!
-//! The HTTP handlers ([`http`]) are thin: they turn multipart fields into byte
-//! streams and JSON bodies into plain values and call the domain modules
-//! ([`mmd`], [`zipimport`], [`pngtuber`]), which know nothing of HTTP. Every
-//! failure is an [`error::AvatarError`], answered in the `{success:false, error}`
-//! envelope.
+//! [`api`] lists every route with its path; [`start`] builds the family state
+//! (`Avatars`, reached by the handlers as `Ext<Avatars>`) and sweeps the
+//! leftovers of interrupted uploads. The handlers (`http`) are thin: they
+//! turn multipart fields into byte streams and JSON bodies into plain values
+//! and call the domain modules (`mmd`, `zipimport`, [`pngtuber`]), which know
+//! nothing of HTTP. Every failure is an [`AvatarError`], answered in the
+//! `{success:false, error}` envelope with a status chosen by its variant.
 
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
+use axum::routing::post;
+use companiond_core::server::Family;
 use companiond_core::{Api, AppState};
 
-pub mod error;
-pub mod fsutil;
+mod error;
+mod fsutil;
 mod http;
-pub mod mmd;
+mod layout;
+mod mmd;
 pub mod pngtuber;
-pub mod zipimport;
+mod zipimport;
 mod zipstream;
 
 pub use error::AvatarError;
 
 const MIB: u64 = 1024 * 1024;
 
-/// Size and count limits of the uploads (interface.md § Limits). The HTTP
-/// routes use [`Limits::default`], the values of the spec; tests build the
-/// routes with small limits through [`api_with_limits`].
+/// Size and count limits of the uploads. The server uses [`Limits::default`]
+/// (the limits the HTTP contract states); tests start the family with small
+/// ones through [`start_with`].
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// One `.pmx`/`.pmd` model or `.vmd` animation upload (500 MB).
@@ -52,31 +61,114 @@ impl Default for Limits {
     }
 }
 
-/// The routes of this family.
-pub fn api(state: &AppState) -> Api {
-    api_with_limits(state, Limits::default())
-}
-
-/// The routes of this family with explicit limits (tests use small ones).
-pub fn api_with_limits(state: &AppState, limits: Limits) -> Api {
-    http::api(state, limits)
-}
-
-/// A size in the units of the spec ("500 MB" for 500 MiB).
-pub(crate) fn human_size(bytes: u64) -> String {
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        if bytes >= 1024 * MIB && bytes.is_multiple_of(1024 * MIB) {
-            format!("{} GB", bytes / (1024 * MIB))
-        } else {
-            format!("{} MB", bytes / MIB)
-        }
-    } else {
-        format!("{bytes} bytes")
-    }
+/// The family state: the MMD and PNGTuber stores, installed by [`start`].
+pub(crate) struct Avatars {
+    mmd: mmd::Mmd,
+    pngtuber: pngtuber::Pngtuber,
 }
 
 /// This family as the binary lists it: its routes and its start-up work.
-pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+pub const FAMILY: Family = Family { api, start };
 
-/// Start-up work of this family, run once every family's routes are built.
-pub fn start(_state: &AppState) {}
+/// Start-up work: install the family state with the default limits and remove
+/// what interrupted uploads left behind.
+pub fn start(state: &AppState) {
+    start_with(state, Limits::default());
+}
+
+/// [`start`] with explicit limits (tests use small ones).
+pub fn start_with(state: &AppState, limits: Limits) {
+    let avatars = Avatars {
+        mmd: mmd::Mmd::new(
+            state.data_dir(),
+            state.bundle_dir(),
+            state.opts.workshop_dir.clone(),
+            limits,
+            state.store.clone(),
+        ),
+        pngtuber: pngtuber::Pngtuber::new(state.data_dir(), limits, state.store.clone()),
+    };
+    avatars.mmd.clean_leftovers();
+    avatars.pngtuber.clean_leftovers();
+    state.provide(Arc::new(avatars));
+}
+
+/// The routes of this family. Uploads are streamed and limited by the domain,
+/// so axum's body limit is off for them.
+pub fn api(state: &AppState) -> Api {
+    Api::new(state, "avatars")
+        .route(
+            Method::POST,
+            "/api/model/mmd/upload",
+            "Upload a .pmx/.pmd model (multipart field file, streamed, at most 500 MB)",
+            post(http::mmd::upload_model).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            Method::POST,
+            "/api/model/mmd/upload_animation",
+            "Upload a .vmd animation into the user animation/ folder (multipart field file)",
+            post(http::mmd::upload_animation).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            Method::POST,
+            "/api/model/mmd/upload_zip",
+            "Import a ZIP of a .pmx/.pmd model and its textures (multipart field file)",
+            post(http::mmd::upload_zip).layer(DefaultBodyLimit::disable()),
+        )
+        .get(
+            "/api/model/mmd/models",
+            "List project, user and workshop MMD models",
+            http::mmd::models,
+        )
+        .get(
+            "/api/model/mmd/animations",
+            "List project and user .vmd animations",
+            http::mmd::animations,
+        )
+        .get(
+            "/api/model/mmd/animations/list",
+            "List the deletable user animations",
+            http::mmd::deletable_animations,
+        )
+        .get(
+            "/api/model/mmd/config",
+            "MMD URL prefixes",
+            http::mmd::config,
+        )
+        .get(
+            "/api/model/mmd/emotion_mapping",
+            "Emotion mapping of one model",
+            http::mmd::emotion_mapping,
+        )
+        .post(
+            "/api/model/mmd/emotion_mapping",
+            "Store the emotion mapping of one model",
+            http::mmd::save_emotion_mapping,
+        )
+        .delete(
+            "/api/model/mmd/model",
+            "Delete a user model (folder or lone file) and its emotion mapping",
+            http::mmd::delete_model,
+        )
+        .delete(
+            "/api/model/mmd/animation",
+            "Delete a user .vmd animation",
+            http::mmd::delete_animation,
+        )
+        .route(
+            Method::POST,
+            "/api/model/pngtuber/upload_model",
+            "Upload a PNGTuber package (multipart parts files, relative paths as file names)",
+            post(http::pngtuber::upload).layer(DefaultBodyLimit::disable()),
+        )
+        .get(
+            "/api/model/pngtuber/models",
+            "List the valid PNGTuber packages",
+            http::pngtuber::models,
+        )
+        .delete(
+            "/api/model/pngtuber/model",
+            "Delete a PNGTuber package by folder, url or name",
+            http::pngtuber::delete,
+        )
+}

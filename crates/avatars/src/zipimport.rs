@@ -1,4 +1,4 @@
-//! Model ZIP import (interface.md § MMD models, ZIP rules).
+//! Model ZIP import (the ZIP rules are listed below and in `docs/avatars.md`).
 //!
 //! [`import`] extracts while the upload streams in (`zipstream`): every entry's
 //! data is written once, to a numbered file in a private work folder, with the
@@ -26,11 +26,14 @@ use futures::{Stream, StreamExt};
 use companiond_core::paths::{check_file_name, clean_segments, safe_join, safe_name};
 use encoding_rs::{Encoding, BIG5, EUC_KR, GB18030, GBK, SHIFT_JIS};
 
+use companiond_core::staging::hidden_name;
+
 use crate::error::AvatarError;
-use crate::fsutil::{ext_lower, stem, temp_name, Cleanup};
-use crate::mmd::{ANIMATION_DIR, EMOTION_DIR};
+use crate::fsutil::{ext_lower, stem, Cleanup};
+use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 use crate::zipstream::{bad_zip, cp437, read_archive, Input, Streamed};
-use crate::{human_size, Limits};
+use crate::Limits;
+use companiond_core::text::human_size;
 
 /// A finished extraction, still in its staging folder.
 pub struct Staged {
@@ -163,7 +166,7 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let work = Cleanup::new(user_root.join(temp_name("zipwork", "")));
+    let work = Cleanup::new(user_root.join(hidden_name("zipwork", "")));
     tokio::fs::create_dir(work.path())
         .await
         .map_err(|e| AvatarError::io("cannot create the extraction folder", e))?;
@@ -356,7 +359,7 @@ pub fn place(
     }
 
     // Move the extracted files to their names inside the staging folder.
-    let staging = Cleanup::new(user_root.join(temp_name("zipstage", "")));
+    let staging = Cleanup::new(user_root.join(hidden_name("zipstage", "")));
     std::fs::create_dir(staging.path())
         .map_err(|e| AvatarError::io("cannot create the staging folder", e))?;
     let mut total: u64 = 0;

@@ -19,7 +19,7 @@ use flate2::{Decompress, FlushDecompress, Status};
 use tokio::sync::mpsc;
 
 use crate::error::AvatarError;
-use crate::human_size;
+use companiond_core::text::human_size;
 
 const SIG_LOCAL: u32 = 0x0403_4b50;
 const SIG_CENTRAL: u32 = 0x0201_4b50;

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use companiond_core::paths::safe_join;
 
 use super::image::{decode_png, Rgba};
-use super::{Imported, ADAPTER_VERSION, LAYERED_ADAPTER};
+use super::layered::{layered_metadata, safe_id, write_layered, Imported, LayeredPackage};
 use crate::fsutil::{stem, walk_files};
 
 pub const SOURCE_FORMAT: &str = "pngtuber_layered_save";
@@ -214,18 +214,6 @@ fn decode_inline(data: &str) -> Option<Rgba> {
         .or_else(|_| base64::engine::general_purpose::STANDARD_NO_PAD.decode(clean.as_bytes()))
         .ok()?;
     decode_png(&bytes).ok()
-}
-
-fn safe_id(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// Convert the save at `save_path` inside the package `pkg` in place.
@@ -540,15 +528,7 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
     let warnings = vec![
         "project imported through layered_canvas_v1 (adapter_version 2); speech, blink, costumes, hotkeys, visibility toggles, layer offsets, parent positions, wobble and sprite-sheet metadata supported; Godot collision/clip details preserved as metadata".to_string(),
     ];
-    let metadata = json!({
-        "adapter": LAYERED_ADAPTER,
-        "adapter_version": ADAPTER_VERSION,
-        "runtime": "layered_canvas",
-        "supported": super::capabilities(SOURCE_FORMAT),
-        "source_format": SOURCE_FORMAT,
-        "source_application": "pngtuber-plus",
-        "source_file": save_name,
-        "warnings": warnings,
+    let own = json!({
         "capabilities": {
             "idle_talking_swap": true,
             "speech_layers": true, "blink_layers": true,
@@ -583,10 +563,11 @@ pub fn convert(pkg: &Path, save_path: &Path) -> Result<Imported, String> {
         "toggles": toggles,
         "layers": layer_meta,
     });
+    let metadata = layered_metadata(SOURCE_FORMAT, "pngtuber-plus", &save_name, &warnings, own);
 
-    super::write_layered(
+    write_layered(
         pkg,
-        super::LayeredPackage {
+        LayeredPackage {
             source_format: SOURCE_FORMAT,
             metadata_file: METADATA_FILE,
             name: stem(&save_name).to_string(),

@@ -1,0 +1,145 @@
+//! `/api/model/mmd/…`: uploads, listings, emotion mappings and deletes.
+
+use axum::extract::{Multipart, RawQuery, Request};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use companiond_core::envelope::{no_store, ok_json, JsonBody};
+use companiond_core::Ext;
+
+use super::{done, list, multipart, multipart_error, param, query_map, refused, success};
+use crate::error::AvatarError;
+use crate::mmd::Mmd;
+use crate::Avatars;
+
+#[derive(Clone, Copy)]
+enum Upload {
+    Model,
+    Animation,
+    Zip,
+}
+
+/// `POST /api/model/mmd/upload`: a `.pmx`/`.pmd` model.
+pub async fn upload_model(Ext(av): Ext<Avatars>, req: Request) -> Response {
+    upload(&av.mmd, Upload::Model, req).await
+}
+
+/// `POST /api/model/mmd/upload_animation`: a `.vmd` animation.
+pub async fn upload_animation(Ext(av): Ext<Avatars>, req: Request) -> Response {
+    upload(&av.mmd, Upload::Animation, req).await
+}
+
+/// `POST /api/model/mmd/upload_zip`: a ZIP of a model and its textures.
+pub async fn upload_zip(Ext(av): Ext<Avatars>, req: Request) -> Response {
+    upload(&av.mmd, Upload::Zip, req).await
+}
+
+async fn upload(mmd: &Mmd, which: Upload, req: Request) -> Response {
+    let mp = match multipart(req).await {
+        Ok(mp) => mp,
+        Err(e) => return e.into_response(),
+    };
+    stream_file_part(mmd, which, mp).await
+}
+
+/// The file is read from the part named "file" only; other parts (even ones
+/// carrying a file) are skipped unread and nothing is stored for them.
+async fn stream_file_part(mmd: &Mmd, which: Upload, mut mp: Multipart) -> Response {
+    let field = loop {
+        match mp.next_field().await {
+            Ok(Some(f)) if f.name() == Some("file") => break f,
+            Ok(Some(_)) => continue,
+            Ok(None) => {
+                return refused(AvatarError::invalid(
+                    "missing_file",
+                    "multipart field file is required",
+                ))
+            }
+            Err(e) => return refused(multipart_error(e)),
+        }
+    };
+    let name = field.file_name().map(str::to_string);
+    let mut field = field;
+    let name = name.as_deref();
+    let answer = match which {
+        Upload::Model => mmd.upload_model(name, &mut field).await.map(success),
+        Upload::Animation => mmd.upload_animation(name, &mut field).await.map(success),
+        Upload::Zip => mmd.upload_zip(name, &mut field).await.map(success),
+    };
+    drop(field);
+    drop(mp);
+    answer.unwrap_or_else(refused)
+}
+
+/// `GET /api/model/mmd/models`.
+pub async fn models(Ext(av): Ext<Avatars>) -> Response {
+    list(av.mmd.list_models().await, "models")
+}
+
+/// `GET /api/model/mmd/animations`.
+pub async fn animations(Ext(av): Ext<Avatars>) -> Response {
+    list(av.mmd.list_animations().await, "animations")
+}
+
+/// `GET /api/model/mmd/animations/list`.
+pub async fn deletable_animations(Ext(av): Ext<Avatars>) -> Response {
+    list(av.mmd.deletable_animations().await, "animations")
+}
+
+/// `GET /api/model/mmd/config`.
+pub async fn config(Ext(av): Ext<Avatars>) -> Response {
+    done(Ok(av.mmd.config()))
+}
+
+/// `GET /api/model/mmd/emotion_mapping?model=`: `{}` when none is stored.
+pub async fn emotion_mapping(Ext(av): Ext<Avatars>, q: RawQuery) -> Response {
+    let q = query_map(q);
+    let model = match q.get("model") {
+        Some(Value::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    match av.mmd.emotion_mapping(model).await {
+        Ok(m) => no_store(ok_json(json!({"success": true, "mapping": m}))),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /api/model/mmd/emotion_mapping` `{model, mapping}`.
+pub async fn save_emotion_mapping(Ext(av): Ext<Avatars>, body: JsonBody<Value>) -> Response {
+    let body = body.0;
+    let model = match body.get("model") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => return AvatarError::invalid("missing_model", "model is required").into_response(),
+    };
+    let mapping = match body.get("mapping") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => {
+            return AvatarError::invalid("invalid_mapping", "mapping must be an object")
+                .into_response();
+        }
+    };
+    let saved = av.mmd.save_emotion_mapping(&model, mapping).await;
+    done(saved.map(|()| json!({"message": format!("emotion mapping of {model} saved")})))
+}
+
+/// `DELETE /api/model/mmd/model` with `url` in the query or the JSON body.
+pub async fn delete_model(Ext(av): Ext<Avatars>, q: RawQuery, body: JsonBody<Value>) -> Response {
+    let Some(url) = param(&query_map(q), &body.0, "url") else {
+        return AvatarError::invalid("missing_url", "url is required").into_response();
+    };
+    let deleted = av.mmd.delete_model(&url).await;
+    done(deleted.map(|files| json!({"message": "model deleted", "deleted_files": files})))
+}
+
+/// `DELETE /api/model/mmd/animation` with `url` in the query or the JSON body.
+pub async fn delete_animation(
+    Ext(av): Ext<Avatars>,
+    q: RawQuery,
+    body: JsonBody<Value>,
+) -> Response {
+    let Some(url) = param(&query_map(q), &body.0, "url") else {
+        return AvatarError::invalid("missing_url", "url is required").into_response();
+    };
+    let deleted = av.mmd.delete_animation(&url).await;
+    done(deleted.map(|name| json!({"message": format!("animation {name} deleted")})))
+}

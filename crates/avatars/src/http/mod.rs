@@ -1,0 +1,93 @@
+//! Thin HTTP handlers: multipart fields become byte streams, query and JSON
+//! bodies become plain values, the domain answers are put into the
+//! `{success, ...}` envelope and every [`AvatarError`] into
+//! `{success:false, error}`. The family state arrives as `Ext<Avatars>`.
+
+pub mod mmd;
+pub mod pngtuber;
+
+use std::time::Duration;
+
+use axum::extract::{Multipart, RawQuery, Request};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use companiond_core::envelope::{no_store, ok_json};
+use companiond_core::multipart::{with_drain_cap, DrainCap};
+
+use crate::error::AvatarError;
+
+/// After a refused upload, at most this much of the rest of the request is read
+/// and discarded (by core's `drain_unread`) so that the client can read the answer
+/// instead of a reset.
+const REFUSED_UPLOAD_DRAIN: DrainCap = DrainCap {
+    bytes: 64 * 1024 * 1024,
+    time: Duration::from_secs(10),
+};
+
+/// `{"success": true, <fields of body>}`.
+#[derive(Serialize)]
+struct Done<T> {
+    success: bool,
+    #[serde(flatten)]
+    body: T,
+}
+
+/// The success envelope around a domain answer.
+fn success<T: Serialize>(body: T) -> Response {
+    ok_json(Done {
+        success: true,
+        body,
+    })
+}
+
+/// The success envelope around a domain answer, or the error's envelope.
+fn done<T: Serialize>(r: Result<T, AvatarError>) -> Response {
+    r.map(success).unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `{"success": true, <key>: <list>}`, never cached by the browser.
+fn list<T: Serialize>(r: Result<Vec<T>, AvatarError>, key: &str) -> Response {
+    match r {
+        Ok(v) => no_store(ok_json(json!({"success": true, key: v}))),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A refused upload's answer, with the larger drain allowance.
+fn refused(e: AvatarError) -> Response {
+    with_drain_cap(e.into_response(), REFUSED_UPLOAD_DRAIN)
+}
+
+/// The multipart extractor, with its rejection in the family's envelope.
+async fn multipart(req: Request) -> Result<Multipart, AvatarError> {
+    companiond_core::multipart::multipart(req)
+        .await
+        .map_err(|e| AvatarError::invalid("invalid_multipart", e))
+}
+
+fn multipart_error(e: impl std::fmt::Display) -> AvatarError {
+    AvatarError::invalid("invalid_multipart", format!("invalid multipart body: {e}"))
+}
+
+/// The query string as a map (never fails: malformed pairs are read leniently).
+fn query_map(q: RawQuery) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let Some(raw) = q.0 {
+        for (k, v) in url::form_urlencoded::parse(raw.as_bytes()) {
+            m.entry(k.into_owned())
+                .or_insert(Value::String(v.into_owned()));
+        }
+    }
+    m
+}
+
+/// A non-blank string parameter from the JSON body, else from the query.
+fn param(q: &Map<String, Value>, body: &Value, key: &str) -> Option<String> {
+    let pick = |v: Option<&Value>| match v {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        _ => None,
+    };
+    pick(body.get(key)).or_else(|| pick(q.get(key)))
+}
