@@ -4,7 +4,7 @@
 //! every member —, display name, avatar fields, member sizes and latest
 //! change) are kept with its profile and the stamps (device, inode, size,
 //! times) of its managed files and of the SQLite write-ahead log. A summary
-//! then costs one `lstat` per member; only units whose profile or files
+//! then costs one `lstat` per member (spread over the cores); only units whose profile or files
 //! changed are hashed again.
 //!
 //! Profiles are compared only when the characters file changed: the registry
@@ -103,6 +103,36 @@ fn stat_unit(mem_dir: &Path) -> UnitStat {
     }
 }
 
+/// The memory folder and [`UnitStat`] of each of `names`, in order. The
+/// `lstat`s are independent, so they are split over the machine's cores.
+fn stat_units(state: &AppState, names: &[String]) -> Vec<(PathBuf, UnitStat)> {
+    let stat = |part: &[String]| -> Vec<(PathBuf, UnitStat)> {
+        part.iter()
+            .map(|n| {
+                let dir = state.memory_dir(n);
+                let s = stat_unit(&dir);
+                (dir, s)
+            })
+            .collect()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if threads < 2 || names.len() < 256 {
+        return stat(names);
+    }
+    let parts: Vec<&[String]> = names.chunks(names.len().div_ceil(threads)).collect();
+    std::thread::scope(|scope| {
+        let running: Vec<_> = parts
+            .iter()
+            .map(|part| (*part, scope.spawn(move || stat(part))))
+            .collect();
+        running
+            .into_iter()
+            // A part whose thread failed is stated here instead.
+            .flat_map(|(part, handle)| handle.join().unwrap_or_else(|_| stat(part)))
+            .collect()
+    })
+}
+
 impl LocalFactsCache {
     /// The facts of each of `names` that is a character (blocking). With
     /// `every_character`, `names` is the whole registry: characters no longer
@@ -121,9 +151,7 @@ impl LocalFactsCache {
             characters_file.is_some() && inner.profiles_checked == characters_file
         };
         let mut out = BTreeMap::new();
-        for name in names {
-            let mem_dir: PathBuf = state.memory_dir(name);
-            let stat = stat_unit(&mem_dir);
+        for (name, (mem_dir, stat)) in names.iter().zip(stat_units(state, names)) {
             let mut profile: Option<Value> = None;
             let known = {
                 let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());

@@ -360,8 +360,12 @@ impl CloudSave {
     /// [`crate::local_facts`] and [`Target::list_units`]).
     pub async fn summary(&self) -> Result<Summary, CloudSaveError> {
         let target = self.target().await?;
-        let units = target.list_units().await?;
-        let locals = self.local_facts(self.state.characters.names(), true).await;
+        // The two sides are read at the same time.
+        let (units, locals) = tokio::join!(
+            target.list_units(),
+            self.local_facts(self.state.characters.names(), true)
+        );
+        let units = units?;
         let has_content = locals.values().any(|l| !l.files.is_empty());
         let items = self
             .rendered_items

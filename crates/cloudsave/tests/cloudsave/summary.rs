@@ -159,3 +159,56 @@ async fn summary_caches_follow_every_change() {
     let (_, sum) = s.get("/api/cloudsave/summary").await;
     assert_eq!(relation(&sum), "local_only");
 }
+
+/// Many characters: the local units are read in parallel parts, and every
+/// item still pairs each character with its own unit.
+#[tokio::test]
+async fn many_characters_pair_with_their_own_units() {
+    let s = server_with_cloud(None).await;
+    s.state
+        .characters
+        .mutate(|d| {
+            for i in 0..300 {
+                d.characters.insert(
+                    format!("C{i:03}"),
+                    json!({"display_name": format!("Name {i}")}),
+                );
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    for i in (0..300).step_by(7) {
+        let dir = mem_dir(&s, &format!("C{i:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("facts.json"), "x".repeat(i + 1)).unwrap();
+    }
+    let (st, sum) = s.get("/api/cloudsave/summary").await;
+    assert_eq!(st, 200, "{sum}");
+    for i in 0..300 {
+        let name = format!("C{i:03}");
+        let it = item(&sum, &name).unwrap();
+        assert_eq!(it["display_name"], format!("Name {i}"));
+        assert_eq!(it["relation_state"], "local_only");
+        // Only the units given a file have a latest change.
+        let has_files = it["local_updated_at_utc"] != "";
+        assert_eq!(has_files, i % 7 == 0, "{it}");
+    }
+    let (_, d) = s.get("/api/cloudsave/character/C140").await;
+    assert_eq!(d["local_summary"]["files"]["facts.json"], 141, "{d}");
+    let (_, d) = s.get("/api/cloudsave/character/C141").await;
+    assert!(
+        d["local_summary"]["files"].get("facts.json").is_none(),
+        "{d}"
+    );
+    let local_files = |sum: &Value, name: &str| {
+        sum["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["character_name"] == name)
+            .map(|i| i["local_fingerprint"].clone())
+    };
+    // Units with the same files have the same fingerprint only with the same profile.
+    assert_ne!(local_files(&sum, "C007"), local_files(&sum, "C014"));
+}
