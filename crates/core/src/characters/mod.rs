@@ -170,6 +170,8 @@ impl Characters {
         let is_indexed = matches!(indexed, Doc::Indexed(_));
         self.publish(indexed);
         if is_indexed {
+            // Nobody waits for this: leave the processor to start-up and requests.
+            lower_thread_priority();
             self.parse_all();
         }
     }
@@ -314,6 +316,16 @@ impl Characters {
             Ok(())
         })
         .await
+    }
+}
+
+/// Give the calling thread the lowest scheduling priority (Linux: the nice
+/// value is per thread); elsewhere nothing.
+fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority only reads its integer arguments; `0` names the calling thread.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
     }
 }
 
