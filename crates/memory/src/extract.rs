@@ -119,7 +119,7 @@ impl From<Failure> for MemoryError {
 /// Are both memory toggles on? `Err(reason)` otherwise.
 pub async fn allowed(state: &AppState) -> Result<(), String> {
     for t in [Toggle::Review, Toggle::Powerful] {
-        match toggles::read(state, t).await {
+        match toggles::read(state, &MemoryRuntime::of(state), t).await {
             Ok(true) => {}
             Ok(false) => return Err(format!("{} is off", t.key())),
             Err(e) => return Err(format!("{} cannot be read: {}", t.key(), e.error)),
