@@ -82,6 +82,18 @@ impl MemoryRuntime {
     }
 }
 
+/// Run `work(state, name)` on the current runtime, beside the caller
+/// (nothing outside a runtime): background memory work of one character.
+fn spawn_for<F, Fut>(state: &AppState, name: &str, work: F)
+where
+    F: FnOnce(AppState, String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        handle.spawn(work(state.clone(), name.to_string()));
+    }
+}
+
 /// The rename transaction of `POST /api/characters/profile/{old_name}/rename`
 /// (configuration, memory storage and chat session together), for the
 /// original pages' route of the same job: `Ok` is the success body.
@@ -277,7 +289,7 @@ fn catch_up(state: &AppState) {
                 Ok(longterm::CatchUp::Unchanged { pending }) => {
                     vectors::schedule(&state, &name);
                     if pending > 0 {
-                        extract::note_activity(&state, &name);
+                        extract::note_pending(&state, &name, pending);
                     }
                 }
                 Err(e) => tracing::warn!("cannot index the memory of {name}: {e}"),

@@ -38,6 +38,19 @@ struct Kept {
     folders: [HashMap<String, (Stamp, bool)>; 2],
     /// The last answer and the entries it lists.
     answer: Option<(Vec<Listed>, Bytes)>,
+    /// Everything the last answer was derived from, kept only when nothing
+    /// had to be created and every folder stamp was settled: the same again
+    /// is the same answer, with no further look.
+    seen: Option<Seen>,
+}
+
+/// The inputs of an answer: configured characters, the fence, both roots.
+#[derive(PartialEq)]
+struct Seen {
+    names: Vec<String>,
+    normal: bool,
+    runtime: Option<Vec<Entry>>,
+    bundled: Option<Vec<Entry>>,
 }
 
 /// One entry of a memory root that makes it into the answer.
@@ -49,6 +62,7 @@ struct Listed {
 }
 
 /// A file or folder of a memory root (a folder with its stamp).
+#[derive(Clone, PartialEq)]
 struct Entry {
     name: String,
     folder: Option<Option<Stamp>>,
@@ -95,15 +109,35 @@ pub async fn list(state: &AppState, rt: &MemoryRuntime) -> Result<Bytes, MemoryE
         let at = SystemTime::now();
         let mut kept = cache.0.lock().unwrap_or_else(|e| e.into_inner());
         let runtime_root = unit::memory_root(&data);
-        let mut runtime = entries(&runtime_root);
-        if companiond_core::fence::mode(&data) == "normal"
-            && ensure_units(&mut kept, &data, &names, runtime.as_deref(), at)
-        {
-            // Units were created or completed: list the root as they left it.
-            runtime = entries(&runtime_root);
-        }
         let bundle_root = bundle.join("memory");
-        let bundled = entries(&bundle_root);
+        let mut seen = Seen {
+            names,
+            normal: companiond_core::fence::mode(&data) == "normal",
+            runtime: entries(&runtime_root),
+            bundled: entries(&bundle_root),
+        };
+        if let (Some(before), Some((_, bytes))) = (&kept.seen, &kept.answer) {
+            if *before == seen {
+                return Ok(bytes.clone());
+            }
+        }
+        kept.seen = None;
+        let touched =
+            seen.normal && ensure_units(&mut kept, &data, &seen.names, seen.runtime.as_deref(), at);
+        if touched {
+            // Units were created or completed: list the root as they left it.
+            seen.runtime = entries(&runtime_root);
+        }
+        let settled = !touched
+            && [&seen.runtime, &seen.bundled]
+                .into_iter()
+                .flatten()
+                .flatten()
+                .all(|e| match e.folder {
+                    None => true,
+                    Some(stamp) => stamp.is_some_and(|s| s.is_dir && s.settled(at)),
+                });
+        let (runtime, bundled) = (seen.runtime.clone(), seen.bundled.clone());
         let mut listed = Vec::new();
         for (i, root, found) in [(0, runtime_root, runtime), (1, bundle_root, bundled)] {
             let Some(found) = found else {
@@ -142,6 +176,9 @@ pub async fn list(state: &AppState, rt: &MemoryRuntime) -> Result<Bytes, MemoryE
                     name: e.name,
                 });
             }
+        }
+        if settled {
+            kept.seen = Some(seen);
         }
         if let Some((before, bytes)) = &kept.answer {
             if *before == listed {

@@ -197,9 +197,7 @@ where
 /// Read `name`'s stores (no lock: every write is an atomic rename).
 pub async fn load(state: &AppState, name: &str) -> Result<Stores, MemoryError> {
     let dir = character(state, name)?;
-    tokio::task::spawn_blocking(move || Stores::load(&dir).map_err(MemoryError::Storage))
-        .await
-        .map_err(|e| MemoryError::Internal(e.to_string()))?
+    companiond_core::task::blocking(move || Stores::load(&dir).map_err(MemoryError::Storage)).await
 }
 
 // ------------------------------------------------------------------ listing

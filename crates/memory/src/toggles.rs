@@ -111,10 +111,9 @@ pub async fn write(
     let _g = rt.toggle_lock.write().await;
     fence::check(state.data_dir(), "save", CORE_CONFIG)?;
     let data = state.data_dir().to_path_buf();
-    let stored = tokio::task::spawn_blocking(move || load(&data))
-        .await
-        .map_err(|e| MemoryError::Internal(e.to_string()))?
-        .map_err(MemoryError::ConfigUnreadable)?;
+    let stored =
+        companiond_core::task::blocking(move || load(&data).map_err(MemoryError::ConfigUnreadable))
+            .await?;
     if toggle == Toggle::Powerful && !enabled {
         let already_off = match &stored {
             Stored::Object(m) => m.get(toggle.key()) == Some(&Value::Bool(false)),

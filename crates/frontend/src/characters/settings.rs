@@ -94,6 +94,15 @@ fn merge_mmd(base: &mut Value, patch: &Map<String, Value>) -> Result<(), String>
     Ok(())
 }
 
+/// The MMD viewer settings saved in `profile` over the defaults.
+fn mmd_settings_of(profile: &Value) -> Value {
+    let mut settings = mmd_defaults();
+    if let Some(Value::Object(saved)) = reserved_get(profile, "mmd_settings") {
+        let _ = merge_mmd(&mut settings, &saved);
+    }
+    settings
+}
+
 pub(crate) async fn mmd_settings_get(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
@@ -101,10 +110,7 @@ pub(crate) async fn mmd_settings_get(
     let Some(profile) = st.characters.profile(&name) else {
         return not_found(&name);
     };
-    let mut settings = mmd_defaults();
-    if let Some(Value::Object(saved)) = reserved_get(&profile, "mmd_settings") {
-        let _ = merge_mmd(&mut settings, &saved);
-    }
+    let settings = mmd_settings_of(&profile);
     ok_json(json!({"success": true, "settings": settings}))
 }
 
@@ -116,10 +122,7 @@ pub(crate) async fn mmd_settings_put(
     let Some(profile) = st.characters.profile(&name) else {
         return not_found(&name);
     };
-    let mut settings = mmd_defaults();
-    if let Some(Value::Object(saved)) = reserved_get(&profile, "mmd_settings") {
-        let _ = merge_mmd(&mut settings, &saved);
-    }
+    let mut settings = mmd_settings_of(&profile);
     if let Err(e) = merge_mmd(&mut settings, &body) {
         return bad(e);
     }
