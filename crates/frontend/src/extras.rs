@@ -1,21 +1,19 @@
 //! `steam_language` and the features companiond does not have, answered in the
-//! shape the original pages read as "unavailable" (reference frontend.md § 3.7,
-//! § 3.9–3.15): agent (502 `down`), music (no domains), widget mode (in-memory
-//! flags), card drop (in-memory active character), galgame (canned options), the
+//! shape the original pages read as "unavailable" (docs/frontend.md): agent
+//! (502 `down`), music (no domains), widget mode (in-memory flags), card drop (in-memory active character), galgame (canned options), the
 //! workshop (no subscriptions) and the shutdown beacon (a no-op).
 
 use std::sync::Mutex;
 
 use axum::extract::{Path as UrlPath, RawQuery, State};
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
-use companiond_core::guards::Csrf;
-use companiond_core::{Api, AppState};
+use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
 
-async fn steam_language(State(st): State<AppState>) -> Response {
+pub(crate) async fn steam_language(State(st): State<AppState>) -> Response {
     let ui = st
         .store
         .read::<Value>("config/conversation_settings.json")
@@ -38,7 +36,7 @@ async fn steam_language(State(st): State<AppState>) -> Response {
 
 // ------------------------------------------------------------------ agent
 
-fn agent_down() -> Response {
+pub(crate) fn agent_down() -> Response {
     (
         StatusCode::BAD_GATEWAY,
         Json(json!({"success": false, "status": "down",
@@ -50,7 +48,7 @@ fn agent_down() -> Response {
 /// `GET /api/agent/{capability}/availability` (`computer_use`, `browser_use`,
 /// `user_plugin`, `openclaw`, `mcp`): the original's answer without its tool
 /// server, 502 `{ready:false, reasons}` (`mcp`: 200, it was removed there).
-async fn agent_availability(UrlPath(capability): UrlPath<String>) -> Response {
+pub(crate) async fn agent_availability(UrlPath(capability): UrlPath<String>) -> Response {
     let reasons = json!(["companiond has no agent server"]);
     if capability == "mcp" {
         return Json(json!({"ready": false, "capabilities_count": 0, "reasons": reasons}))
@@ -71,69 +69,61 @@ struct Widget {
     stealth: bool,
 }
 
+/// The in-memory state of the pages' unavailable features (provided by
+/// [`crate::start`]): widget-mode flags and the card-drop snapshot.
 #[derive(Default)]
-struct CardDrop {
-    snapshot: Mutex<Option<Map<String, Value>>>,
+pub struct Extras {
+    widget: Mutex<Widget>,
+    card_drop: Mutex<Option<Map<String, Value>>>,
 }
-
-#[derive(Default)]
-struct WidgetState(Mutex<Widget>);
 
 fn widget_json(w: &Widget) -> Value {
     json!({"enabled": w.enabled, "stealthEnabled": w.stealth})
 }
 
-async fn widget_get(State(st): State<AppState>) -> Response {
-    let ws = st.ext::<WidgetState>();
-    let w = ws.0.lock().unwrap_or_else(|e| e.into_inner());
+pub(crate) async fn widget_get(Ext(extras): Ext<Extras>) -> Response {
+    let w = extras.widget.lock().unwrap_or_else(|e| e.into_inner());
     no_store(ok_json(json!({"success": true, "state": widget_json(&w)})))
 }
 
-fn enabled_of(body: &Map<String, Value>) -> Option<bool> {
-    body.get("enabled").and_then(Value::as_bool)
-}
-
-fn not_bool() -> Response {
-    SuccessError::new("enabled must be a boolean")
-        .code("invalid_request")
-        .status(StatusCode::BAD_REQUEST)
-}
-
-async fn widget_enabled(
-    State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+/// Set one widget flag from the body's boolean `enabled`: the new state, or 400.
+fn widget_set(
+    extras: &Extras,
+    body: &Map<String, Value>,
+    flag: fn(&mut Widget) -> &mut bool,
 ) -> Response {
-    let Some(on) = enabled_of(&body) else {
-        return not_bool();
+    let Some(on) = body.get("enabled").and_then(Value::as_bool) else {
+        return SuccessError::new("enabled must be a boolean")
+            .code("invalid_request")
+            .status(StatusCode::BAD_REQUEST);
     };
-    let ws = st.ext::<WidgetState>();
-    let mut w = ws.0.lock().unwrap_or_else(|e| e.into_inner());
-    w.enabled = on;
+    let mut w = extras.widget.lock().unwrap_or_else(|e| e.into_inner());
+    *flag(&mut w) = on;
     ok_json(json!({"success": true, "state": widget_json(&w)}))
 }
 
-async fn widget_stealth(
-    State(st): State<AppState>,
+pub(crate) async fn widget_enabled(
+    Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
 ) -> Response {
-    let Some(on) = enabled_of(&body) else {
-        return not_bool();
-    };
-    let ws = st.ext::<WidgetState>();
-    let mut w = ws.0.lock().unwrap_or_else(|e| e.into_inner());
-    w.stealth = on;
-    ok_json(json!({"success": true, "state": widget_json(&w)}))
+    widget_set(&extras, &body, |w| &mut w.enabled)
+}
+
+pub(crate) async fn widget_stealth(
+    Ext(extras): Ext<Extras>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    widget_set(&extras, &body, |w| &mut w.stealth)
 }
 
 /// Largest avatar data URL kept in the card-drop snapshot.
 const MAX_DATA_URL: usize = 8 * 1024 * 1024;
 
-async fn card_drop_set(
-    State(st): State<AppState>,
+pub(crate) async fn card_drop_set(
+    Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
 ) -> Response {
-    let cd = st.ext::<CardDrop>();
-    let mut snap = cd.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+    let mut snap = extras.card_drop.lock().unwrap_or_else(|e| e.into_inner());
     let mut next = snap.clone().unwrap_or_default();
     if let Some(n) = body.get("name") {
         let Some(n) = n.as_str() else {
@@ -157,10 +147,12 @@ async fn card_drop_set(
     ok_json(json!({"ok": true}))
 }
 
-async fn card_drop_get(State(st): State<AppState>) -> Response {
-    let cd = st.ext::<CardDrop>();
-    let name = cd
-        .snapshot
+pub(crate) async fn card_drop_get(
+    State(st): State<AppState>,
+    Ext(extras): Ext<Extras>,
+) -> Response {
+    let name = extras
+        .card_drop
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
@@ -172,7 +164,7 @@ async fn card_drop_get(State(st): State<AppState>) -> Response {
 
 // ------------------------------------------------------------------ galgame
 
-async fn galgame_options(JsonBody(body, ..): JsonBody<Map<String, Value>>) -> Response {
+pub(crate) async fn galgame_options(JsonBody(body, ..): JsonBody<Map<String, Value>>) -> Response {
     let has_assistant = body
         .get("messages")
         .and_then(Value::as_array)
@@ -197,11 +189,11 @@ async fn galgame_options(JsonBody(body, ..): JsonBody<Map<String, Value>>) -> Re
 
 // ------------------------------------------------------------------ workshop
 
-async fn workshop_meta(UrlPath(_name): UrlPath<String>) -> Response {
+pub(crate) async fn workshop_meta(UrlPath(_name): UrlPath<String>) -> Response {
     ok_json(json!({"success": true, "has_uploaded": false, "meta": null}))
 }
 
-async fn music_search(RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn music_search(RawQuery(q): RawQuery) -> Response {
     let query = crate::pages::query_param(q.as_deref().unwrap_or(""), "query").unwrap_or_default();
     if query.trim().is_empty() {
         return ok_json(json!({"success": false, "error": "EMPTY_QUERY", "data": []}));
@@ -209,111 +201,5 @@ async fn music_search(RawQuery(q): RawQuery) -> Response {
     ok_json(
         json!({"success": false, "error": "MUSIC_UNAVAILABLE", "data": [],
                    "message": "companiond has no music search"}),
-    )
-}
-
-/// The routes.
-pub fn api(state: &AppState) -> Api {
-    let api = Api::new(state, "frontend")
-        .get(
-            "/api/config/steam_language",
-            "platform language (no platform: success false, uiLanguage override)",
-            steam_language,
-        )
-        .get(
-            "/api/agent/health",
-            "agent server health (none: 502 down)",
-            || async { agent_down() },
-        )
-        .get("/api/agent/flags", "agent flags (none: 502)", || async {
-            agent_down()
-        })
-        .get("/api/agent/state", "agent state (none: 502)", || async {
-            agent_down()
-        })
-        .get(
-            "/api/agent/{capability}/availability",
-            "availability of an agent capability (none: 502 ready false)",
-            agent_availability,
-        )
-        .get(
-            "/api/music/domains",
-            "allowed music hosts (none)",
-            || async { ok_json(json!({"success": true, "domains": []})) },
-        )
-        .get(
-            "/api/music/search",
-            "music search (unavailable)",
-            music_search,
-        )
-        .get(
-            "/api/widget-mode/state",
-            "widget-mode flags (in memory)",
-            widget_get,
-        )
-        .get(
-            "/api/card-drop/active-character",
-            "the character shown in the card-drop window",
-            card_drop_get,
-        )
-        .get(
-            "/api/steam/workshop/subscribed-items",
-            "workshop subscriptions (none)",
-            || async { ok_json(json!({"success": true, "items": [], "total": 0})) },
-        )
-        .get("/api/steam/workshop/status", "workshop status", || async {
-            ok_json(json!({"success": true, "steamworks_initialized": false}))
-        })
-        .get(
-            "/api/steam/workshop/meta/{character}",
-            "workshop upload metadata of a character (none)",
-            workshop_meta,
-        )
-        .guarded(
-            Method::POST,
-            "/api/agent/flags",
-            "set agent flags (none: 502)",
-            Csrf::Success,
-            || async { agent_down() },
-        )
-        .guarded(
-            Method::POST,
-            "/api/widget-mode/enabled",
-            "turn widget mode on or off",
-            Csrf::Success,
-            widget_enabled,
-        )
-        .guarded(
-            Method::POST,
-            "/api/widget-mode/stealth-enabled",
-            "turn widget stealth on or off",
-            Csrf::Success,
-            widget_stealth,
-        );
-    let api = api.post(
-        "/api/card-drop/active-character",
-        "remember the active character for the card-drop window",
-        card_drop_set,
-    );
-    let api = api.post(
-        "/api/galgame/options",
-        "reply options after an assistant turn (canned fallback)",
-        galgame_options,
-    );
-    let api = api.post(
-        "/api/steam/workshop/sync-characters",
-        "import workshop characters (nothing to import)",
-        || async {
-            ok_json(
-                json!({"success": true, "added": 0, "backfilled_faces": 0, "skipped": 0,
-                           "errors": [], "message": "no workshop subscriptions"}),
-            )
-        },
-    );
-    // The original shuts down only in its "open browser" mode; companiond never does.
-    api.post(
-        "/api/beacon/shutdown",
-        "page-unload beacon (a no-op: companiond keeps running)",
-        || async { ok_json(Value::Null) },
     )
 }

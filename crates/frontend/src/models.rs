@@ -1,5 +1,5 @@
 //! Live2D and VRM model lists and the user mounts the pages load them from
-//! (reference frontend.md § 3.6, § 1.3).
+//! (docs/frontend.md).
 //!
 //! Live2D models are folders holding a `*.model3.json`: found under the served
 //! static roots (`--frontend-dir`'s `static/`, then the bundle's `static/`, at most
@@ -10,14 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use axum::extract::{DefaultBodyLimit, Path as UrlPath, RawQuery, Request, State};
-use axum::http::{Method, StatusCode};
+use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
-use axum::Router;
 use companiond_core::envelope::{ok_json, JsonBody, SuccessError};
 use companiond_core::static_files::serve_contained;
-use companiond_core::{Api, AppState};
+use companiond_core::AppState;
 use serde_json::{json, Value};
 
 /// Data-dir folder of user Live2D models (`/user_live2d/...`).
@@ -125,7 +123,7 @@ pub fn live2d_models_blocking(
     out
 }
 
-async fn live2d_all(st: &AppState) -> Vec<Value> {
+pub(crate) async fn live2d_all(st: &AppState) -> Vec<Value> {
     let roots = static_roots(st);
     let data = st.data_dir().to_path_buf();
     let ws = st.opts.workshop_dir.clone();
@@ -156,7 +154,7 @@ pub async fn live2d_path_of(st: &AppState, name: &str) -> Option<String> {
         .and_then(|m| m.get("path").and_then(Value::as_str).map(str::to_string))
 }
 
-async fn live2d_models(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn live2d_models(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
     let models = live2d_all(&st).await;
     let simple = crate::pages::query_param(q.as_deref().unwrap_or(""), "simple")
         .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
@@ -188,7 +186,7 @@ fn files_with_ext(dir: &Path, ext: &str) -> Vec<(String, u64)> {
     v
 }
 
-async fn live2d_user_models(State(st): State<AppState>) -> Response {
+pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Response {
     let data = st.data_dir().to_path_buf();
     let models = tokio::task::spawn_blocking(move || {
         let root = data.join(USER_LIVE2D);
@@ -238,6 +236,24 @@ fn live2d_dir(roots: &[PathBuf], data: &Path, name: &str) -> Option<(PathBuf, Pa
     None
 }
 
+/// `f` of the folder of the Live2D model `name`, off the async threads;
+/// `None` when there is no such model.
+pub(crate) async fn in_live2d_dir<T: Send + 'static>(
+    st: &AppState,
+    name: String,
+    f: impl FnOnce(&Path) -> T + Send + 'static,
+) -> Option<T> {
+    let roots = static_roots(st);
+    let data = st.data_dir().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let (dir, _) = live2d_dir(&roots, &data, &name)?;
+        Some(f(&dir))
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 fn walk_files(dir: &Path, suffix: &str, depth: usize) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
@@ -262,22 +278,17 @@ fn walk_files(dir: &Path, suffix: &str, depth: usize) -> Vec<String> {
     out
 }
 
-async fn live2d_model_files(
+pub(crate) async fn live2d_model_files(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
-    let roots = static_roots(&st);
-    let data = st.data_dir().to_path_buf();
-    let r = tokio::task::spawn_blocking(move || {
-        let (dir, _) = live2d_dir(&roots, &data, &name)?;
-        Some((
-            walk_files(&dir, ".motion3.json", 3),
-            walk_files(&dir, ".exp3.json", 3),
-        ))
+    let r = in_live2d_dir(&st, name, |dir| {
+        (
+            walk_files(dir, ".motion3.json", 3),
+            walk_files(dir, ".exp3.json", 3),
+        )
     })
-    .await
-    .ok()
-    .flatten();
+    .await;
     match r {
         Some((motions, exps)) => {
             ok_json(json!({"success": true, "motion_files": motions, "expression_files": exps}))
@@ -290,31 +301,25 @@ async fn live2d_model_files(
     }
 }
 
-async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Response {
+pub(crate) async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Response {
     ok_json(json!({"success": true, "config": {"motions": {}, "expressions": {}}}))
 }
 
 /// `<model dir>/parameters.json` of a Live2D model (what the parameter editor
 /// saved): `{success, parameters}`, `{}` when there is none. An unknown model is
 /// the original's 200 `{success:false}`.
-async fn live2d_load_parameters(
+pub(crate) async fn live2d_load_parameters(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
-    let roots = static_roots(&st);
-    let data = st.data_dir().to_path_buf();
-    let r = tokio::task::spawn_blocking(move || {
-        let (dir, _) = live2d_dir(&roots, &data, &name)?;
-        let params = std::fs::read(dir.join("parameters.json"))
+    let r = in_live2d_dir(&st, name, |dir| {
+        std::fs::read(dir.join("parameters.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
             .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
-        Some(params)
+            .unwrap_or_else(|| json!({}))
     })
-    .await
-    .ok()
-    .flatten();
+    .await;
     match r {
         Some(p) => ok_json(json!({"success": true, "parameters": p})),
         None => ok_json(
@@ -325,7 +330,7 @@ async fn live2d_load_parameters(
 }
 
 /// The parameters and parameter groups of a Live2D model, from its `*.cdi3.json`.
-async fn live2d_model_parameters(
+pub(crate) async fn live2d_model_parameters(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
@@ -395,7 +400,7 @@ fn upload_refused(msg: impl Into<String>, code: &str) -> Response {
 /// `/upload_animation` (`.vrma` into `<data>/user_vrm/animation/`): the part named
 /// `file`, stored under its base name; a taken name, a wrong extension, a bad
 /// name or more than [`MAX_VRM_BYTES`] → 400, nothing stored.
-async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Response {
+pub(crate) async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Response {
     use futures::StreamExt as _;
     use tokio::io::AsyncWriteExt as _;
     let (ext, label) = if animation {
@@ -500,7 +505,10 @@ async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Response {
 }
 
 /// `DELETE /api/model/vrm/model` `{url}`: a user VRM model (`/user_vrm/<file>.vrm`).
-async fn vrm_delete(State(st): State<AppState>, JsonBody(body, ..): JsonBody<Value>) -> Response {
+pub(crate) async fn vrm_delete(
+    State(st): State<AppState>,
+    JsonBody(body, ..): JsonBody<Value>,
+) -> Response {
     let bad = |m: &str| {
         SuccessError::new(m)
             .code("invalid_request")
@@ -537,7 +545,7 @@ async fn vrm_delete(State(st): State<AppState>, JsonBody(body, ..): JsonBody<Val
     }
 }
 
-async fn vrm_models(State(st): State<AppState>) -> Response {
+pub(crate) async fn vrm_models(State(st): State<AppState>) -> Response {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let models = tokio::task::spawn_blocking(move || {
@@ -565,7 +573,7 @@ async fn vrm_models(State(st): State<AppState>) -> Response {
     ok_json(json!({"success": true, "models": models}))
 }
 
-async fn vrm_animations(State(st): State<AppState>) -> Response {
+pub(crate) async fn vrm_animations(State(st): State<AppState>) -> Response {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let anims = tokio::task::spawn_blocking(move || {
@@ -587,17 +595,17 @@ async fn vrm_animations(State(st): State<AppState>) -> Response {
     ok_json(json!({"success": true, "animations": anims}))
 }
 
-async fn vrm_config() -> Response {
+pub(crate) async fn vrm_config() -> Response {
     ok_json(json!({"success": true, "paths": {
         "user_vrm": "/user_vrm", "static_vrm": "/static/vrm",
         "static_animation": "/static/vrm/animation", "user_animation": "/user_vrm/animation"}}))
 }
 
-async fn vrm_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Response {
+pub(crate) async fn vrm_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Response {
     ok_json(json!({"success": true, "config": {}}))
 }
 
-async fn user_live2d(
+pub(crate) async fn user_live2d(
     State(st): State<AppState>,
     UrlPath(rel): UrlPath<String>,
     req: Request,
@@ -605,89 +613,10 @@ async fn user_live2d(
     serve_contained(st.data_dir().join(USER_LIVE2D), &rel, req).await
 }
 
-async fn user_vrm(
+pub(crate) async fn user_vrm(
     State(st): State<AppState>,
     UrlPath(rel): UrlPath<String>,
     req: Request,
 ) -> Response {
     serve_contained(st.data_dir().join(USER_VRM), &rel, req).await
-}
-
-/// The routes and the user mounts.
-pub fn api(state: &AppState) -> Api {
-    Api::new(state, "frontend")
-        .get(
-            "/api/live2d/models",
-            "Live2D models (a bare array; ?simple=true: names)",
-            live2d_models,
-        )
-        .get(
-            "/api/live2d/user_models",
-            "user Live2D models and user VRM files",
-            live2d_user_models,
-        )
-        .get(
-            "/api/live2d/model_files/{name}",
-            "motion and expression files of a Live2D model",
-            live2d_model_files,
-        )
-        .get(
-            "/api/live2d/emotion_mapping/{name}",
-            "emotion mapping of a Live2D model (empty)",
-            live2d_emotion_mapping,
-        )
-        .get(
-            "/api/model/vrm/models",
-            "VRM models (project and user)",
-            vrm_models,
-        )
-        .get(
-            "/api/model/vrm/animations",
-            "VRM animations (project and user)",
-            vrm_animations,
-        )
-        .get(
-            "/api/model/vrm/config",
-            "where VRM files are served",
-            vrm_config,
-        )
-        .get(
-            "/api/model/vrm/emotion_mapping/{name}",
-            "emotion mapping of a VRM model (empty)",
-            vrm_emotion_mapping,
-        )
-        .get(
-            "/api/live2d/load_model_parameters/{name}",
-            "saved parameters of a Live2D model (parameters.json; {} when none)",
-            live2d_load_parameters,
-        )
-        .get(
-            "/api/live2d/model_parameters/{name}",
-            "parameters and parameter groups of a Live2D model (from its .cdi3.json)",
-            live2d_model_parameters,
-        )
-        .route(
-            Method::POST,
-            "/api/model/vrm/upload",
-            "upload a VRM model (multipart part file, .vrm, at most 200 MB) into user_vrm/",
-            post(|State(st): State<AppState>, req: Request| vrm_upload(st, req, false))
-                .layer(DefaultBodyLimit::disable()),
-        )
-        .route(
-            Method::POST,
-            "/api/model/vrm/upload_animation",
-            "upload a VRM animation (multipart part file, .vrma) into user_vrm/animation/",
-            post(|State(st): State<AppState>, req: Request| vrm_upload(st, req, true))
-                .layer(DefaultBodyLimit::disable()),
-        )
-        .delete(
-            "/api/model/vrm/model",
-            "delete an imported VRM model (body {url: /user_vrm/<file>.vrm})",
-            vrm_delete,
-        )
-        .raw(
-            Router::new()
-                .route("/user_live2d/{*path}", get(user_live2d))
-                .route("/user_vrm/{*path}", get(user_vrm)),
-        )
 }

@@ -1,4 +1,4 @@
-//! Storage location (`/api/storage/location/...`, reference frontend.md § 3.5).
+//! Storage location (`/api/storage/location/...`, docs/frontend.md).
 //!
 //! companiond has one storage location, the data dir (`--data-dir`): it is the
 //! current, recommended and anchor root; the flags come from the same checks as
@@ -6,15 +6,14 @@
 //! data dir). Relocating storage is not supported: the mutations answer 409
 //! `{ok:false, error_code:"storage_relocation_unsupported", error}`.
 
-use axum::http::{header, Method, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::guards::Csrf;
 use companiond_core::state::StorageStatus;
-use companiond_core::{Api, AppState};
+use companiond_core::AppState;
 use serde_json::{json, Value};
 
-async fn flags(st: &AppState) -> StorageStatus {
+pub(crate) async fn flags(st: &AppState) -> StorageStatus {
     let data = st.data_dir().to_path_buf();
     let overlay = st.storage_status();
     tokio::task::spawn_blocking(move || companiond_system::status::storage_flags(&data, overlay))
@@ -57,11 +56,13 @@ pub async fn bootstrap_body(st: &AppState) -> Value {
     })
 }
 
-async fn bootstrap(axum::extract::State(st): axum::extract::State<AppState>) -> Response {
+pub(crate) async fn bootstrap(
+    axum::extract::State(st): axum::extract::State<AppState>,
+) -> Response {
     cache(bootstrap_body(&st).await, "no-cache")
 }
 
-async fn status(axum::extract::State(st): axum::extract::State<AppState>) -> Response {
+pub(crate) async fn status(axum::extract::State(st): axum::extract::State<AppState>) -> Response {
     let b = bootstrap_body(&st).await;
     let blocking = b["blocking_reason"].as_str().unwrap_or("").to_string();
     let lifecycle = match blocking.as_str() {
@@ -95,19 +96,21 @@ async fn status(axum::extract::State(st): axum::extract::State<AppState>) -> Res
     )
 }
 
-async fn diagnostics(axum::extract::State(st): axum::extract::State<AppState>) -> Response {
+pub(crate) async fn diagnostics(
+    axum::extract::State(st): axum::extract::State<AppState>,
+) -> Response {
     let b = bootstrap_body(&st).await;
     cache(json!({"ok": true, "bootstrap": b}), "no-store")
 }
 
-async fn retained_source() -> Response {
+pub(crate) async fn retained_source() -> Response {
     cache(
         json!({"ok": true, "retained_root": "", "retained_root_exists": false}),
         "no-store",
     )
 }
 
-async fn unsupported() -> Response {
+pub(crate) async fn unsupported() -> Response {
     (
         StatusCode::CONFLICT,
         Json(json!({
@@ -117,47 +120,4 @@ async fn unsupported() -> Response {
         })),
     )
         .into_response()
-}
-
-/// The routes.
-pub fn api(state: &AppState) -> Api {
-    let mut api = Api::new(state, "frontend")
-        .get(
-            "/api/storage/location/bootstrap",
-            "the storage location (the data dir) and its flags",
-            bootstrap,
-        )
-        .get(
-            "/api/storage/location/status",
-            "storage lifecycle status (no-store)",
-            status,
-        )
-        .get(
-            "/api/storage/location/diagnostics",
-            "storage diagnostics",
-            diagnostics,
-        )
-        .get(
-            "/api/storage/location/retained-source",
-            "retained previous storage root (none)",
-            retained_source,
-        );
-    for p in [
-        "pick-directory",
-        "open-current",
-        "preflight",
-        "select",
-        "restart",
-        "exit",
-        "retained-source/cleanup",
-    ] {
-        api = api.guarded(
-            Method::POST,
-            &format!("/api/storage/location/{p}"),
-            "relocating storage is not supported (409 ok:false)",
-            Csrf::Success,
-            unsupported,
-        );
-    }
-    api
 }

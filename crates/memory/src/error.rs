@@ -1,7 +1,7 @@
 //! The one error enum of the memory family and its `{success:false, error}` envelope.
 //!
-//! Errors that carry a machine code put it in both `code` (the name interface.md
-//! uses, e.g. `RECENT_FILE_CONFLICT`) and `error_code` (the foundation's field).
+//! Errors that carry a machine code put it in both `code` (the field the memory
+//! clients read, e.g. `RECENT_FILE_CONFLICT`) and `error_code` (the foundation's field).
 //! The toggle *reads* answer a different shape (`{error, code?}` with 503); see
 //! [`ToggleReadError`].
 
@@ -140,6 +140,12 @@ impl std::fmt::Display for MemoryError {
 }
 
 impl std::error::Error for MemoryError {}
+
+impl From<companiond_core::task::TaskFailed> for MemoryError {
+    fn from(e: companiond_core::task::TaskFailed) -> Self {
+        MemoryError::Internal(e.to_string())
+    }
+}
 
 fn coded(e: SuccessError, code: &str) -> SuccessError {
     e.code(code).with("code", code)

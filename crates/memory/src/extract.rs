@@ -119,7 +119,7 @@ impl From<Failure> for MemoryError {
 /// Are both memory toggles on? `Err(reason)` otherwise.
 pub async fn allowed(state: &AppState) -> Result<(), String> {
     for t in [Toggle::Review, Toggle::Powerful] {
-        match toggles::read(state, t).await {
+        match toggles::read(state, &MemoryRuntime::of(state), t).await {
             Ok(true) => {}
             Ok(false) => return Err(format!("{} is off", t.key())),
             Err(e) => return Err(format!("{} cannot be read: {}", t.key(), e.error)),
@@ -883,21 +883,32 @@ impl Scheduler {
 /// After a turn (or at start-up): index the new lines, then start an
 /// extraction now (enough unread lines) or once the conversation stays quiet.
 pub fn note_activity(state: &AppState, name: &str) {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    let st = state.clone();
-    let name = name.to_string();
-    handle.spawn(async move {
+    spawn_pending(state, name, None);
+}
+
+/// At start-up, for an index known to be in step with its files: `pending`
+/// lines await extraction; start it as [`note_activity`] does, without
+/// reading the history again.
+pub fn note_pending(state: &AppState, name: &str, pending: usize) {
+    spawn_pending(state, name, Some(pending));
+}
+
+/// [`note_activity`] (`pending` unknown: index the new lines first) and
+/// [`note_pending`].
+fn spawn_pending(state: &AppState, name: &str, pending: Option<usize>) {
+    crate::spawn_for(state, name, move |st, name| async move {
         if companiond_core::fence::mode(st.data_dir()) != "normal" {
             return;
         }
-        let pending = match longterm::index_lines(&st, &name).await {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::debug!("cannot index the history of {name}: {e}");
-                return;
-            }
+        let pending = match pending {
+            Some(p) => p,
+            None => match longterm::index_lines(&st, &name).await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::debug!("cannot index the history of {name}: {e}");
+                    return;
+                }
+            },
         };
         if pending == 0 || allowed(&st).await.is_err() {
             return;

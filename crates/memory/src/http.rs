@@ -1,29 +1,28 @@
-//! Thin HTTP handlers over the domain modules.
+//! Thin HTTP handlers over the domain modules: parse and check the input,
+//! call the domain, answer its typed result. The routes are listed in
+//! [`crate::api`].
+
+use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, Path as UrlPath, RawQuery, State};
-use axum::http::Method;
+use axum::extract::{Path as UrlPath, RawQuery, State};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use companiond_core::envelope::{no_store, ok_json};
-use companiond_core::{Api, AppState};
+use axum::Json;
+use companiond_core::envelope::no_store;
+use companiond_core::{AppState, Ext};
 use serde_json::{json, Value};
 
 use crate::error::MemoryError;
 use crate::index::Query;
 use crate::longterm::{self, Correction, Kind, ListRequest};
+use crate::recent::{RecentFile, Saved};
 use crate::toggles::{self, Toggle};
-use crate::{extract, fence, legacy, recent, rename, stores, timefmt, MemoryRuntime};
-use companiond_core::guards::Csrf;
-use std::collections::HashMap;
+use crate::{extract, fence, legacy, listing, recent, rename, stores, timefmt, MemoryRuntime};
 
-fn respond<T: serde::Serialize>(r: Result<T, MemoryError>) -> Response {
-    match r {
-        Ok(v) => ok_json(v),
-        Err(e) => e.into_response(),
-    }
-}
+/// A handler's answer: the typed value as JSON, or the family's error envelope.
+type Answer<T> = Result<Json<T>, MemoryError>;
 
 /// A JSON body; malformed, empty or oversized → 400.
 fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, MemoryError> {
@@ -32,13 +31,24 @@ fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, MemoryError> 
         .map_err(|e| MemoryError::BadRequest(format!("the body is not valid JSON: {e}")))
 }
 
-async fn recent_files(State(st): State<AppState>) -> Response {
-    no_store(respond(
-        recent::list(&st).await.map(|files| json!({"files": files})),
-    ))
+/// `GET /api/memory/recent_files` (the answer is kept serialized).
+pub(crate) async fn recent_files(
+    State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
+) -> Response {
+    no_store(
+        listing::list(&st, &rt)
+            .await
+            .map(|body| ([(header::CONTENT_TYPE, "application/json")], body)),
+    )
 }
 
-async fn recent_file(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+/// `GET /api/memory/recent_file?filename=recent_<name>.json`.
+pub(crate) async fn recent_file(
+    State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
+    RawQuery(q): RawQuery,
+) -> Response {
     let filename = q.as_deref().and_then(|q| {
         url::form_urlencoded::parse(q.as_bytes())
             .find(|(k, _)| k == "filename")
@@ -48,17 +58,18 @@ async fn recent_file(State(st): State<AppState>, RawQuery(q): RawQuery) -> Respo
         return MemoryError::BadRequest("query parameter filename is required".into())
             .into_response();
     };
-    no_store(respond(recent::read(&st, &filename).await))
+    let r: Answer<RecentFile> = recent::read(&st, &rt, &filename).await.map(Json);
+    no_store(r)
 }
 
-async fn recent_save(State(st): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r = async {
-        let v = json_body(body)?;
-        let req = recent::parse_save(&v)?;
-        recent::save(&st, &MemoryRuntime::of(&st), req).await
-    }
-    .await;
-    respond(r)
+/// `POST /api/memory/recent_file/save`.
+pub(crate) async fn recent_save(
+    State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<Saved> {
+    let req = recent::parse_save(&json_body(body)?)?;
+    recent::save(&st, &rt, req).await.map(Json)
 }
 
 fn name_field(v: &Value, key: &str) -> Result<String, MemoryError> {
@@ -71,88 +82,94 @@ fn name_field(v: &Value, key: &str) -> Result<String, MemoryError> {
     }
 }
 
-async fn rename_alias(State(st): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r = async {
-        let v = json_body(body)?;
-        let old = name_field(&v, "old_name")?;
-        let new = name_field(&v, "new_name")?;
-        rename::rename(&st, &old, &new).await
-    }
-    .await;
-    respond(r)
+/// `POST /api/memory/update_character_name` (`{old_name, new_name}`).
+pub(crate) async fn rename_alias(
+    State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<Value> {
+    let v = json_body(body)?;
+    let old = name_field(&v, "old_name")?;
+    let new = name_field(&v, "new_name")?;
+    rename::rename(&st, &rt, &old, &new).await.map(Json)
 }
 
-async fn rename_canonical(
+/// `POST /api/characters/profile/{old_name}/rename` (`{new_name}`).
+pub(crate) async fn rename_canonical(
     State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
     old: Result<UrlPath<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let r = async {
-        let UrlPath(old) =
-            old.map_err(|e| MemoryError::BadRequest(format!("invalid old_name: {e}")))?;
-        let v = json_body(body)?;
-        let new = name_field(&v, "new_name")?;
-        rename::rename(&st, &old, &new).await
-    }
-    .await;
-    respond(r)
+) -> Answer<Value> {
+    let UrlPath(old) =
+        old.map_err(|e| MemoryError::BadRequest(format!("invalid old_name: {e}")))?;
+    let new = name_field(&json_body(body)?, "new_name")?;
+    rename::rename(&st, &rt, &old, &new).await.map(Json)
 }
 
-async fn toggle_get(st: AppState, t: Toggle) -> Response {
-    match toggles::read(&st, t).await {
-        Ok(enabled) => no_store(ok_json(json!({"enabled": enabled}))),
-        Err(e) => no_store(e.into_response()),
-    }
+/// The toggle a toggle route is about (`toggle_get::<Review>`).
+pub(crate) trait ToggleRoute {
+    const TOGGLE: Toggle;
 }
 
-async fn toggle_post(st: AppState, t: Toggle, body: Result<Bytes, BytesRejection>) -> Response {
-    let r = async {
-        let bytes = body.map_err(|e| MemoryError::BadRequest(format!("unreadable body: {e}")))?;
-        let enabled = toggles::parse_body(&bytes)?;
-        toggles::write(&st, t, enabled).await
-    }
-    .await;
-    respond(r.map(|enabled| json!({"success": true, "enabled": enabled})))
+/// `/api/memory/review_config`.
+pub(crate) struct Review;
+impl ToggleRoute for Review {
+    const TOGGLE: Toggle = Toggle::Review;
 }
 
-async fn review_get(State(st): State<AppState>) -> Response {
-    toggle_get(st, Toggle::Review).await
+/// `/api/memory/powerful_memory_config`.
+pub(crate) struct Powerful;
+impl ToggleRoute for Powerful {
+    const TOGGLE: Toggle = Toggle::Powerful;
 }
-async fn review_post(State(st): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    toggle_post(st, Toggle::Review, body).await
-}
-async fn powerful_get(State(st): State<AppState>) -> Response {
-    toggle_get(st, Toggle::Powerful).await
-}
-async fn powerful_post(
+
+/// `GET` of a toggle: `{enabled}`, or 503 `{error, code?}`.
+pub(crate) async fn toggle_get<T: ToggleRoute>(
     State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    Ext(rt): Ext<MemoryRuntime>,
 ) -> Response {
-    toggle_post(st, Toggle::Powerful, body).await
+    no_store(
+        toggles::read(&st, &rt, T::TOGGLE)
+            .await
+            .map(|enabled| Json(json!({"enabled": enabled}))),
+    )
 }
 
-async fn legacy_scan(State(st): State<AppState>) -> Response {
+/// `POST` of a toggle (`{enabled}`): `{success, enabled}`.
+pub(crate) async fn toggle_post<T: ToggleRoute>(
+    State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<Value> {
+    let bytes = body.map_err(|e| MemoryError::BadRequest(format!("unreadable body: {e}")))?;
+    let enabled = toggles::write(&st, &rt, T::TOGGLE, toggles::parse_body(&bytes)?).await?;
+    Ok(Json(json!({"success": true, "enabled": enabled})))
+}
+
+/// `GET /api/memory/legacy/scan`.
+pub(crate) async fn legacy_scan(State(st): State<AppState>) -> Response {
     let data = st.data_dir().to_path_buf();
     let roots = st.opts.legacy_memory_roots.clone();
     let names = st.characters.names();
-    let r = tokio::task::spawn_blocking(move || legacy::scan(&data, &roots, &names))
-        .await
-        .map_err(|e| MemoryError::Internal(format!("the legacy scan failed: {e}")));
-    no_store(respond(r))
+    let r: Answer<legacy::Scan> =
+        companiond_core::task::blocking(move || Ok(legacy::scan(&data, &roots, &names)))
+            .await
+            .map(Json);
+    no_store(r)
 }
 
-async fn legacy_purge(State(st): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r = async {
-        let v = json_body(body)?;
-        let paths = legacy::parse_purge(&v)?;
-        let data = st.data_dir().to_path_buf();
-        let roots = st.opts.legacy_memory_roots.clone();
-        tokio::task::spawn_blocking(move || legacy::purge(&data, &roots, &paths))
-            .await
-            .map_err(|e| MemoryError::Internal(format!("the legacy purge failed: {e}")))?
-    }
-    .await;
-    respond(r)
+/// `POST /api/memory/legacy/purge` (`{paths}`).
+pub(crate) async fn legacy_purge(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<legacy::Purge> {
+    let paths = legacy::parse_purge(&json_body(body)?)?;
+    let data = st.data_dir().to_path_buf();
+    let roots = st.opts.legacy_memory_roots.clone();
+    companiond_core::task::blocking(move || legacy::purge(&data, &roots, &paths))
+        .await
+        .map(Json)
 }
 
 // ------------------------------------------------------------------ long-term memory
@@ -236,8 +253,9 @@ fn query_params(m: &HashMap<String, String>, max_limit: usize) -> Result<Query, 
     })
 }
 
-async fn list_kind(st: AppState, kind: Kind, q: Option<String>) -> Response {
-    let r = async {
+/// Facts or reflections of a character, paged.
+async fn list_kind(st: &AppState, kind: Kind, q: Option<String>) -> Response {
+    let r: Result<Value, MemoryError> = async {
         let m = params(q);
         let name = character_param(&m)?;
         let archived = match m.get("archived").map(|s| s.trim()) {
@@ -247,7 +265,7 @@ async fn list_kind(st: AppState, kind: Kind, q: Option<String>) -> Response {
         };
         let query = query_params(&m, 200)?;
         longterm::list(
-            &st,
+            st,
             &name,
             ListRequest {
                 kind,
@@ -258,30 +276,37 @@ async fn list_kind(st: AppState, kind: Kind, q: Option<String>) -> Response {
         .await
     }
     .await;
-    no_store(respond(r))
+    no_store(r.map(Json))
 }
 
-async fn facts_list(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    list_kind(st, Kind::Fact, q).await
+/// `GET /api/memory/facts`.
+pub(crate) async fn facts_list(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    list_kind(&st, Kind::Fact, q).await
 }
 
-async fn reflections_list(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    list_kind(st, Kind::Reflection, q).await
+/// `GET /api/memory/reflections`.
+pub(crate) async fn reflections_list(
+    State(st): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    list_kind(&st, Kind::Reflection, q).await
 }
 
-async fn persona_get(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let r = async {
+/// `GET /api/memory/persona?character=`.
+pub(crate) async fn persona_get(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let r: Result<Value, MemoryError> = async {
         let m = params(q);
         let name = character_param(&m)?;
         let s = longterm::load(&st, &name).await?;
         Ok(json!({"success": true, "character": name, "persona": s.persona}))
     }
     .await;
-    no_store(respond(r))
+    no_store(r.map(Json))
 }
 
-async fn search(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let r = async {
+/// `GET /api/memory/search`.
+pub(crate) async fn search(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let r: Result<Value, MemoryError> = async {
         let m = params(q);
         let name = character_param(&m)?;
         let query = query_params(&m, 100)?;
@@ -324,7 +349,7 @@ async fn search(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
         }))
     }
     .await;
-    no_store(respond(r))
+    no_store(r.map(Json))
 }
 
 fn body_object(
@@ -352,169 +377,57 @@ fn body_str(
     }
 }
 
-async fn forget(State(st): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r = async {
-        let m = body_object(body)?;
-        let name = body_str(&m, "character", 200)?;
-        let id = body_str(&m, "id", 200)?;
-        longterm::forget(&st, &name, id).await
-    }
-    .await;
-    respond(r)
+/// `POST /api/memory/forget` (`{character, id}`).
+pub(crate) async fn forget(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<Value> {
+    let m = body_object(body)?;
+    let name = body_str(&m, "character", 200)?;
+    let id = body_str(&m, "id", 200)?;
+    longterm::forget(&st, &name, id).await.map(Json)
 }
 
-async fn correct(State(st): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r = async {
-        let m = body_object(body)?;
-        let name = body_str(&m, "character", 200)?;
-        let id = body_str(&m, "id", 200)?;
-        let text = body_str(&m, "text", MAX_TEXT_CHARS)?;
-        let importance = match m.get("importance") {
+/// `POST /api/memory/correct` (`{character, id, text, importance?, entity?}`).
+pub(crate) async fn correct(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<Value> {
+    let m = body_object(body)?;
+    let name = body_str(&m, "character", 200)?;
+    let correction = Correction {
+        id: body_str(&m, "id", 200)?,
+        text: body_str(&m, "text", MAX_TEXT_CHARS)?,
+        importance: match m.get("importance") {
             None | Some(Value::Null) => None,
             Some(v) => match v.as_i64() {
                 Some(n @ 1..=10) => Some(n),
                 _ => return Err(bad("importance must be an integer from 1 to 10")),
             },
-        };
-        let entity = match m.get("entity") {
+        },
+        entity: match m.get("entity") {
             None | Some(Value::Null) => None,
             Some(Value::String(e)) if stores::ENTITIES.contains(&e.as_str()) => Some(e.clone()),
             Some(_) => return Err(bad("entity must be master, neko or relationship")),
-        };
-        longterm::correct(
-            &st,
-            &name,
-            Correction {
-                id,
-                text,
-                importance,
-                entity,
-            },
-        )
-        .await
+        },
+    };
+    longterm::correct(&st, &name, correction).await.map(Json)
+}
+
+/// `POST /api/memory/extract` (`{character}`): `{success, character}` and the
+/// extraction's outcome.
+pub(crate) async fn extract_now(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer<Value> {
+    let name = body_str(&body_object(body)?, "character", 200)?;
+    fence::check(st.data_dir(), "extract", &format!("memory/{name}"))?;
+    let outcome = extract::run_now(&st, &name).await?;
+    let mut v = json!({"success": true, "character": name});
+    if let (Some(obj), Ok(Value::Object(extra))) =
+        (v.as_object_mut(), serde_json::to_value(outcome))
+    {
+        obj.extend(extra);
     }
-    .await;
-    respond(r)
-}
-
-async fn extract_now(State(st): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r = async {
-        let m = body_object(body)?;
-        let name = body_str(&m, "character", 200)?;
-        fence::check(st.data_dir(), "extract", &format!("memory/{name}"))?;
-        let o = extract::run_now(&st, &name).await?;
-        let mut v = json!({"success": true, "character": name});
-        if let (Some(obj), Ok(Value::Object(extra))) = (v.as_object_mut(), serde_json::to_value(o))
-        {
-            obj.extend(extra);
-        }
-        Ok(v)
-    }
-    .await;
-    respond(r)
-}
-
-fn longterm_api(api: Api) -> Api {
-    api.get(
-        "/api/memory/facts",
-        "facts of a character (query: character, q, since, until, offset, limit, archived)",
-        facts_list,
-    )
-    .get(
-        "/api/memory/reflections",
-        "reflections of a character (query: character, q, since, until, offset, limit, archived)",
-        reflections_list,
-    )
-    .get(
-        "/api/memory/persona",
-        "the persona of a character (stable traits kept from facts)",
-        persona_get,
-    )
-    .get(
-        "/api/memory/search",
-        "search a character's memory (query: character, q, since, until, offset, limit, kinds)",
-        search,
-    )
-    .guarded(
-        Method::POST,
-        "/api/memory/correct",
-        "correct a fact, reflection or persona entry ({character, id, text, importance?, entity?})",
-        Csrf::Success,
-        correct,
-    )
-    .guarded(
-        Method::POST,
-        "/api/memory/forget",
-        "forget a fact, reflection or persona entry everywhere ({character, id})",
-        Csrf::Success,
-        forget,
-    )
-    .guarded(
-        Method::POST,
-        "/api/memory/extract",
-        "extract long-term memory from the unread history now ({character})",
-        Csrf::Success,
-        extract_now,
-    )
-}
-
-pub(crate) fn api(state: &AppState) -> Api {
-    Api::new(state, "memory")
-        .get(
-            "/api/memory/recent_files",
-            "logical recent-history file names (recent_<character>.json)",
-            recent_files,
-        )
-        .get(
-            "/api/memory/recent_file",
-            "one recent-history file: content, fingerprint, identity_token",
-            recent_file,
-        )
-        .route(
-            Method::POST,
-            "/api/memory/recent_file/save",
-            "replace a character's recent history (compare-and-swap on the read tokens)",
-            post(recent_save).layer(DefaultBodyLimit::max(recent::MAX_SAVE_BODY)),
-        )
-        .post(
-            "/api/memory/update_character_name",
-            "rename a character (alias of /api/characters/profile/{old_name}/rename)",
-            rename_alias,
-        )
-        .post(
-            "/api/characters/profile/{old_name}/rename",
-            "rename a character: configuration, memory storage and chat session together",
-            rename_canonical,
-        )
-        .get(
-            "/api/memory/review_config",
-            "automatic recent-memory review toggle",
-            review_get,
-        )
-        .post(
-            "/api/memory/review_config",
-            "update the automatic recent-memory review toggle",
-            review_post,
-        )
-        .get(
-            "/api/memory/powerful_memory_config",
-            "powerful-memory toggle",
-            powerful_get,
-        )
-        .post(
-            "/api/memory/powerful_memory_config",
-            "update the powerful-memory toggle (runs the switch-off migration)",
-            powerful_post,
-        )
-        .get(
-            "/api/memory/legacy/scan",
-            "scan the legacy memory roots without changing them",
-            legacy_scan,
-        )
-        .post(
-            "/api/memory/legacy/purge",
-            "delete selected entries below recognized legacy memory roots",
-            legacy_purge,
-        )
-        .merge(longterm_api(Api::new(state, "memory")))
+    Ok(Json(v))
 }

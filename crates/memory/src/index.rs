@@ -78,6 +78,10 @@ CREATE TABLE IF NOT EXISTS memory_vectors (
 pub const META_CURSOR: &str = "extract_cursor";
 const META_LINES_N: &str = "lines_n";
 const META_LINES_DIGEST: &str = "lines_digest";
+/// Meta key: the [`Sources`] key of the files the last full sync read.
+pub(crate) const META_SOURCES: &str = "synced_sources";
+/// What a full sync derives from the files; a new value re-syncs every index once.
+const SOURCES_VERSION: &str = "sources-v1";
 
 pub(crate) fn db_err(e: rusqlite::Error) -> String {
     format!("time index: {e}")
@@ -167,6 +171,72 @@ pub fn meta_set(conn: &Connection, key: &str, value: &str) -> Result<(), String>
     )
     .map(|_| ())
     .map_err(db_err)
+}
+
+// ------------------------------------------------------------------ full sync stamps
+
+/// The stamps (device, inode, length, times) of the files a full sync reads:
+/// the history and the stores.
+pub struct Sources {
+    /// One string of every stamp, kept in the index after a full sync.
+    pub key: String,
+    /// Every stamp lies more than [`companiond_core::stamp::RACY`] before the
+    /// moment given to [`Sources::of`], so a later change cannot leave it equal.
+    pub settled: bool,
+}
+
+impl Sources {
+    /// Stamp `dir`'s source files; take it *before* reading them, so a change
+    /// meanwhile leaves a key that no longer matches.
+    pub fn of(dir: &Path, at: std::time::SystemTime) -> Sources {
+        use std::fmt::Write;
+        let mut key = String::from(SOURCES_VERSION);
+        let mut settled = true;
+        for file in std::iter::once(unit::RECENT).chain(stores::FILES) {
+            match companiond_core::stamp::stamp(&dir.join(file)) {
+                Some(s) => {
+                    settled &= s.settled(at);
+                    let _ = write!(
+                        key,
+                        ";{file}:{}:{}:{}:{}:{}",
+                        s.dev, s.ino, s.len, s.mtime_ns, s.ctime_ns
+                    );
+                }
+                None => {
+                    let _ = write!(key, ";{file}:-");
+                }
+            }
+        }
+        Sources { key, settled }
+    }
+}
+
+/// Without creating or changing anything: the number of lines awaiting
+/// extraction when the index of `dir` was last fully synced from files whose
+/// stamps are `sources`; `None` when it was not, or cannot be read.
+pub fn synced_from(dir: &Path, sources: &Sources) -> Option<usize> {
+    let conn = Connection::open_with_flags(
+        dir.join(unit::TIME_INDEX),
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    conn.busy_timeout(std::time::Duration::from_secs(5)).ok()?;
+    if meta_get(&conn, META_SOURCES).ok()?? != sources.key {
+        return None;
+    }
+    pending(&conn).ok()
+}
+
+/// Record that the index was just fully synced from `sources`; `None` (or
+/// stamps not settled) forgets it, so the next start syncs again.
+pub fn set_synced_from(conn: &Connection, sources: Option<&Sources>) -> Result<(), String> {
+    if let Some(sources) = sources.filter(|s| s.settled) {
+        meta_set(conn, META_SOURCES, &sources.key)
+    } else {
+        conn.execute("DELETE FROM memory_meta WHERE key = ?1", [META_SOURCES])
+            .map(|_| ())
+            .map_err(db_err)
+    }
 }
 
 pub fn cursor(conn: &Connection) -> Result<i64, String> {
@@ -1038,6 +1108,12 @@ pub fn rrf<'a>(lists: &[&'a [Hit]]) -> Vec<&'a Hit> {
 mod tests {
     use super::*;
 
+    /// `(added, removed)` of one [`sync_lines`].
+    fn synced(c: &mut Connection, d: &Path, now: i64) -> (usize, usize) {
+        let r = sync_lines(c, d, now).unwrap();
+        (r.added, r.removed)
+    }
+
     fn tmp() -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("mem-index-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&d).unwrap();
@@ -1074,26 +1150,14 @@ mod tests {
             {"type": "ai", "data": {"content": "Miso is a lovely name!"}},
         ]));
         let mut c = open(&d).unwrap();
-        assert_eq!(
-            sync_lines(&mut c, &d, 1000).unwrap(),
-            LineSync {
-                added: 2,
-                removed: 0
-            }
-        );
+        assert_eq!(synced(&mut c, &d, 1000), (2, 0));
         assert_eq!(sync_lines(&mut c, &d, 1000).unwrap(), LineSync::default());
         write(json!([
             {"type": "human", "data": {"content": "My cat is called Miso"}},
             {"type": "ai", "data": {"content": "Miso is a lovely name!"}},
             {"type": "human", "data": {"content": "我喜欢猫"}},
         ]));
-        assert_eq!(
-            sync_lines(&mut c, &d, 5000).unwrap(),
-            LineSync {
-                added: 1,
-                removed: 0
-            }
-        );
+        assert_eq!(synced(&mut c, &d, 5000), (1, 0));
         let q = |t: &str| Query {
             text: t.into(),
             limit: 10,
@@ -1118,13 +1182,7 @@ mod tests {
             {"type": "human", "data": {"content": "My dog is called Miso"}},
             {"type": "human", "data": {"content": "我喜欢猫"}},
         ]));
-        assert_eq!(
-            sync_lines(&mut c, &d, 9000).unwrap(),
-            LineSync {
-                added: 1,
-                removed: 2
-            }
-        );
+        assert_eq!(synced(&mut c, &d, 9000), (1, 2));
         assert_eq!(search_lines(&c, &q("喜欢")).unwrap()[0].ts, 5000);
         assert_eq!(search_lines(&c, &q("dog")).unwrap()[0].ts, 9000);
         assert_eq!(lines_after(&c, 0, 10).unwrap().len(), 2);

@@ -1,5 +1,5 @@
 //! Legacy memory cleanup: scan and purge of the roots given by
-//! `--legacy-memory-root` (reference § 4.5).
+//! `--legacy-memory-root` (docs/memory.md).
 //!
 //! A root is *recognised* when it exists, is a directory, and is neither the
 //! runtime memory directory nor inside it (comparison of canonical paths). Purge targets must be absolute, free of `..`, and resolve

@@ -1,10 +1,13 @@
 //! Memory (`/api/memory`) and the character rename transaction
 //! (`POST /api/characters/profile/{old_name}/rename`).
 //!
-//! Domain modules know nothing of HTTP; [`http`] holds the thin handlers.
-//! * [`unit`]: the per-character memory directory and its unit files (the
+//! [`api`] lists every route; [`start`] does the start-up work. Domain
+//! modules know nothing of HTTP; `http` holds the thin handlers, which reach
+//! the family state ([`MemoryRuntime`]) through `Ext<MemoryRuntime>`.
+//! * `unit`: the per-character memory directory and its unit files (the
 //!   layout cloud save relies on);
-//! * [`recent`] + [`theater`]: listing, reading and the compare-and-swap save;
+//! * `listing`, `recent` + [`theater`]: listing, reading and the
+//!   compare-and-swap save;
 //! * [`rename`]: the rename transaction with rollback;
 //! * [`toggles`]: `review_config` / `powerful_memory_config`;
 //! * [`legacy`]: scan and purge of legacy memory roots;
@@ -15,33 +18,37 @@
 //!   search), [`extract`] (extraction off the hot path), [`longterm`]
 //!   (listing, search, correct, forget) and [`recall`] (the chat turn's side).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use companiond_core::state::MemoryService;
 use futures::future::BoxFuture;
 
+use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
+use axum::routing::post;
+use companiond_core::guards::Csrf;
 use companiond_core::state::Inner;
 use companiond_core::{Api, AppState};
 
-pub mod error;
+mod error;
 pub mod extract;
-pub mod fence;
+mod fence;
 mod http;
 pub mod index;
-pub mod legacy;
+mod legacy;
+mod listing;
 pub mod longterm;
-pub mod recall;
-pub mod recent;
-pub mod rename;
+mod recall;
+mod recent;
+mod rename;
 pub mod review;
-pub mod stores;
-pub mod tasks;
+mod stores;
+mod tasks;
 pub mod theater;
-pub mod timefmt;
-pub mod toggles;
-pub mod unit;
+mod timefmt;
+mod toggles;
+mod unit;
 pub mod vectors;
 
 pub use error::MemoryError;
@@ -63,14 +70,39 @@ pub struct MemoryRuntime {
     pub index: index::Handles,
     /// When long-term memory extractions start.
     pub extract: extract::Scheduler,
-    watcher_started: AtomicBool,
+    /// What `GET /api/memory/recent_files` keeps between calls.
+    listing: Arc<listing::Cache>,
 }
 
 impl MemoryRuntime {
-    /// The runtime of the server that owns `state` (created on first use).
-    pub fn of(state: &AppState) -> Arc<MemoryRuntime> {
+    /// The runtime of the server that owns `state`, for work outside a request
+    /// (hooks, start-up, background tasks); handlers take `Ext<MemoryRuntime>`.
+    pub(crate) fn of(state: &AppState) -> Arc<MemoryRuntime> {
         state.ext::<MemoryRuntime>()
     }
+}
+
+/// Run `work(state, name)` on the current runtime, beside the caller
+/// (nothing outside a runtime): background memory work of one character.
+fn spawn_for<F, Fut>(state: &AppState, name: &str, work: F)
+where
+    F: FnOnce(AppState, String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        handle.spawn(work(state.clone(), name.to_string()));
+    }
+}
+
+/// The rename transaction of `POST /api/characters/profile/{old_name}/rename`
+/// (configuration, memory storage and chat session together), for the
+/// original pages' route of the same job: `Ok` is the success body.
+pub async fn rename_character(
+    state: &AppState,
+    old_name: &str,
+    new_name: &str,
+) -> Result<serde_json::Value, MemoryError> {
+    rename::rename(state, &MemoryRuntime::of(state), old_name, new_name).await
 }
 
 /// How long a release waits for in-flight memory work to stop.
@@ -122,21 +154,14 @@ impl MemoryService for Service {
 }
 
 /// Create the memory unit of every configured character (best effort; skipped
-/// while the cloud-storage fence is up).
+/// while the cloud-storage fence is up); the existing directories left to
+/// check in the background, if any.
 ///
 /// Start-up cost is one listing of the memory root: a character without a
 /// directory gets its unit at once; an existing directory is checked (one
 /// listing each, files created only when missing) here when there are at
 /// most [`SYNC_UNIT_CHECKS`] of them, otherwise by [`complete_units`] beside
 /// the server, before the start-up index catch-up.
-pub fn ensure_all(state: &AppState) {
-    if let Some(names) = ensure_units(state) {
-        complete_units(state, names, false);
-    }
-}
-
-/// The start-up part of [`ensure_all`]: the existing directories left to
-/// check in the background, if any.
 fn ensure_units(state: &AppState) -> Option<Vec<String>> {
     let existing = ensure_missing_units(state)?;
     if existing.len() > SYNC_UNIT_CHECKS && tokio::runtime::Handle::try_current().is_ok() {
@@ -209,10 +234,11 @@ fn complete_unit(data_dir: &std::path::Path, name: &str) {
     }
 }
 
-/// [`complete_unit`] for every name, beside the server, then (with
-/// `then_catch_up`) the review watcher and the index catch-up. Renames wait meanwhile (nothing recreates a moved directory);
-/// the fence and the character list are checked again per unit.
-fn complete_units(state: &AppState, names: Vec<String>, then_catch_up: bool) {
+/// [`complete_unit`] for every name, beside the server, then the review
+/// watcher and the index catch-up. Renames wait meanwhile (nothing recreates
+/// a moved directory); the fence and the character list are checked again
+/// per unit.
+fn complete_units(state: &AppState, names: Vec<String>) {
     let weak = Arc::downgrade(&state.0);
     tokio::spawn(async move {
         let Some(inner) = weak.upgrade() else { return };
@@ -233,15 +259,14 @@ fn complete_units(state: &AppState, names: Vec<String>, then_catch_up: bool) {
             })
             .await;
         }
-        if then_catch_up {
-            review::spawn_watcher(&state);
-            catch_up(&state);
-        }
+        review::spawn_watcher(&state);
+        catch_up(&state);
     });
 }
 
-/// At start-up: bring every character's index in step with its files and
-/// schedule the extraction of lines not read yet (e.g. before a restart).
+/// At start-up: bring every character's index in step with its files (only
+/// those whose files changed since their last full sync) and schedule the
+/// extraction of lines not read yet (e.g. before a restart).
 fn catch_up(state: &AppState) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         return;
@@ -258,39 +283,143 @@ fn catch_up(state: &AppState) {
             if companiond_core::fence::mode(state.data_dir()) != "normal" {
                 return;
             }
-            match longterm::resync(&state, &name).await {
-                Ok(()) => extract::note_activity(&state, &name),
+            match longterm::catch_up(&state, &name).await {
+                Ok(longterm::CatchUp::Synced) => extract::note_activity(&state, &name),
+                // Unchanged files: only what awaits extraction or embedding.
+                Ok(longterm::CatchUp::Unchanged { pending }) => {
+                    vectors::schedule(&state, &name);
+                    if pending > 0 {
+                        extract::note_pending(&state, &name, pending);
+                    }
+                }
                 Err(e) => tracing::warn!("cannot index the memory of {name}: {e}"),
             }
         }
     });
 }
 
-/// The routes of this family.
+/// Every route of this family, with its literal path.
 pub fn api(state: &AppState) -> Api {
-    let rt = MemoryRuntime::of(state);
+    Api::new(state, "memory")
+        .get(
+            "/api/memory/recent_files",
+            "logical recent-history file names (recent_<character>.json)",
+            http::recent_files,
+        )
+        .get(
+            "/api/memory/recent_file",
+            "one recent-history file: content, fingerprint, identity_token",
+            http::recent_file,
+        )
+        .route(
+            Method::POST,
+            "/api/memory/recent_file/save",
+            "replace a character's recent history (compare-and-swap on the read tokens)",
+            post(http::recent_save).layer(DefaultBodyLimit::max(recent::MAX_SAVE_BODY)),
+        )
+        .post(
+            "/api/memory/update_character_name",
+            "rename a character (alias of /api/characters/profile/{old_name}/rename)",
+            http::rename_alias,
+        )
+        .post(
+            "/api/characters/profile/{old_name}/rename",
+            "rename a character: configuration, memory storage and chat session together",
+            http::rename_canonical,
+        )
+        .get(
+            "/api/memory/review_config",
+            "automatic recent-memory review toggle",
+            http::toggle_get::<http::Review>,
+        )
+        .post(
+            "/api/memory/review_config",
+            "update the automatic recent-memory review toggle",
+            http::toggle_post::<http::Review>,
+        )
+        .get(
+            "/api/memory/powerful_memory_config",
+            "powerful-memory toggle",
+            http::toggle_get::<http::Powerful>,
+        )
+        .post(
+            "/api/memory/powerful_memory_config",
+            "update the powerful-memory toggle (runs the switch-off migration)",
+            http::toggle_post::<http::Powerful>,
+        )
+        .get(
+            "/api/memory/legacy/scan",
+            "scan the legacy memory roots without changing them",
+            http::legacy_scan,
+        )
+        .post(
+            "/api/memory/legacy/purge",
+            "delete selected entries below recognized legacy memory roots",
+            http::legacy_purge,
+        )
+        .get(
+            "/api/memory/facts",
+            "facts of a character (query: character, q, since, until, offset, limit, archived)",
+            http::facts_list,
+        )
+        .get(
+            "/api/memory/reflections",
+            "reflections of a character (query: character, q, since, until, offset, limit, archived)",
+            http::reflections_list,
+        )
+        .get(
+            "/api/memory/persona",
+            "the persona of a character (stable traits kept from facts)",
+            http::persona_get,
+        )
+        .get(
+            "/api/memory/search",
+            "search a character's memory (query: character, q, since, until, offset, limit, kinds)",
+            http::search,
+        )
+        .guarded(
+            Method::POST,
+            "/api/memory/correct",
+            "correct a fact, reflection or persona entry ({character, id, text, importance?, entity?})",
+            Csrf::Success,
+            http::correct,
+        )
+        .guarded(
+            Method::POST,
+            "/api/memory/forget",
+            "forget a fact, reflection or persona entry everywhere ({character, id})",
+            Csrf::Success,
+            http::forget,
+        )
+        .guarded(
+            Method::POST,
+            "/api/memory/extract",
+            "extract long-term memory from the unread history now ({character})",
+            Csrf::Success,
+            http::extract_now,
+        )
+}
+
+/// This family as the binary lists it: its routes and its start-up work.
+pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
+
+/// Start-up work: provide the family state, install the memory hooks other
+/// families call, create or complete every character's memory unit, then
+/// start the review watcher and the index catch-up.
+pub fn start(state: &AppState) {
+    state.provide(Arc::new(MemoryRuntime::default()));
     state.hooks.set_memory_service(Arc::new(Service {
         state: Arc::downgrade(&state.0),
     }));
     state.hooks.set_memory_recall(Arc::new(recall::Recall {
         state: Arc::downgrade(&state.0),
     }));
-    let deferred = ensure_units(state);
-    let start = !rt.watcher_started.swap(true, Ordering::AcqRel);
-    match deferred {
+    match ensure_units(state) {
         // The watcher and the catch-up start once the units are complete.
-        Some(names) => complete_units(state, names, start),
-        None if start => {
+        Some(names) => complete_units(state, names),
+        None => {
             review::spawn_watcher(state);
             catch_up(state);
         }
-        None => {}
     }
-    http::api(state)
 }
-
-/// This family as the binary lists it: its routes and its start-up work.
-pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
-
-/// Start-up work of this family, run once every family's routes are built.
-pub fn start(_state: &AppState) {}

@@ -40,21 +40,89 @@ where
 pub async fn resync(state: &AppState, name: &str) -> Result<(), String> {
     let now = companiond_core::now_millis();
     let r = with_index(state, name, move |conn, dir| {
-        index::sync_lines(conn, dir, now)?;
-        match Stores::load(dir) {
-            Ok(s) => {
-                index::sync_docs(conn, &s)?;
-            }
-            // A store that is not valid JSON is left alone (and not indexed).
-            Err(e) => tracing::warn!("memory stores not indexed: {e}"),
-        }
-        Ok(())
+        sync_all(conn, dir, now, std::time::SystemTime::now())
     })
     .await;
     if r.is_ok() {
         crate::vectors::changed(state, name);
     }
     r
+}
+
+/// Sync the whole index of `dir` with its files and record their stamps
+/// (taken at `at`, before reading them).
+fn sync_all(
+    conn: &mut Connection,
+    dir: &Path,
+    now: i64,
+    at: std::time::SystemTime,
+) -> Result<(), String> {
+    let sources = index::Sources::of(dir, at);
+    index::sync_lines(conn, dir, now)?;
+    match Stores::load(dir) {
+        Ok(s) => {
+            index::sync_docs(conn, &s)?;
+        }
+        // A store that is not valid JSON is left alone (and not indexed); the
+        // next start tries again.
+        Err(e) => {
+            tracing::warn!("memory stores not indexed: {e}");
+            return index::set_synced_from(conn, None);
+        }
+    }
+    index::set_synced_from(conn, Some(&sources))
+}
+
+/// What the start-up catch-up did for one character.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CatchUp {
+    /// The index was last fully synced from these very files: nothing read.
+    Unchanged { pending: usize },
+    /// The index was synced with the files.
+    Synced,
+}
+
+/// At start-up: sync `name`'s index with its files unless it was last fully
+/// synced from these very files (their stamps are kept in the index), so a
+/// restart reads only what changed.
+pub async fn catch_up(state: &AppState, name: &str) -> Result<CatchUp, String> {
+    let rt = MemoryRuntime::of(state);
+    let dir = unit::character_dir(state.data_dir(), name)?;
+    let n = name.to_string();
+    let now = companiond_core::now_millis();
+    // A rename moves the file: wait for it rather than reopen the old path.
+    let _rename = rt.rename_lock.read().await;
+    let index = rt.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        catch_up_dir(
+            &dir,
+            || index.index.get(&n, &dir),
+            now,
+            std::time::SystemTime::now(),
+        )
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    if r == CatchUp::Synced {
+        crate::vectors::changed(state, name);
+    }
+    Ok(r)
+}
+
+/// [`catch_up`] of the memory directory `dir`; `open` gives its connection.
+fn catch_up_dir(
+    dir: &Path,
+    open: impl FnOnce() -> Result<std::sync::Arc<std::sync::Mutex<Connection>>, String>,
+    now: i64,
+    at: std::time::SystemTime,
+) -> Result<CatchUp, String> {
+    if let Some(pending) = index::synced_from(dir, &index::Sources::of(dir, at)) {
+        return Ok(CatchUp::Unchanged { pending });
+    }
+    let conn = open()?;
+    let mut conn = conn.lock().unwrap_or_else(|e| e.into_inner());
+    sync_all(&mut conn, dir, now, at)?;
+    Ok(CatchUp::Synced)
 }
 
 /// Index the new history lines of `name`; how many lines await extraction.
@@ -129,9 +197,7 @@ where
 /// Read `name`'s stores (no lock: every write is an atomic rename).
 pub async fn load(state: &AppState, name: &str) -> Result<Stores, MemoryError> {
     let dir = character(state, name)?;
-    tokio::task::spawn_blocking(move || Stores::load(&dir).map_err(MemoryError::Storage))
-        .await
-        .map_err(|e| MemoryError::Internal(e.to_string()))?
+    companiond_core::task::blocking(move || Stores::load(&dir).map_err(MemoryError::Storage)).await
 }
 
 // ------------------------------------------------------------------ listing
@@ -340,6 +406,31 @@ pub struct Correction {
     pub entity: Option<String>,
 }
 
+/// The corrected version of the fact or reflection `old` (a new id, the
+/// corrected text; a fact is stamped and loses its stale embedding) and its id.
+fn corrected(old: &Obj, kind: &str, c: &Correction, now: i64) -> (Obj, String) {
+    let mut new = old.clone();
+    let new_id = stores::new_id(kind, now, &c.text);
+    new.insert("id".into(), json!(new_id));
+    new.insert("text".into(), json!(c.text));
+    new.insert("hash".into(), json!(stores::content_hash(&c.text)));
+    let fact = kind == "fact";
+    if fact {
+        new.insert("updated_at".into(), json!(timefmt::iso(now)));
+    }
+    new.insert("corrected_from".into(), json!(c.id));
+    if fact {
+        new.insert("embedding".into(), Value::Null);
+        if let Some(i) = c.importance {
+            new.insert("importance".into(), json!(i));
+        }
+    }
+    if let Some(e) = &c.entity {
+        new.insert("entity".into(), json!(e));
+    }
+    (new, new_id)
+}
+
 /// Correct one fact, reflection or persona entry. A fact or reflection gets a
 /// new id and the old version goes to its archive (`arbitration_reason:
 /// "user_correction"`, `superseded_by`); a persona entry is edited in place
@@ -350,45 +441,23 @@ pub async fn correct(state: &AppState, name: &str, c: Correction) -> Result<Valu
         .cancel(name, Some(TaskKind::Extraction));
     let item = commit(state, name, "correct", move |s| {
         let now = companiond_core::now_millis();
-        if let Some(old) = s.facts.find(&c.id).cloned() {
-            let mut new = old.clone();
-            let new_id = stores::new_id("fact", now, &c.text);
-            new.insert("id".into(), json!(new_id));
-            new.insert("text".into(), json!(c.text));
-            new.insert("hash".into(), json!(stores::content_hash(&c.text)));
-            new.insert("updated_at".into(), json!(timefmt::iso(now)));
-            new.insert("corrected_from".into(), json!(c.id));
-            new.insert("embedding".into(), Value::Null);
-            if let Some(i) = c.importance {
-                new.insert("importance".into(), json!(i));
-            }
-            if let Some(e) = &c.entity {
-                new.insert("entity".into(), json!(e));
-            }
-            s.facts.remove(&c.id);
-            s.facts_archive
-                .push(stores::archived(old, "user_correction", Some(&new_id), now));
+        for kind in ["fact", "reflection"] {
+            let (list, archive) = match kind {
+                "fact" => (&mut s.facts, &mut s.facts_archive),
+                _ => (&mut s.reflections, &mut s.reflections_archive),
+            };
+            let Some(old) = list.find(&c.id).cloned() else {
+                continue;
+            };
+            let (new, new_id) = corrected(&old, kind, &c, now);
+            list.remove(&c.id);
+            archive.push(stores::archived(old, "user_correction", Some(&new_id), now));
+            list.push(new.clone());
             s.persona_remove(&c.id);
-            s.facts.push(new.clone());
-            crate::extract::promote_persona(s, now);
-            return Ok(json!({"kind": "fact", "item": new}));
-        }
-        if let Some(old) = s.reflections.find(&c.id).cloned() {
-            let mut new = old.clone();
-            let new_id = stores::new_id("reflection", now, &c.text);
-            new.insert("id".into(), json!(new_id));
-            new.insert("text".into(), json!(c.text));
-            new.insert("hash".into(), json!(stores::content_hash(&c.text)));
-            new.insert("corrected_from".into(), json!(c.id));
-            if let Some(e) = &c.entity {
-                new.insert("entity".into(), json!(e));
+            if kind == "fact" {
+                crate::extract::promote_persona(s, now);
             }
-            s.reflections.remove(&c.id);
-            s.reflections_archive
-                .push(stores::archived(old, "user_correction", Some(&new_id), now));
-            s.persona_remove(&c.id);
-            s.reflections.push(new.clone());
-            return Ok(json!({"kind": "reflection", "item": new}));
+            return Ok(json!({"kind": kind, "item": new}));
         }
         for section in s.persona.values_mut() {
             let Some(list) = section.get_mut("facts").and_then(Value::as_array_mut) else {
@@ -420,4 +489,81 @@ pub async fn correct(state: &AppState, name: &str, c: Correction) -> Result<Valu
         o.extend(m);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod catch_up_tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, SystemTime};
+
+    fn history(dir: &Path, lines: &[&str]) {
+        let v: Vec<Value> = lines
+            .iter()
+            .map(|t| json!({"type": "human", "data": {"content": t}}))
+            .collect();
+        std::fs::write(dir.join(unit::RECENT), Value::Array(v).to_string()).unwrap();
+    }
+
+    /// A start with unchanged files opens no index and reads no file; a
+    /// changed history is synced again; stamps not settled yet are not kept.
+    #[test]
+    fn a_restart_syncs_only_characters_whose_files_changed() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        unit::ensure_memory_files(dir).unwrap();
+        history(dir, &["My cat is called Miso"]);
+        let conn = Arc::new(Mutex::new(index::open(dir).unwrap()));
+        let opened = Cell::new(0);
+        let open = || -> Result<Arc<Mutex<Connection>>, String> {
+            opened.set(opened.get() + 1);
+            Ok(conn.clone())
+        };
+        let synced_from = || index::meta_get(&conn.lock().unwrap(), index::META_SOURCES).unwrap();
+        // Files written just now: synced, but their stamps are not trusted yet.
+        let r = catch_up_dir(dir, open, 1000, SystemTime::now()).unwrap();
+        assert_eq!(r, CatchUp::Synced);
+        assert_eq!(synced_from(), None);
+        assert_eq!(opened.get(), 1);
+        // Once settled, the stamps are kept ...
+        let later = || SystemTime::now() + Duration::from_secs(3);
+        assert_eq!(
+            catch_up_dir(dir, open, 2000, later()).unwrap(),
+            CatchUp::Synced
+        );
+        assert!(synced_from().is_some());
+        assert_eq!(opened.get(), 2);
+        // ... and a restart with the same files does nothing.
+        for _ in 0..2 {
+            assert_eq!(
+                catch_up_dir(dir, open, 3000, later()).unwrap(),
+                CatchUp::Unchanged { pending: 1 }
+            );
+        }
+        assert_eq!(opened.get(), 2);
+        // A changed history is synced again.
+        history(dir, &["My cat is called Miso", "I live in Berlin"]);
+        assert_eq!(
+            catch_up_dir(dir, open, 4000, later()).unwrap(),
+            CatchUp::Synced
+        );
+        assert_eq!(opened.get(), 3);
+        let lines = index::lines_after(&conn.lock().unwrap(), 0, 10).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            catch_up_dir(dir, open, 5000, later()).unwrap(),
+            CatchUp::Unchanged { pending: 2 }
+        );
+        // So is a changed store; a store that cannot be read is tried every time.
+        std::fs::write(dir.join(stores::FACTS), b"{broken").unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                catch_up_dir(dir, open, 6000, later()).unwrap(),
+                CatchUp::Synced
+            );
+        }
+        assert_eq!(synced_from(), None);
+        assert_eq!(opened.get(), 5);
+    }
 }

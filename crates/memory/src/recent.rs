@@ -1,5 +1,5 @@
 //! The recent memory file: listing, reading with tokens, and the
-//! compare-and-swap save (interface.md § Memory, reference § 4.1, 4.2, 4.6).
+//! compare-and-swap save (docs/memory.md).
 //!
 //! Tokens:
 //! * `fingerprint` = lowercase hex SHA-256 of the file's bytes (of the empty
@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::paths;
-use companiond_core::stamp::{lstamp, stamp, Stamp};
 use companiond_core::store::atomic_write;
+use companiond_core::task::blocking;
 use companiond_core::AppState;
 use serde::Serialize;
 use serde_json::Value;
@@ -99,11 +99,11 @@ pub struct Resolved {
     pub write: PathBuf,
 }
 
-fn real_file(p: &Path) -> bool {
+pub(crate) fn real_file(p: &Path) -> bool {
     p.symlink_metadata().map(|m| m.is_file()).unwrap_or(false)
 }
 
-/// Resolution order (reference § 4.6): `memory/<n>/recent.json`,
+/// Resolution order: `memory/<n>/recent.json`,
 /// `memory/recent_<n>.json`, then the same two under the bundled (read-only)
 /// memory root. A bundled file is saved to `memory/<n>/recent.json`.
 pub fn resolve(data_dir: &Path, bundle_dir: &Path, name: &str) -> Result<Resolved, MemoryError> {
@@ -226,9 +226,12 @@ fn resolve_or_init(
 }
 
 /// `GET /api/memory/recent_file`.
-pub async fn read(state: &AppState, filename: &str) -> Result<RecentFile, MemoryError> {
+pub async fn read(
+    state: &AppState,
+    rt: &MemoryRuntime,
+    filename: &str,
+) -> Result<RecentFile, MemoryError> {
     let name = parse_filename(filename)?;
-    let rt = MemoryRuntime::of(state);
     let _no_rename = rt.rename_lock.read().await;
     let configured = state.characters.exists(&name);
     let st = state.clone();
@@ -254,196 +257,8 @@ pub async fn read(state: &AppState, filename: &str) -> Result<RecentFile, Memory
     .await
 }
 
-/// `GET /api/memory/recent_files`: sorted, deduplicated logical names from the
-/// runtime and bundled memory roots (flat `recent_*.json` files and folders
-/// holding a `recent.json`; symlinks are skipped). Configured characters get
-/// their memory unit created first, so each of them is listed.
-///
-/// Costs one `lstat` per memory folder when nothing changed: see [`ListCache`].
-pub async fn list(state: &AppState) -> Result<Vec<String>, MemoryError> {
-    let rt = MemoryRuntime::of(state);
-    let _no_rename = rt.rename_lock.read().await;
-    let names = state.characters.names();
-    let data = state.data_dir().to_path_buf();
-    let bundle = state.bundle_dir().to_path_buf();
-    let cache = state.ext::<ListCache>();
-    blocking(move || {
-        let computed_at = std::time::SystemTime::now();
-        let mut c = cache.0.lock().unwrap_or_else(|e| e.into_inner());
-        let runtime_root = unit::memory_root(&data);
-        // Stamps of the character folders as this request leaves them.
-        let mut folder_stamps: std::collections::HashMap<&str, Option<Stamp>> =
-            std::collections::HashMap::with_capacity(names.len());
-        if companiond_core::fence::mode(&data) == "normal" {
-            for n in &names {
-                // A folder whose stamp is the one it had when its unit was last
-                // found complete still has every file (removing or replacing one
-                // changes the folder's stamp): nothing to check or create.
-                if paths::safe_name(n).is_ok() {
-                    let now = lstamp(&runtime_root.join(n));
-                    if now.is_some() && c.ensured.get(n.as_str()) == Some(&now) {
-                        folder_stamps.insert(n, now);
-                        continue;
-                    }
-                }
-                if let Ok(dir) = unit::character_dir(&data, n) {
-                    if let Err(e) = unit::ensure_memory_files(&dir) {
-                        tracing::warn!("cannot create the memory files of {n}: {e}");
-                        c.ensured.remove(n.as_str());
-                        continue;
-                    }
-                    let after = lstamp(&dir);
-                    // Only real folders (a symlink's own stamp does not follow
-                    // its target) whose stamp is settled are remembered.
-                    match after {
-                        Some(s) if s.is_dir && s.settled(computed_at) => {
-                            c.ensured.insert(n.clone(), after);
-                        }
-                        _ => {
-                            c.ensured.remove(n.as_str());
-                        }
-                    }
-                    folder_stamps.insert(n, after);
-                }
-            }
-            let live: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
-            c.ensured.retain(|k, _| live.contains(k.as_str()));
-        }
-        let mut out = std::collections::BTreeSet::new();
-        for root in [runtime_root.clone(), bundle.join("memory")] {
-            let root_stamp = stamp(&root);
-            let entries = match c.roots.get(&root) {
-                Some((s, entries)) if root_stamp.is_some() && *s == root_stamp => entries.clone(),
-                _ => {
-                    let Ok(rd) = std::fs::read_dir(&root) else {
-                        c.roots.remove(&root);
-                        continue;
-                    };
-                    let entries: Arc<Vec<(String, Kind)>> = Arc::new(
-                        rd.flatten()
-                            .filter_map(|entry| {
-                                let ft = entry.file_type().ok()?;
-                                let fname = entry.file_name().to_str()?.to_string();
-                                let kind = if ft.is_file() {
-                                    Kind::File
-                                } else if ft.is_dir() {
-                                    Kind::Dir
-                                } else {
-                                    return None;
-                                };
-                                Some((fname, kind))
-                            })
-                            .collect(),
-                    );
-                    if root_stamp.is_some_and(|s| s.settled(computed_at)) {
-                        c.roots.insert(root.clone(), (root_stamp, entries.clone()));
-                    } else {
-                        c.roots.remove(&root);
-                    }
-                    entries
-                }
-            };
-            for (fname, kind) in entries.iter() {
-                let logical = match kind {
-                    Kind::File => fname.clone(),
-                    Kind::Dir => {
-                        let dir = root.join(fname);
-                        let ds = match folder_stamps.get(fname.as_str()) {
-                            Some(s) if root == runtime_root => *s,
-                            _ => lstamp(&dir),
-                        };
-                        let has = match c.folders.get(&dir) {
-                            Some((s, has)) if ds.is_some() && *s == ds => *has,
-                            _ => {
-                                let has = real_file(&dir.join(unit::RECENT));
-                                if ds.is_some_and(|s| s.is_dir && s.settled(computed_at)) {
-                                    c.folders.insert(dir, (ds, has));
-                                } else {
-                                    c.folders.remove(&dir);
-                                }
-                                has
-                            }
-                        };
-                        if !has {
-                            continue;
-                        }
-                        format!("recent_{fname}.json")
-                    }
-                };
-                if parse_filename(&logical).is_ok() {
-                    out.insert(logical);
-                }
-            }
-        }
-        Ok(out.into_iter().collect())
-    })
-    .await
-}
-
-/// A memory root's entries: name and kind.
-type RootEntries = Arc<Vec<(String, Kind)>>;
-
-#[derive(Clone, Copy)]
-enum Kind {
-    File,
-    Dir,
-}
-
-/// What [`list`] keeps between calls, each value with the stamp (device, inode,
-/// times) of the folder it was derived from; values derived from folders changed
-/// within [`companiond_core::stamp::RACY`] are not kept.
-#[derive(Default)]
-pub struct ListCache(std::sync::Mutex<ListState>);
-
-#[derive(Default)]
-struct ListState {
-    /// Character → the stamp of its folder when its unit was last complete.
-    ensured: std::collections::HashMap<String, Option<Stamp>>,
-    /// Memory root → its entries (name, kind).
-    roots: std::collections::HashMap<PathBuf, (Option<Stamp>, RootEntries)>,
-    /// Folder → whether it holds a real `recent.json`.
-    folders: std::collections::HashMap<PathBuf, (Option<Stamp>, bool)>,
-}
-
-#[cfg(test)]
-mod list_cache_tests {
-    use companiond_core::testkit::TestServer;
-
-    /// Cached listings still notice a unit file removed on disk, a new folder
-    /// and a removed `recent.json` of a folder that is not a character.
-    #[tokio::test]
-    async fn listing_follows_changes_on_disk() {
-        let s = TestServer::start(&[crate::FAMILY]).await;
-        let mem = s.data.join("memory");
-        std::fs::create_dir_all(mem.join("Loose")).unwrap();
-        std::fs::write(mem.join("Loose/recent.json"), "[]").unwrap();
-        let files = || async {
-            let (st, b) = s.get("/api/memory/recent_files").await;
-            assert_eq!(st, 200, "{b}");
-            b["files"].clone()
-        };
-        let both = serde_json::json!(["recent_Companion.json", "recent_Loose.json"]);
-        assert_eq!(files().await, both);
-        tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
-        assert_eq!(files().await, both);
-        assert_eq!(files().await, both);
-        // A unit file removed on disk is created again by the next listing.
-        std::fs::remove_file(mem.join("Companion/settings.json")).unwrap();
-        assert_eq!(files().await, both);
-        assert!(mem.join("Companion/settings.json").is_file());
-        // A folder that is not a character loses its history.
-        std::fs::remove_file(mem.join("Loose/recent.json")).unwrap();
-        assert_eq!(files().await, serde_json::json!(["recent_Companion.json"]));
-        std::fs::write(mem.join("recent_Flat.json"), "[]").unwrap();
-        assert_eq!(
-            files().await,
-            serde_json::json!(["recent_Companion.json", "recent_Flat.json"])
-        );
-    }
-}
-
-/// Validate a save body (order of reference § 2.3: filename, chat, token
-/// types → 400; missing tokens → 409).
+/// Validate a save body in this order: filename, chat, token types → 400;
+/// missing tokens → 409.
 pub fn parse_save(body: &Value) -> Result<SaveRequest, MemoryError> {
     let obj = body
         .as_object()
@@ -479,7 +294,8 @@ pub fn parse_save(body: &Value) -> Result<SaveRequest, MemoryError> {
     })
 }
 
-/// Validate the chat entries and every limit of interface.md § Limits.
+/// Validate the chat entries and every limit ([`MAX_ENTRIES`],
+/// [`MAX_TEXT_CHARS`], [`MAX_TOTAL_CHARS`]).
 pub fn parse_chat(items: &[Value]) -> Result<Vec<ChatEntry>, MemoryError> {
     if items.len() > MAX_ENTRIES {
         return Err(MemoryError::BadRequest(format!(
@@ -615,14 +431,6 @@ fn commit(
 }
 
 /// Run blocking file work off the async runtime.
-pub(crate) async fn blocking<R: Send + 'static>(
-    f: impl FnOnce() -> Result<R, MemoryError> + Send + 'static,
-) -> Result<R, MemoryError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| MemoryError::Internal(format!("background work failed: {e}")))?
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

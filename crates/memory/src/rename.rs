@@ -1,5 +1,5 @@
-//! The character rename transaction (runtime.md § Characters, interface.md
-//! § Memory "Rename request", reference § 2.6 and § 4.3).
+//! The character rename transaction: configuration, memory storage and chat
+//! session move together or not at all (docs/memory.md).
 //!
 //! Order: validate → serialise (one rename at a time) → fence → idempotent
 //! follow-up / existence checks → destination preflight → drain background
@@ -45,7 +45,12 @@ fn invalid(which: &str, e: companiond_core::characters::NameError) -> MemoryErro
 }
 
 /// Run the transaction. `Ok` is the success body.
-pub async fn rename(state: &AppState, old_raw: &str, new_raw: &str) -> Result<Value, MemoryError> {
+pub async fn rename(
+    state: &AppState,
+    rt: &MemoryRuntime,
+    old_raw: &str,
+    new_raw: &str,
+) -> Result<Value, MemoryError> {
     let new = validate_name(new_raw, NameRules::NEW).map_err(|e| invalid("new_name", e))?;
     let old = validate_name(old_raw, NameRules::EXISTING).map_err(|e| invalid("old_name", e))?;
     if old == new {
@@ -55,7 +60,6 @@ pub async fn rename(state: &AppState, old_raw: &str, new_raw: &str) -> Result<Va
         });
     }
     let data = state.data_dir().to_path_buf();
-    let rt = MemoryRuntime::of(state);
     let _serial = rt.rename_lock.write().await;
     fence::check(&data, "rename", &format!("characters/{old} -> {new}"))?;
 

@@ -219,7 +219,10 @@ pub(crate) fn spawn_watcher(state: &AppState) {
 }
 
 async fn watch_once(state: &AppState, seen: &mut HashMap<String, usize>) {
-    if !matches!(toggles::read(state, Toggle::Review).await, Ok(true)) {
+    if !matches!(
+        toggles::read(state, &MemoryRuntime::of(state), Toggle::Review).await,
+        Ok(true)
+    ) {
         return;
     }
     if state.llm.endpoint(Slot::Summary).await.is_none() {

@@ -28,6 +28,15 @@ pub const REFLECTIONS: &str = "reflections.json";
 pub const REFLECTIONS_ARCHIVE: &str = "reflections_archive.json";
 pub const PERSONA: &str = "persona.json";
 pub const SURFACED: &str = "surfaced.json";
+/// Every file [`Stores::load`] reads.
+pub const FILES: [&str; 6] = [
+    FACTS,
+    FACTS_ARCHIVE,
+    REFLECTIONS,
+    REFLECTIONS_ARCHIVE,
+    PERSONA,
+    SURFACED,
+];
 
 /// Whom a memory is about.
 pub const ENTITIES: [&str; 3] = ["master", "neko", "relationship"];

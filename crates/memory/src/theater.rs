@@ -1,5 +1,5 @@
 //! Stored message format of `recent.json` and the theater merge of a save
-//! (reference § 3.3 and § 4.2).
+//! (docs/memory.md).
 //!
 //! A stored message is `{"type": "human"|"ai"|"system", "data": {"content": ..}}`;
 //! readers also accept `{"role": "user"|"assistant"|"system", "content": ..}`.
@@ -81,7 +81,7 @@ struct StoredData<'a> {
     usage_metadata: Option<Option<()>>,
 }
 
-/// The stored form of a browser-written message (reference § 3.3):
+/// The stored form of a browser-written message:
 /// `{type, data: {content, additional_kwargs, response_metadata, type, name, id,
 /// example}}`, plus `tool_calls`, `invalid_tool_calls`, `usage_metadata` for `ai`.
 #[derive(Serialize)]
@@ -245,7 +245,7 @@ pub struct TheaterReadonly;
 /// Build the new history from the current snapshot and the posted entries.
 /// Without theater messages in the snapshot the posted entries are the history.
 /// Otherwise every theater message is kept verbatim at its position relative
-/// to the ordinary messages it was between (reference § 4.2).
+/// to the ordinary messages it was between.
 pub fn merge<'a>(
     snapshot: &'a [Stored<'a>],
     posted: &'a [ChatEntry],

@@ -16,29 +16,14 @@ fn at(ms: i64) -> OffsetDateTime {
 /// `YYYY-MM-DDTHH:MM:SS.ffffff` (UTC, no offset: the original's naive form).
 pub fn iso(ms: i64) -> String {
     let t = at(ms);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
-        t.year(),
-        t.month() as u8,
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.microsecond()
-    )
+    let (h, m, sec) = (t.hour(), t.minute(), t.second());
+    format!("{}T{h:02}:{m:02}:{sec:02}.{:06}", date(ms), t.microsecond())
 }
 
 /// `YYYY-MM-DD HH:MM` (UTC), for text shown to the model.
 pub fn short(ms: i64) -> String {
     let t = at(ms);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}",
-        t.year(),
-        t.month() as u8,
-        t.day(),
-        t.hour(),
-        t.minute()
-    )
+    format!("{} {:02}:{:02}", date(ms), t.hour(), t.minute())
 }
 
 /// `YYYY-MM-DD` (UTC).

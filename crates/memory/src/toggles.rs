@@ -1,5 +1,5 @@
 //! The memory toggles `review_config` and `powerful_memory_config`
-//! (interface.md § Memory, toggle rules 1–6).
+//! (docs/memory.md).
 //!
 //! Both live in `config/core_config.json` (keys `recent_memory_auto_review`,
 //! `powerful_memory_enabled`), a file the configuration routes write too: every
@@ -56,10 +56,13 @@ fn load(data_dir: &Path) -> Result<Stored, String> {
     }
 }
 
-/// Read a toggle (rules 1, 2): default true; 503 on an unreadable file or a
+/// Read a toggle: default true; 503 on an unreadable file or a
 /// non-boolean value. Waits for pending toggle writes.
-pub async fn read(state: &AppState, toggle: Toggle) -> Result<bool, ToggleReadError> {
-    let rt = MemoryRuntime::of(state);
+pub async fn read(
+    state: &AppState,
+    rt: &MemoryRuntime,
+    toggle: Toggle,
+) -> Result<bool, ToggleReadError> {
     let _g = rt.toggle_lock.read().await;
     let data = state.data_dir().to_path_buf();
     let stored = tokio::task::spawn_blocking(move || load(&data))
@@ -82,7 +85,7 @@ pub async fn read(state: &AppState, toggle: Toggle) -> Result<bool, ToggleReadEr
     }
 }
 
-/// Parse a toggle POST body (rule 3): a JSON object with a boolean `enabled`.
+/// Parse a toggle POST body: a JSON object with a boolean `enabled`.
 pub fn parse_body(bytes: &[u8]) -> Result<bool, MemoryError> {
     let v: Value = serde_json::from_slice(bytes)
         .map_err(|e| MemoryError::BadRequest(format!("the body is not valid JSON: {e}")))?;
@@ -96,17 +99,21 @@ pub fn parse_body(bytes: &[u8]) -> Result<bool, MemoryError> {
     }
 }
 
-/// Write a toggle (rules 3–6). Returns the saved value.
-pub async fn write(state: &AppState, toggle: Toggle, enabled: bool) -> Result<bool, MemoryError> {
+/// Write a toggle (fenced; switching powerful memory off migrates first;
+/// other keys of the file are kept). Returns the saved value.
+pub async fn write(
+    state: &AppState,
+    rt: &MemoryRuntime,
+    toggle: Toggle,
+    enabled: bool,
+) -> Result<bool, MemoryError> {
     fence::check(state.data_dir(), "save", CORE_CONFIG)?;
-    let rt = MemoryRuntime::of(state);
     let _g = rt.toggle_lock.write().await;
     fence::check(state.data_dir(), "save", CORE_CONFIG)?;
     let data = state.data_dir().to_path_buf();
-    let stored = tokio::task::spawn_blocking(move || load(&data))
-        .await
-        .map_err(|e| MemoryError::Internal(e.to_string()))?
-        .map_err(MemoryError::ConfigUnreadable)?;
+    let stored =
+        companiond_core::task::blocking(move || load(&data).map_err(MemoryError::ConfigUnreadable))
+            .await?;
     if toggle == Toggle::Powerful && !enabled {
         let already_off = match &stored {
             Stored::Object(m) => m.get(toggle.key()) == Some(&Value::Bool(false)),

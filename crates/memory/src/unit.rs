@@ -1,7 +1,7 @@
 //! The per-character memory directory `<data>/memory/<name>/` and its files.
 //!
 //! The file layout is the contract shared with cloud save: the flat files of
-//! interface.md § Character unit ([`UNIT_FILES`]) live directly in the
+//! the character unit ([`UNIT_FILES`], docs/memory.md) live directly in the
 //! directory; everything in [`LOCAL_ONLY`] stays on this device.
 
 use std::io::Write;
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use companiond_core::paths;
 
-/// The character-unit files (interface.md § Character unit), in that order.
+/// The character-unit files, in the order cloud save lists them.
 pub const UNIT_FILES: &[&str] = companiond_core::layout::CHARACTER_UNIT_FILES;
 
 /// Files and folders of a memory directory that are never part of the unit.
@@ -107,55 +107,52 @@ pub fn ensure_memory_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// Write `bytes` to `path` only if nothing is there yet; atomic (temp file +
 /// hard link, which fails when the target exists). Whether it created the file.
 pub fn create_no_clobber(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.{}.new",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        uuid::Uuid::new_v4().simple()
-    ));
-    let result = (|| {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    link_new(path, &format!(".{name}.{{}}.new"), |tmp| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&tmp)?;
+            .open(tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        match std::fs::hard_link(&tmp, path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(e),
-        }
-    })();
-    let _ = std::fs::remove_file(&tmp);
-    result
+        f.sync_all()
+    })
 }
 
 /// Create the SQLite time index at `path` (in a temporary file first, then
 /// linked into place without replacing anything).
 pub fn create_time_index(path: &Path) -> std::io::Result<bool> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let tmp = dir.join(format!(
-        ".time_indexed.{}.db",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let result = (|| {
+    link_new(path, ".time_indexed.{}.db", |tmp| {
         {
-            let conn = rusqlite::Connection::open(&tmp).map_err(std::io::Error::other)?;
+            let conn = rusqlite::Connection::open(tmp).map_err(std::io::Error::other)?;
             conn.execute_batch(TIME_INDEX_SCHEMA)
                 .map_err(std::io::Error::other)?;
             // companiond's search tables too, so opening it later writes nothing.
             conn.execute_batch(crate::index::SCHEMA)
                 .map_err(std::io::Error::other)?;
         }
-        if let Ok(f) = std::fs::File::open(&tmp) {
+        if let Ok(f) = std::fs::File::open(tmp) {
             let _ = f.sync_all();
         }
-        match std::fs::hard_link(&tmp, path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(e),
-        }
-    })();
+        Ok(())
+    })
+}
+
+/// Make a new file beside `path` with `make` (its name is `pattern` with `{}`
+/// replaced by a unique id), then hard-link it to `path` unless something is
+/// there already; the temporary name is always removed. Whether it created
+/// `path`.
+fn link_new(
+    path: &Path,
+    pattern: &str,
+    make: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let tmp = dir.join(pattern.replace("{}", &uuid::Uuid::new_v4().simple().to_string()));
+    let result = make(&tmp).and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    });
     let _ = std::fs::remove_file(&tmp);
     result
 }

@@ -372,12 +372,7 @@ pub fn changed(state: &AppState, name: &str) {
 /// background (one run per character at a time; nothing when no endpoint is
 /// configured, everything is embedded, or the endpoint failed recently).
 pub fn schedule(state: &AppState, name: &str) {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    let st = state.clone();
-    let name = name.to_string();
-    handle.spawn(async move {
+    crate::spawn_for(state, name, |st, name| async move {
         let r = rt(&st);
         {
             let mut running = r.running.lock().unwrap_or_else(|e| e.into_inner());

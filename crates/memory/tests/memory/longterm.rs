@@ -2,108 +2,9 @@
 //! plays the conversation and the memory roles, recall into chat turns over
 //! the real WebSocket, the routes, restart, rename and a cloud-save round trip.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use crate::common::*;
 
-use companiond_core::testkit::{MockLlm, MockReply, TestOptions, TestServer};
 use companiond_memory::extract::{MARK_EXTRACT, MARK_RECONCILE};
-use futures::{SinkExt, StreamExt};
-use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
-
-const C: &str = "Companion";
-
-async fn server(
-    families: &[companiond_core::server::Family],
-    copy_from: Option<&Path>,
-) -> TestServer {
-    let prepare: Option<companiond_core::testkit::PrepareDirs> = copy_from.map(|src| {
-        let src = src.to_path_buf();
-        Box::new(move |data: &Path, _: &Path| copy_dir(&src, data)) as _
-    });
-    TestServer::start_with(
-        families,
-        TestOptions {
-            prepare,
-            ..Default::default()
-        },
-    )
-    .await
-}
-
-async fn memory_server(copy_from: Option<&Path>) -> TestServer {
-    server(&[companiond_memory::FAMILY], copy_from).await
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap().flatten() {
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), to).unwrap();
-        }
-    }
-}
-
-async fn next_frame<S>(ws: &mut S) -> Value
-where
-    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("frame in time")
-            .unwrap()
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
-
-/// One chat turn on a fresh socket: the streamed reply and every frame.
-async fn turn(s: &TestServer, name: &str, text: &str) -> (String, Vec<Value>) {
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{name}")))
-        .await
-        .unwrap();
-    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
-    ws.send(Message::Text(
-        json!({"type": "user_text", "text": text}).to_string(),
-    ))
-    .await
-    .unwrap();
-    let mut reply = String::new();
-    let mut frames = Vec::new();
-    loop {
-        let f = next_frame(&mut ws).await;
-        if f["type"] == "assistant_delta" {
-            reply.push_str(f["text"].as_str().unwrap_or(""));
-        }
-        let end = f["type"] == "turn_end";
-        frames.push(f);
-        if end {
-            break;
-        }
-    }
-    let _ = ws.close(None).await;
-    (reply, frames)
-}
-
-/// The system prompt of the last conversation request.
-fn last_system_prompt(llm: &MockLlm) -> String {
-    let reqs: Vec<Value> = llm
-        .chat_requests()
-        .into_iter()
-        .filter(|r| r["stream"] == true)
-        .collect();
-    let last = reqs.last().expect("a conversation request");
-    last["messages"][0]["content"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
 
 fn facts_reply(facts: Value) -> MockReply {
     MockReply::Text(format!("```json\n{}\n```", json!({ "facts": facts })))
@@ -413,23 +314,14 @@ async fn set_toggle(s: &TestServer, path: &str, on: bool) {
     assert_eq!(st, 200, "{b}");
 }
 
-async fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_toggles_stop_extraction_and_quiet_conversations_are_extracted() {
     let llm = MockLlm::start("ok").await;
     let s = memory_server(None).await;
     s.configure_llm(&llm.base()).await;
-    companiond_memory::MemoryRuntime::of(&s.state)
+    s.state
+        .provided::<companiond_memory::MemoryRuntime>()
+        .unwrap()
         .extract
         .configure(Duration::from_millis(200), 50);
     let extraction_requests = |llm: &MockLlm| {
@@ -490,7 +382,9 @@ async fn the_toggles_stop_extraction_and_quiet_conversations_are_extracted() {
 
     // A failing memory model: the chat goes on; the lines are read again later.
     llm.push_matching(MARK_EXTRACT, MockReply::Status(500, "boom".into()));
-    companiond_memory::MemoryRuntime::of(&s.state)
+    s.state
+        .provided::<companiond_memory::MemoryRuntime>()
+        .unwrap()
         .extract
         .configure(Duration::from_secs(3600), 50);
     let (reply, _) = turn(&s, C, "My birthday is on May 3rd.").await;
@@ -542,7 +436,7 @@ async fn a_cloud_save_round_trip_keeps_the_memory_and_reindexes_it() {
     let families: &[companiond_core::server::Family] =
         &[companiond_memory::FAMILY, companiond_cloudsave::FAMILY];
     let llm = MockLlm::start("ok").await;
-    let s = server(families, None).await;
+    let s = server_with(families, None).await;
     s.configure_llm(&llm.base()).await;
     learn(
         &s,

@@ -4,21 +4,13 @@
 //! or slow embedding endpoint leaves BM25 recall working; a new model
 //! re-embeds every entry.
 
-use std::path::Path;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::common::*;
 
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use companiond_core::testkit::{MockLlm, MockReply, TestServer, Upstream};
 use companiond_memory::extract::MARK_EXTRACT;
-use futures::{SinkExt, StreamExt};
-use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
-
-const C: &str = "Companion";
+use std::sync::atomic::{AtomicU8, Ordering};
 
 // ------------------------------------------------------------------ the embedding server
 
@@ -166,48 +158,6 @@ async fn configure(s: &TestServer, llm: &MockLlm, emb: Option<(&str, &str)>) {
         .unwrap();
 }
 
-async fn next_frame<S>(ws: &mut S) -> Value
-where
-    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("frame in time")
-            .unwrap()
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
-
-async fn turn(s: &TestServer, text: &str) {
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{C}")))
-        .await
-        .unwrap();
-    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
-    ws.send(Message::Text(
-        json!({"type": "user_text", "text": text}).to_string(),
-    ))
-    .await
-    .unwrap();
-    while next_frame(&mut ws).await["type"] != "turn_end" {}
-    let _ = ws.close(None).await;
-}
-
-fn last_system_prompt(llm: &MockLlm) -> String {
-    let reqs: Vec<Value> = llm
-        .chat_requests()
-        .into_iter()
-        .filter(|r| r["stream"] == true)
-        .collect();
-    reqs.last().expect("a conversation request")["messages"][0]["content"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
 async fn search(s: &TestServer, q: &str) -> Vec<String> {
     let (st, b) = s
         .get(&format!("/api/memory/search?character={C}&q={q}"))
@@ -225,7 +175,12 @@ const MISO: &str = "The user has a cat called Miso";
 
 /// Ten facts; the cat is the oldest, so recency alone leaves it out of a turn.
 async fn learn_ten(s: &TestServer, llm: &MockLlm) {
-    turn(s, "Some things about me: I have a cat and lots of hobbies.").await;
+    turn(
+        s,
+        C,
+        "Some things about me: I have a cat and lots of hobbies.",
+    )
+    .await;
     let mut facts = vec![json!({"text": MISO, "importance": 5, "evidence": [1]})];
     for (i, t) in [
         "The user drinks chai every morning",
@@ -271,17 +226,6 @@ fn coverage(s: &TestServer, model: &str) -> (i64, i64) {
     .unwrap()
 }
 
-async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 // ------------------------------------------------------------------ tests
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,7 +238,7 @@ async fn a_paraphrase_is_recalled_only_with_embeddings_and_a_new_model_re_embeds
 
     // No word in common with the fact: BM25 finds nothing.
     assert!(search(&s, "kitty").await.is_empty());
-    turn(&s, "How is my kitty doing?").await;
+    turn(&s, C, "How is my kitty doing?").await;
     let system = last_system_prompt(&llm);
     assert!(system.contains("The user fixes old bicycles"), "{system}");
     assert!(!system.contains("Miso"), "{system}");
@@ -303,8 +247,8 @@ async fn a_paraphrase_is_recalled_only_with_embeddings_and_a_new_model_re_embeds
     // Embeddings configured: the next turn (or search) embeds the entries in
     // the background, in batches, newest first.
     configure(&s, &llm, Some((&emb.base(), "embed-a"))).await;
-    turn(&s, "Hello again").await;
-    eventually("every entry embedded by embed-a", || {
+    turn(&s, C, "Hello again").await;
+    wait_for("every entry embedded by embed-a", || {
         coverage(&s, "embed-a") == (10, 10)
     })
     .await;
@@ -324,7 +268,7 @@ async fn a_paraphrase_is_recalled_only_with_embeddings_and_a_new_model_re_embeds
 
     let hits = search(&s, "kitty").await;
     assert_eq!(hits.first().map(String::as_str), Some(MISO), "{hits:?}");
-    turn(&s, "How is my kitty doing?").await;
+    turn(&s, C, "How is my kitty doing?").await;
     let system = last_system_prompt(&llm);
     assert!(system.contains(MISO), "{system}");
     // BM25 still counts: a word search ranks its match first.
@@ -344,21 +288,21 @@ async fn a_paraphrase_is_recalled_only_with_embeddings_and_a_new_model_re_embeds
         )
         .await;
     assert_eq!(st, 200, "{b}");
-    eventually("the corrected entry embedded", || {
+    wait_for("the corrected entry embedded", || {
         emb.calls()
             .iter()
             .any(|(_, i)| i == &["The user drinks matcha every morning".to_string()])
     })
     .await;
-    eventually("coverage back to all", || {
+    wait_for("coverage back to all", || {
         coverage(&s, "embed-a") == (10, 10)
     })
     .await;
 
     // Another model: everything is embedded again with it.
     configure(&s, &llm, Some((&emb.base(), "embed-b"))).await;
-    turn(&s, "Hi").await;
-    eventually("every entry embedded by embed-b", || {
+    turn(&s, C, "Hi").await;
+    wait_for("every entry embedded by embed-b", || {
         coverage(&s, "embed-b") == (10, 10)
     })
     .await;
@@ -378,11 +322,11 @@ async fn a_failing_or_slow_embedding_endpoint_leaves_bm25_recall_working() {
     let s = TestServer::start(&[companiond_memory::FAMILY]).await;
     configure(&s, &llm, Some((&emb.base(), "embed-a"))).await;
     learn_ten(&s, &llm).await;
-    eventually("an embedding attempt", || !emb.calls().is_empty()).await;
+    wait_for("an embedding attempt", || !emb.calls().is_empty()).await;
 
     assert_eq!(search(&s, "cat").await[0], MISO);
     assert!(search(&s, "kitty").await.is_empty());
-    turn(&s, "Tell me about my cat").await;
+    turn(&s, C, "Tell me about my cat").await;
     assert!(last_system_prompt(&llm).contains(MISO));
     assert_eq!(coverage(&s, "embed-a"), (0, 10));
 
@@ -391,7 +335,7 @@ async fn a_failing_or_slow_embedding_endpoint_leaves_bm25_recall_working() {
     emb.set(SLOW);
     configure(&s, &llm, Some((&emb.base(), "embed-slow"))).await;
     let t = Instant::now();
-    turn(&s, "Tell me about my cat").await;
+    turn(&s, C, "Tell me about my cat").await;
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(last_system_prompt(&llm).contains(MISO));
     let t = Instant::now();
@@ -402,8 +346,8 @@ async fn a_failing_or_slow_embedding_endpoint_leaves_bm25_recall_working() {
     // which is a new endpoint).
     emb.set(OK);
     configure(&s, &llm, Some((&emb.base(), "embed-b"))).await;
-    turn(&s, "Hi").await;
-    eventually("every entry embedded", || {
+    turn(&s, C, "Hi").await;
+    wait_for("every entry embedded", || {
         coverage(&s, "embed-b") == (10, 10)
     })
     .await;

@@ -1,0 +1,233 @@
+//! The model bound to a character (Live2D, VRM, MMD or PNGTuber) and the
+//! Live2D model a page shows for it.
+
+use axum::extract::{Path as UrlPath, RawQuery, State};
+use axum::response::Response;
+use companiond_core::envelope::{ok_json, JsonBody};
+use companiond_core::AppState;
+use serde_json::{json, Map, Value};
+
+use super::*;
+
+// ------------------------------------------------------------------ model binding
+
+fn check_model_path(path: &str, kind: &str) -> Result<(), String> {
+    let p = path.trim();
+    let lower = p.to_ascii_lowercase();
+    if p.contains("..") || lower.contains("://") || lower.starts_with("javascript:") {
+        return Err(format!(
+            "{kind} path must be a local served path without .."
+        ));
+    }
+    let allowed = [
+        format!("/user_{kind}/"),
+        format!("/static/{kind}/"),
+        "/workshop/".to_string(),
+    ];
+    if !allowed.iter().any(|a| p.starts_with(a.as_str())) {
+        return Err(format!(
+            "{kind} path must start with /user_{kind}/, /static/{kind}/ or /workshop/"
+        ));
+    }
+    Ok(())
+}
+
+fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    body.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+const PNG_IMAGE_KEYS: &[&str] = &[
+    "idle_image",
+    "talking_image",
+    "drag_image",
+    "click_image",
+    "happy_image",
+    "sad_image",
+    "angry_image",
+    "surprised_image",
+];
+
+pub(crate) async fn bind_model(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    if !st.characters.exists(&name) {
+        return not_found(&name);
+    }
+    let mut set = Map::new();
+    let model_type = str_field(&body, "model_type").map(str::to_ascii_lowercase);
+    let idle_only = model_type.is_none()
+        && body.contains_key("live2d_idle_animation")
+        && !body.contains_key("live2d")
+        && !body.contains_key("vrm")
+        && !body.contains_key("mmd");
+    if idle_only {
+        set.insert(
+            "live2d_idle_animation".into(),
+            body.get("live2d_idle_animation")
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+    } else {
+        let model_type = match model_type.as_deref() {
+            None | Some("live2d") => "live2d",
+            Some("live3d" | "vrm" | "mmd") => "live3d",
+            Some("pngtuber") => "pngtuber",
+            Some(other) => return bad(format!("unknown model_type {other:?}")),
+        };
+        set.insert("model_type".into(), json!(model_type));
+        match model_type {
+            "live2d" => {
+                let Some(l2d) = str_field(&body, "live2d") else {
+                    return bad("live2d (the model name) is required");
+                };
+                if l2d.contains("..") || l2d.contains("://") {
+                    return bad("invalid Live2D model name");
+                }
+                let path = crate::models::live2d_path_of(&st, l2d).await;
+                set.insert(
+                    "live2d".into(),
+                    json!(path.unwrap_or_else(|| l2d.to_string())),
+                );
+                let item =
+                    str_field(&body, "live2d_item_id").or_else(|| str_field(&body, "item_id"));
+                set.insert("live2d_item_id".into(), json!(item.unwrap_or("")));
+                if let Some(v) = body.get("live2d_idle_animation") {
+                    set.insert("live2d_idle_animation".into(), v.clone());
+                }
+            }
+            "live3d" => {
+                let vrm = str_field(&body, "vrm");
+                let mmd = str_field(&body, "mmd");
+                match (vrm, mmd) {
+                    (Some(_), Some(_)) => return bad("give either vrm or mmd, not both"),
+                    (None, None) => return bad("vrm or mmd (the model path) is required"),
+                    (Some(v), None) => {
+                        if let Err(e) = check_model_path(v, "vrm") {
+                            return bad(e);
+                        }
+                        set.insert("live3d_sub_type".into(), json!("vrm"));
+                        set.insert("vrm".into(), json!(v));
+                        for k in ["vrm_animation"] {
+                            if let Some(x) = body.get(k) {
+                                set.insert(k.into(), x.clone());
+                            }
+                        }
+                        if let Some(idle) = body.get("idle_animation") {
+                            let list = match idle {
+                                Value::Array(a) => a.clone(),
+                                Value::String(s) if !s.is_empty() => vec![json!(s)],
+                                _ => vec![],
+                            };
+                            set.insert(
+                                "idleAnimation".into(),
+                                list.first().cloned().unwrap_or(json!("")),
+                            );
+                            set.insert("idleAnimations".into(), Value::Array(list));
+                        }
+                    }
+                    (None, Some(m)) => {
+                        if let Err(e) = check_model_path(m, "mmd") {
+                            return bad(e);
+                        }
+                        set.insert("live3d_sub_type".into(), json!("mmd"));
+                        set.insert("mmd".into(), json!(m));
+                        if let Some(x) = body.get("mmd_animation") {
+                            set.insert("mmd_animation".into(), x.clone());
+                        }
+                        if let Some(idle) = body.get("mmd_idle_animation") {
+                            let list = match idle {
+                                Value::Array(a) => a.clone(),
+                                Value::String(s) if !s.is_empty() => vec![json!(s)],
+                                _ => vec![],
+                            };
+                            set.insert(
+                                "mmd_idle_animation".into(),
+                                list.first().cloned().unwrap_or(json!("")),
+                            );
+                            set.insert("mmd_idle_animations".into(), Value::Array(list));
+                        }
+                    }
+                }
+            }
+            _ => {
+                let mut png = body
+                    .get("pngtuber")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                for k in PNG_IMAGE_KEYS {
+                    let flat = format!("pngtuber_{k}");
+                    if let Some(v) = body.get(*k).or_else(|| body.get(&flat)) {
+                        png.insert((*k).to_string(), v.clone());
+                    }
+                }
+                for (k, v) in &png {
+                    if let Some(s) = v.as_str() {
+                        if s.contains("..") || s.contains("://") {
+                            return bad(format!("pngtuber.{k} must be a local path without .."));
+                        }
+                    }
+                }
+                set.insert("pngtuber".into(), Value::Object(png));
+            }
+        }
+    }
+    answer(
+        update_profile(&st, &name, move |p| {
+            for (k, v) in set {
+                p.insert(k, v);
+            }
+            Ok(())
+        })
+        .await,
+        |()| ok_json(json!({"success": true, "message": "model saved"})),
+    )
+}
+
+pub(crate) async fn current_live2d_model(
+    State(st): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let q = q.unwrap_or_default();
+    let asked = crate::pages::query_param(&q, "catgirl_name").unwrap_or_default();
+    let name = st
+        .characters
+        .resolve(Some(&asked))
+        .unwrap_or_else(|| st.characters.current());
+    let raw = st
+        .characters
+        .profile(&name)
+        .and_then(|p| p.get("live2d").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_default();
+    let model = match crate::models::find_live2d(&st, &raw).await {
+        Some(m) => Some(m),
+        // Unbound, or bound to a model that is gone: the default model, marked as
+        // the fallback (as the original answers).
+        None => crate::models::find_live2d(&st, crate::models::DEFAULT_LIVE2D_NAME)
+            .await
+            .map(|mut m| {
+                if let Some(o) = m.as_object_mut() {
+                    o.insert("is_fallback".into(), json!(true));
+                }
+                m
+            }),
+    };
+    match model {
+        Some(m) => ok_json(json!({
+            "success": true, "catgirl_name": name,
+            "model_name": m.get("name").cloned().unwrap_or(Value::Null),
+            "model_info": m,
+        })),
+        None => ok_json(json!({
+            "success": false, "catgirl_name": name,
+            "model_name": crate::models::DEFAULT_LIVE2D_NAME,
+            "model_info": Value::Null,
+            "error": "no Live2D model is bound or the bound model was not found",
+        })),
+    }
+}

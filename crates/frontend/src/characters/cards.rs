@@ -1,0 +1,299 @@
+//! The card manager: the current character, create, save and delete, the
+//! master profile (`主人`) and rename.
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
+use companiond_core::AppState;
+use serde_json::{json, Map, Value};
+
+use super::*;
+
+// ------------------------------------------------------------------ current
+
+pub(crate) async fn current_get(State(st): State<AppState>) -> Response {
+    no_store(ok_json(json!({"current_catgirl": st.characters.current()})))
+}
+
+pub(crate) async fn current_set(
+    State(st): State<AppState>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let Some(name) = body
+        .get("catgirl_name")
+        .or_else(|| body.get("name"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return bad("catgirl_name is required");
+    };
+    let old = st.characters.current();
+    match st.characters.set_current(name).await {
+        Ok(new) => {
+            if new != old {
+                st.sessions.notify_all(
+                    json!({"type": "catgirl_switched", "new_catgirl": new, "old_catgirl": old}),
+                );
+            }
+            ok_json(json!({"success": true, "current": new, "current_catgirl": new}))
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+// ------------------------------------------------------------------ create / save / delete
+
+/// The user fields of a form body: not reserved (except `voice_id`/`model_type`),
+/// not empty, without `档案名` and transport keys. Also the reserved keys ignored.
+fn form_fields(body: &Map<String, Value>) -> (Map<String, Value>, Vec<String>) {
+    let mut out = Map::new();
+    let mut ignored = Vec::new();
+    for (k, v) in body {
+        if matches!(k.as_str(), "档案名" | "_field_order" | "_csrf_token") {
+            continue;
+        }
+        if is_reserved(k) && !FORM_SETTABLE.contains(&k.as_str()) {
+            ignored.push(k.clone());
+            continue;
+        }
+        if is_empty_value(v) {
+            continue;
+        }
+        out.insert(k.clone(), v.clone());
+    }
+    (out, ignored)
+}
+
+fn field_order(body: &Map<String, Value>) -> Option<Value> {
+    body.get("_field_order")
+        .filter(|v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string)))
+        .cloned()
+}
+
+pub(crate) async fn create(
+    State(st): State<AppState>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let Some(raw) = body.get("档案名").and_then(Value::as_str) else {
+        return bad("档案名 (the character name) is required");
+    };
+    let base = match validate_name(raw, NameRules::NEW) {
+        Ok(n) => n,
+        Err(e) => return CharacterError::Invalid(e).into_response(),
+    };
+    let (mut fields, _) = form_fields(&body);
+    if let Some(order) = field_order(&body) {
+        reserved_obj(&mut fields).insert("field_order".into(), order);
+    }
+    // A taken name gets a suffix: name(1), name(2) ...
+    for i in 0..1000 {
+        let candidate = if i == 0 {
+            base.clone()
+        } else {
+            format!("{base}({i})")
+        };
+        match st.characters.create(&candidate, fields.clone()).await {
+            Ok(name) => {
+                st.sessions.ensure(&name);
+                return ok_json(json!({"success": true, "character_name": name,
+                                      "memory_server_reloaded": false}));
+            }
+            Err(CharacterError::Exists(_)) => continue,
+            Err(e) => return e.into_response(),
+        }
+    }
+    bad("no free name for this character")
+}
+
+pub(crate) async fn save(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let (fields, ignored) = form_fields(&body);
+    let order = field_order(&body);
+    let r = update_profile(&st, &name, move |p| {
+        let old_voice = p.get("voice_id").cloned();
+        let mut next = Map::new();
+        for (k, v) in &fields {
+            next.insert(k.clone(), v.clone());
+        }
+        for (k, v) in p.iter() {
+            if is_reserved(k) && !next.contains_key(k) {
+                next.insert(k.clone(), v.clone());
+            }
+        }
+        if let Some(order) = order {
+            reserved_obj(&mut next).insert("field_order".into(), order);
+        }
+        let voice_changed = next.get("voice_id") != old_voice.as_ref();
+        *p = next;
+        Ok(voice_changed)
+    })
+    .await;
+    match r {
+        Ok(voice_changed) => ok_json(json!({
+            "success": true, "character_name": name, "voice_id_changed": voice_changed,
+            "session_restarted": false, "context_refreshed": false,
+            "ignored_reserved_fields": ignored,
+        })),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub(crate) async fn remove(st: &AppState, name: &str) -> Response {
+    if !st.characters.exists(name) {
+        return not_found(name);
+    }
+    if st.characters.current() == name {
+        return SuccessError::new("the current character cannot be deleted; switch first")
+            .code("current_character")
+            .status(StatusCode::BAD_REQUEST);
+    }
+    match st.characters.delete(name).await {
+        Ok(()) => {
+            if let Some(m) = st.sessions.get(name) {
+                m.terminate(std::time::Duration::from_secs(3)).await;
+            }
+            st.sessions.remove(name);
+            ok_json(json!({"success": true, "memory_server_reloaded": false}))
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+pub(crate) async fn delete_path(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    remove(&st, &name).await
+}
+
+pub(crate) async fn delete_body(
+    State(st): State<AppState>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    match body.get("name").and_then(Value::as_str) {
+        Some(n) => remove(&st, n).await,
+        None => bad("name is required"),
+    }
+}
+
+// ------------------------------------------------------------------ master
+
+pub(crate) async fn master_set(
+    State(st): State<AppState>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let name = match master_name(&body, "档案名", "档案名 (the master's name) is required") {
+        Ok(n) => n,
+        Err(e) => return bad(e),
+    };
+    let mut doc = Map::new();
+    doc.insert("档案名".into(), json!(name));
+    for (k, v) in &body {
+        if k == "档案名" || k == "_csrf_token" || is_empty_value(v) {
+            continue;
+        }
+        doc.insert(k.clone(), v.clone());
+    }
+    save_master(&st, doc).await
+}
+
+/// The master's name in `body[key]`, trimmed: non-empty (else 400 `missing`),
+/// at most 60 characters, without `/` or `\\`.
+fn master_name<'a, 'm>(
+    body: &'a Map<String, Value>,
+    key: &str,
+    missing: &'m str,
+) -> Result<&'a str, &'m str> {
+    let Some(name) = body
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return Err(missing);
+    };
+    if name.chars().count() > 60 || name.contains(['/', '\\']) {
+        return Err("the master's name is too long or contains / or \\");
+    }
+    Ok(name)
+}
+
+/// Replace the master profile (`主人`) document: `{success:true}`, or 500 in the envelope.
+async fn save_master(st: &AppState, doc: Map<String, Value>) -> Response {
+    match st.store.write(MASTER_DOC, Value::Object(doc)).await {
+        Ok(()) => ok_json(json!({"success": true})),
+        Err(e) => master_storage_error(e),
+    }
+}
+
+/// 500 `storage_error`: the master profile could not be saved.
+fn master_storage_error(e: companiond_core::store::StoreError) -> Response {
+    SuccessError::new(format!("cannot save the master profile: {e}"))
+        .code("storage_error")
+        .status(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// `POST /api/characters/master/{old}/rename` `{new_name}`: the master's name
+/// (`档案名` of the master profile); 404 when `old` is not the master's name.
+pub(crate) async fn master_rename(
+    State(st): State<AppState>,
+    UrlPath(old_name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let new = match master_name(&body, "new_name", "new_name (non-empty string) is required") {
+        Ok(n) => n,
+        Err(e) => return bad(e),
+    };
+    // One read-modify-write under the document's lock: a save beside it is
+    // never lost.
+    let old = old_name.trim().to_string();
+    let new = new.to_string();
+    let renamed = st
+        .store
+        .try_update::<Value, (), (), _>(MASTER_DOC, move |cur| {
+            let mut doc = match cur {
+                Some(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            if doc.get("档案名").and_then(Value::as_str).unwrap_or("") != old {
+                return Err(());
+            }
+            doc.insert("档案名".into(), json!(new));
+            Ok((Value::Object(doc), ()))
+        })
+        .await;
+    match renamed {
+        Ok(Ok(())) => ok_json(json!({"success": true})),
+        Ok(Err(())) => SuccessError::new(format!("the master is not named {:?}", old_name))
+            .code("not_found")
+            .status(StatusCode::NOT_FOUND),
+        Err(e @ companiond_core::store::StoreError::Corrupt(_)) => {
+            SuccessError::new(format!("cannot read the master profile: {e}"))
+                .code("storage_error")
+                .status(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+        Err(e) => master_storage_error(e),
+    }
+}
+
+/// `POST /api/characters/catgirl/{old}/rename` `{new_name}`: the rename
+/// transaction of `/api/characters/profile/{old_name}/rename` (crates/memory).
+pub(crate) async fn rename(
+    State(st): State<AppState>,
+    UrlPath(old): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let new = match body.get("new_name") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => return bad("new_name (non-empty string) is required"),
+    };
+    match companiond_memory::rename_character(&st, &old, &new).await {
+        Ok(v) => ok_json(v),
+        Err(e) => axum::response::IntoResponse::into_response(e),
+    }
+}

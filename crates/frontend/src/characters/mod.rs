@@ -1,0 +1,104 @@
+//! The per-character routes of the original pages (`/api/characters/...` besides
+//! core's own), on companiond's characters store (docs/frontend.md).
+//!
+//! Storage: user fields and the model binding (`model_type`, `live2d`, `vrm`, `mmd`,
+//! `lighting`, ...; what `page_config` reads) are top-level keys of the profile;
+//! settings of the original pages without a top-level home (`field_order`,
+//! `mmd_settings`, `touch_set`, `language_preference`) live under the profile's
+//! `_reserved` object, so they move with a rename and leave with a delete.
+
+//!
+//! By job: [`cards`] (the current character, create, save, delete, the master
+//! profile and rename), [`settings`] (voice mode, MMD viewer, lighting, touch
+//! reactions, reply language, voices), [`binding`] (the model bound to a
+//! character) and [`onboarding`] (first-run onboarding, presets, card lists).
+
+pub(crate) mod binding;
+pub(crate) mod cards;
+pub(crate) mod onboarding;
+pub(crate) mod settings;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+pub(crate) use companiond_core::characters::{
+    validate_name, CharacterError, NameRules, MASTER_DOC, SYSTEM_RESERVED,
+};
+use companiond_core::envelope::SuccessError;
+use companiond_core::AppState;
+use serde_json::{json, Map, Value};
+
+/// Profile keys owned by the system besides core's [`SYSTEM_RESERVED`] (never
+/// replaced by a form save).
+pub(crate) const MORE_RESERVED: &[&str] = &["avatar", "pngtuber", "name"];
+
+/// Body keys a form save may set although they are reserved.
+pub(crate) const FORM_SETTABLE: &[&str] = &["voice_id", "model_type"];
+
+pub(crate) fn is_reserved(k: &str) -> bool {
+    SYSTEM_RESERVED.contains(&k) || MORE_RESERVED.contains(&k) || k.starts_with("master_")
+}
+
+pub(crate) fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.trim().is_empty(),
+        _ => false,
+    }
+}
+
+pub(crate) fn bad(msg: impl Into<String>) -> Response {
+    SuccessError::new(msg)
+        .code("invalid_request")
+        .status(StatusCode::BAD_REQUEST)
+}
+
+pub(crate) fn not_found(name: &str) -> Response {
+    CharacterError::NotFound(name.to_string()).into_response()
+}
+
+/// Change one profile atomically; 404 when the character is missing.
+pub(crate) async fn update_profile<R>(
+    st: &AppState,
+    name: &str,
+    f: impl FnOnce(&mut Map<String, Value>) -> Result<R, CharacterError>,
+) -> Result<R, CharacterError> {
+    let name = name.to_string();
+    st.characters
+        .mutate(move |doc| {
+            let Some(p) = doc.characters.get_mut(&name) else {
+                return Err(CharacterError::NotFound(name));
+            };
+            if !p.is_object() {
+                *p = json!({});
+            }
+            match p.as_object_mut() {
+                Some(m) => f(m),
+                None => Err(CharacterError::Storage("profile is not an object".into())),
+            }
+        })
+        .await
+}
+
+/// The answer to a profile change: `ok` of its result, or the character's
+/// error envelope (404 when the character is missing).
+pub(crate) fn answer<R>(r: Result<R, CharacterError>, ok: impl FnOnce(R) -> Response) -> Response {
+    match r {
+        Ok(v) => ok(v),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub(crate) fn reserved_obj(m: &mut Map<String, Value>) -> &mut Map<String, Value> {
+    let r = m.entry("_reserved").or_insert_with(|| json!({}));
+    if !r.is_object() {
+        *r = json!({});
+    }
+    match r {
+        Value::Object(o) => o,
+        _ => unreachable!("just made an object"),
+    }
+}
+
+pub(crate) fn reserved_get(profile: &Value, key: &str) -> Option<Value> {
+    profile.get("_reserved").and_then(|r| r.get(key)).cloned()
+}

@@ -1,0 +1,367 @@
+//! Per-character settings of the original pages: voice mode, MMD viewer
+//! settings, lighting, touch reactions, reply language and voices.
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
+use companiond_core::AppState;
+use serde_json::{json, Map, Value};
+
+use super::*;
+
+// ------------------------------------------------------------------ per-character settings
+
+pub(crate) async fn voice_mode_status(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    let valid = validate_name(&name, NameRules::EXISTING).is_ok();
+    let mut body = json!({
+        "is_voice_mode": false,
+        "is_current": valid && st.characters.current() == name,
+        "is_active": valid && st.sessions.is_active(&name),
+        "is_starting": false,
+        "is_voice_starting": false,
+    });
+    if !valid {
+        body["invalid_name"] = json!(true);
+    }
+    no_store(ok_json(body))
+}
+
+fn mmd_defaults() -> Value {
+    json!({
+        "lighting": {"ambientIntensity": 3.0, "ambientColor": "#aaaaaa",
+                     "directionalIntensity": 2.0, "directionalColor": "#ffffff"},
+        "rendering": {"toneMapping": 7, "exposure": 1.0, "outline": true, "pixelRatio": 0},
+        "physics": {"enabled": true, "strength": 1.0},
+        "cursorFollow": {"enabled": true, "headYaw": 30, "headPitch": 20, "smoothSpeed": 3.0},
+    })
+}
+
+/// Numeric bounds of the MMD settings (values outside are clamped).
+fn mmd_bounds(group: &str, key: &str) -> Option<(f64, f64)> {
+    Some(match (group, key) {
+        ("lighting", "ambientIntensity" | "directionalIntensity") => (0.0, 10.0),
+        ("rendering", "toneMapping") => (0.0, 7.0),
+        ("rendering", "exposure") => (0.0, 10.0),
+        ("rendering", "pixelRatio") => (0.0, 4.0),
+        ("physics", "strength") => (0.0, 10.0),
+        ("cursorFollow", "headYaw" | "headPitch") => (0.0, 90.0),
+        ("cursorFollow", "smoothSpeed") => (0.0, 20.0),
+        _ => return None,
+    })
+}
+
+fn merge_mmd(base: &mut Value, patch: &Map<String, Value>) -> Result<(), String> {
+    for (group_in, val) in patch {
+        let group = if group_in == "cursor_follow" {
+            "cursorFollow"
+        } else {
+            group_in.as_str()
+        };
+        if !matches!(group, "lighting" | "rendering" | "physics" | "cursorFollow") {
+            continue;
+        }
+        let Some(obj) = val.as_object() else {
+            return Err(format!("{group_in} must be an object"));
+        };
+        let Some(target) = base.get_mut(group).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for (k, v) in obj {
+            let Some(cur) = target.get(k) else { continue };
+            let next = match (cur, v) {
+                (Value::Number(_), Value::Number(n)) => {
+                    let f = n.as_f64().unwrap_or(0.0);
+                    if !f.is_finite() {
+                        return Err(format!("{group_in}.{k} must be a finite number"));
+                    }
+                    let f = match mmd_bounds(group, k) {
+                        Some((lo, hi)) => f.clamp(lo, hi),
+                        None => f,
+                    };
+                    json!(f)
+                }
+                (Value::Bool(_), Value::Bool(b)) => json!(b),
+                (Value::String(_), Value::String(s)) if s.len() <= 32 => json!(s),
+                _ => return Err(format!("{group_in}.{k} has the wrong type")),
+            };
+            target.insert(k.clone(), next);
+        }
+    }
+    Ok(())
+}
+
+/// The MMD viewer settings saved in `profile` over the defaults.
+fn mmd_settings_of(profile: &Value) -> Value {
+    let mut settings = mmd_defaults();
+    if let Some(Value::Object(saved)) = reserved_get(profile, "mmd_settings") {
+        let _ = merge_mmd(&mut settings, &saved);
+    }
+    settings
+}
+
+pub(crate) async fn mmd_settings_get(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    let Some(profile) = st.characters.profile(&name) else {
+        return not_found(&name);
+    };
+    let settings = mmd_settings_of(&profile);
+    ok_json(json!({"success": true, "settings": settings}))
+}
+
+pub(crate) async fn mmd_settings_put(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let Some(profile) = st.characters.profile(&name) else {
+        return not_found(&name);
+    };
+    let mut settings = mmd_settings_of(&profile);
+    if let Err(e) = merge_mmd(&mut settings, &body) {
+        return bad(e);
+    }
+    let to_store = settings.clone();
+    answer(
+        update_profile(&st, &name, move |p| {
+            reserved_obj(p).insert("mmd_settings".into(), to_store);
+            Ok(())
+        })
+        .await,
+        |()| ok_json(json!({"success": true, "settings": settings})),
+    )
+}
+
+pub(crate) async fn lighting_put(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let Some(lighting) = body.get("lighting").and_then(Value::as_object).cloned() else {
+        return bad("lighting must be an object");
+    };
+    if lighting.values().any(|v| !v.is_number()) {
+        return bad("every lighting value must be a number");
+    }
+    answer(
+        update_profile(&st, &name, move |p| {
+            p.insert("lighting".into(), Value::Object(lighting));
+            Ok(())
+        })
+        .await,
+        |()| ok_json(json!({"success": true})),
+    )
+}
+
+pub(crate) async fn touch_set_patch(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let Some(model) = body
+        .get("model_name")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+    else {
+        return bad("model_name is required");
+    };
+    let Some(set) = body.get("touch_set").filter(|v| v.is_object()).cloned() else {
+        return bad("touch_set must be an object");
+    };
+    answer(
+        update_profile(&st, &name, move |p| {
+            let r = reserved_obj(p);
+            let ts = r.entry("touch_set").or_insert_with(|| json!({}));
+            if !ts.is_object() {
+                *ts = json!({});
+            }
+            if let Some(o) = ts.as_object_mut() {
+                o.insert(model, set);
+            }
+            Ok(())
+        })
+        .await,
+        |()| ok_json(json!({"success": true})),
+    )
+}
+
+// ------------------------------------------------------------------ language preference
+
+pub(crate) async fn ui_language(st: &AppState) -> String {
+    st.store
+        .read::<Value>("config/conversation_settings.json")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|v| {
+            v.get("uiLanguage")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) async fn language_get(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    let Some(profile) = st.characters.profile(&name) else {
+        return not_found(&name);
+    };
+    let lang = reserved_get(&profile, "language_preference")
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let effective = if lang.is_empty() {
+        ui_language(&st).await
+    } else {
+        lang.clone()
+    };
+    no_store(ok_json(
+        json!({"success": true, "language": lang, "effective_language": effective}),
+    ))
+}
+
+pub(crate) async fn language_put(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    let lang = match body.get("language") {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(Value::Null) | None => String::new(),
+        Some(_) => return bad("language must be a string"),
+    };
+    if lang.len() > 16
+        || !lang
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return bad("language must be a language code such as en or zh-CN");
+    }
+    let l = lang.clone();
+    answer(
+        update_profile(&st, &name, move |p| {
+            let r = reserved_obj(p);
+            if l.is_empty() {
+                r.remove("language_preference");
+            } else {
+                r.insert("language_preference".into(), json!(l));
+            }
+            Ok(())
+        })
+        .await,
+        |()| ok_json(json!({"success": true, "language": lang})),
+    )
+}
+
+// ------------------------------------------------------------------ cards, voices
+
+pub(crate) async fn card_list() -> Response {
+    ok_json(json!({"success": true, "character_cards": []}))
+}
+
+pub(crate) async fn card_faces() -> Response {
+    ok_json(json!({"success": true, "names": []}))
+}
+
+pub(crate) async fn card_metas(State(st): State<AppState>) -> Response {
+    let doc = st.characters.snapshot();
+    let metas: Map<String, Value> = doc
+        .characters
+        .iter()
+        .map(|(name, p)| {
+            let meta = reserved_get(p, "card_meta")
+                .filter(Value::is_object)
+                .unwrap_or_else(|| {
+                    json!({"author": "", "origin": "self", "created_at": null, "updated_at": null})
+                });
+            (name.clone(), meta)
+        })
+        .collect();
+    ok_json(json!({"success": true, "metas": metas}))
+}
+
+/// Custom (GPT-SoVITS) voices: companiond has no voice server for characters, so
+/// the answer is the original's "not enabled" one, which the card form shows as a
+/// one-line hint under the voice list.
+/// (The original answers 400; 200 with `success:false` reads the same to the page
+/// and keeps a "failed to load resource" line out of its console.)
+pub(crate) async fn custom_tts_voices() -> Response {
+    ok_json(json!({"success": false, "code": "GPTSOVITS_NOT_ENABLED",
+                   "error_code": "GPTSOVITS_NOT_ENABLED",
+                   "error": "custom voices (GPT-SoVITS) are not enabled: companiond has no voice server for characters",
+                   "voices": []}))
+}
+
+pub(crate) async fn voices() -> Response {
+    ok_json(
+        json!({"success": true, "voices": {}, "native_voices": {}, "free_voices": {},
+                   "pinned_voices": [], "voice_owners": {}}),
+    )
+}
+
+pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Response {
+    let r = st
+        .characters
+        .mutate(|doc| {
+            let mut n = 0;
+            for p in doc.characters.values_mut() {
+                if let Some(m) = p.as_object_mut() {
+                    if m.remove("voice_id").is_some_and(|v| !is_empty_value(&v)) {
+                        n += 1;
+                    }
+                }
+            }
+            Ok(n)
+        })
+        .await;
+    match r {
+        Ok(n) => ok_json(json!({"success": true, "cleared_count": n,
+                                "message": format!("cleared the voice of {n} character(s)")})),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub(crate) async fn voice_id_put(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Response {
+    if !st.characters.exists(&name) {
+        return not_found(&name);
+    }
+    let voice = body.get("voice_id").and_then(Value::as_str).unwrap_or("");
+    SuccessError::new(format!(
+        "voice {voice:?} is not available: companiond has no text-to-speech voices"
+    ))
+    .code("voice_unavailable")
+    .with("available_voices", Vec::<String>::new())
+    .status(StatusCode::BAD_REQUEST)
+}
+
+pub(crate) async fn unregister_voice(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    let r = update_profile(&st, &name, |p| {
+        Ok(p.remove("voice_id").is_some_and(|v| !is_empty_value(&v)))
+    })
+    .await;
+    match r {
+        Ok(true) => {
+            ok_json(json!({"success": true, "session_restarted": false, "voice_id_changed": true}))
+        }
+        Ok(false) => SuccessError::new("this character has no voice")
+            .code("TTS_VOICE_NOT_REGISTERED")
+            .with("code", "TTS_VOICE_NOT_REGISTERED")
+            .status(StatusCode::BAD_REQUEST),
+        Err(e) => e.into_response(),
+    }
+}

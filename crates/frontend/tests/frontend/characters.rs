@@ -1,0 +1,410 @@
+//! The characters document, the card manager (create, edit, switch, delete) and the rename through the original path.
+
+use crate::common::*;
+
+#[tokio::test]
+async fn the_characters_document_carries_both_shapes() {
+    let s = TestServer::start(FAMILIES).await;
+    let (st, doc) = s.get("/api/characters").await;
+    assert_eq!(st, 200);
+    assert_eq!(doc["success"], true);
+    assert_eq!(doc["current"], "Companion");
+    assert_eq!(doc["characters"][0]["name"], "Companion");
+    assert_eq!(doc["当前猫娘"], "Companion");
+    assert_eq!(doc["主人"], json!({}));
+    assert_eq!(doc["猫娘"]["Companion"]["model_type"], "live2d");
+    assert!(doc["猫娘"]["Companion"].get("name").is_none());
+
+    // The master profile.
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master",
+        json!({"昵称": "x"}),
+    )
+    .await;
+    assert_eq!(st, 400);
+    let (st, r) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master",
+        json!({"档案名": "Ash", "昵称": "A", "性别": ""}),
+    )
+    .await;
+    assert_eq!((st, &r["success"]), (200, &json!(true)));
+    let (_, doc) = s.get("/api/characters").await;
+    assert_eq!(doc["主人"], json!({"档案名": "Ash", "昵称": "A"}));
+}
+
+#[tokio::test]
+async fn card_manager_creates_edits_switches_and_deletes() {
+    let s = TestServer::start(FAMILIES).await;
+    let (st, r) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl",
+        json!({"档案名": "Mika", "性别": "女", "年龄": "", "_field_order": ["性别"]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["character_name"], "Mika");
+    // A taken name gets a suffix.
+    let (_, r2) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl",
+        json!({"档案名": "Mika"}),
+    )
+    .await;
+    assert_eq!(r2["character_name"], "Mika(1)");
+    let (st, bad) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl",
+        json!({"档案名": "a/b"}),
+    )
+    .await;
+    assert_eq!(st, 400);
+    assert_eq!(bad["success"], false);
+
+    // Bind a model, then save the form: user fields are replaced, the binding stays.
+    let (st, r) = send_json(
+        &s,
+        Method::PUT,
+        "/api/characters/catgirl/l2d/Mika",
+        json!({"model_type": "live3d", "vrm": "/user_vrm/avatar.vrm", "idle_animation": ["/user_vrm/animation/wave.vrma"]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{r}");
+    for bad in [
+        json!({"model_type": "live3d", "vrm": "/user_vrm/../x.vrm"}),
+        json!({"model_type": "live3d", "vrm": "https://evil/x.vrm"}),
+        json!({"model_type": "live3d", "vrm": "/user_vrm/a.vrm", "mmd": "/user_mmd/a.pmx"}),
+        json!({"model_type": "hologram"}),
+    ] {
+        let (st, r) = send_json(
+            &s,
+            Method::PUT,
+            "/api/characters/catgirl/l2d/Mika",
+            bad.clone(),
+        )
+        .await;
+        assert_eq!(st, 400, "{bad} {r}");
+        assert!(r["error"].as_str().is_some());
+    }
+    let (st, r) = send_json(
+        &s,
+        Method::PUT,
+        "/api/characters/catgirl/Mika",
+        json!({"档案名": "Mika", "昵称": "Mi", "model_type": "live3d", "vrm": "/static/vrm/x.vrm", "_field_order": ["昵称"]}),
+    )
+    .await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["ignored_reserved_fields"], json!(["vrm"]));
+    let (_, doc) = s.get("/api/characters").await;
+    let mika = &doc["猫娘"]["Mika"];
+    assert_eq!(mika["昵称"], "Mi");
+    assert!(mika.get("性别").is_none(), "replace semantics: {mika}");
+    assert_eq!(mika["vrm"], "/user_vrm/avatar.vrm");
+    assert_eq!(mika["live3d_sub_type"], "vrm");
+    assert_eq!(
+        mika["idleAnimations"],
+        json!(["/user_vrm/animation/wave.vrma"])
+    );
+    assert_eq!(mika["_reserved"]["field_order"], json!(["昵称"]));
+    assert_eq!(
+        send_json(&s, Method::PUT, "/api/characters/catgirl/Nobody", json!({}))
+            .await
+            .0,
+        404
+    );
+
+    // A foreign page cannot edit.
+    let r = s
+        .http
+        .put(s.url("/api/characters/catgirl/Mika"))
+        .header("Origin", "http://evil.example")
+        .json(&json!({"昵称": "pwned"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+
+    // Switch, with the original's body.
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/current_catgirl",
+        json!({"catgirl_name": "Mika"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (_, cur) = s.get("/api/characters/current_catgirl").await;
+    assert_eq!(cur["current_catgirl"], "Mika");
+    assert_eq!(
+        send_json(
+            &s,
+            Method::POST,
+            "/api/characters/current_catgirl",
+            json!({"catgirl_name": "Nobody"})
+        )
+        .await
+        .0,
+        404
+    );
+    // The current character cannot be deleted; another can.
+    assert_eq!(
+        send_json(
+            &s,
+            Method::DELETE,
+            "/api/characters/catgirl/Mika",
+            json!(null)
+        )
+        .await
+        .0,
+        400
+    );
+    let (st, _) = send_json(
+        &s,
+        Method::DELETE,
+        "/api/characters/catgirl/Mika(1)",
+        json!(null),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (_, doc) = s.get("/api/characters").await;
+    assert!(doc["猫娘"].get("Mika(1)").is_none());
+
+    // Per-character settings.
+    let (_, vm) = s
+        .get("/api/characters/catgirl/Mika/voice_mode_status")
+        .await;
+    assert_eq!(vm["is_current"], true);
+    assert_eq!(vm["is_voice_mode"], false);
+    let (_, vm) = s
+        .get("/api/characters/catgirl/a%3Cb/voice_mode_status")
+        .await;
+    assert_eq!(vm["invalid_name"], true);
+    let (_, mmd) = s.get("/api/characters/catgirl/Mika/mmd_settings").await;
+    assert_eq!(mmd["settings"]["physics"]["strength"], 1.0);
+    let (st, _) = send_json(
+        &s,
+        Method::PUT,
+        "/api/characters/catgirl/Mika/mmd_settings",
+        json!({"physics": {"strength": 99}, "cursor_follow": {"enabled": false}}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (_, mmd) = s.get("/api/characters/catgirl/Mika/mmd_settings").await;
+    assert_eq!(mmd["settings"]["physics"]["strength"], 10.0);
+    assert_eq!(mmd["settings"]["cursorFollow"]["enabled"], false);
+    assert_eq!(
+        send_json(
+            &s,
+            Method::PUT,
+            "/api/characters/catgirl/Mika/mmd_settings",
+            json!({"physics": 3})
+        )
+        .await
+        .0,
+        400
+    );
+    assert_eq!(
+        s.get("/api/characters/catgirl/Nobody/mmd_settings").await.0,
+        404
+    );
+
+    // Language preference: CSRF-guarded like the original sends it.
+    let (_, lp) = s
+        .get("/api/characters/character/Mika/language-preference")
+        .await;
+    assert_eq!(lp["language"], "");
+    let r = send_json(
+        &s,
+        Method::PUT,
+        "/api/characters/character/Mika/language-preference",
+        json!({"language": "ja"}),
+    )
+    .await;
+    assert_eq!(r.0, 403);
+    let r = s
+        .csrf(
+            Method::PUT,
+            "/api/characters/character/Mika/language-preference",
+        )
+        .json(&json!({"language": "ja"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let (_, lp) = s
+        .get("/api/characters/character/Mika/language-preference")
+        .await;
+    assert_eq!(
+        (lp["language"].as_str(), lp["effective_language"].as_str()),
+        (Some("ja"), Some("ja"))
+    );
+
+    // Cards and voices.
+    let (_, metas) = s.get("/api/characters/card-metas").await;
+    assert_eq!(metas["metas"]["Mika"]["origin"], "self");
+    assert_eq!(
+        s.get("/api/characters/card-faces").await.1["names"],
+        json!([])
+    );
+    assert_eq!(
+        s.get("/api/characters/character-card/list").await.1["character_cards"],
+        json!([])
+    );
+    assert_eq!(s.get("/api/characters/voices").await.1["voices"], json!({}));
+    let (st, c) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/clear_voice_ids",
+        json!({}),
+    )
+    .await;
+    assert_eq!((st, &c["cleared_count"]), (200, &json!(0)));
+    let (_, ob) = s.get("/api/characters/persona-onboarding-state").await;
+    assert_eq!(ob["state"]["status"], "completed");
+}
+
+#[tokio::test]
+async fn rename_through_the_original_path_is_the_rename_transaction() {
+    let s = start_front(None).await;
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl",
+        json!({"档案名": "Mika", "昵称": "mi"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    // Some history, as a chat would leave it.
+    write(
+        s.data.join("memory/Mika/recent.json"),
+        r#"[{"type":"human","data":{"content":"hi Mika"}}]"#,
+    );
+    let (st, body) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Mika/rename",
+        json!({"new_name": "Mimi"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["success"], true);
+    let (_, doc) = s.get("/api/characters").await;
+    assert!(doc["猫娘"].get("Mimi").is_some() && doc["猫娘"].get("Mika").is_none());
+    assert_eq!(doc["猫娘"]["Mimi"]["昵称"], "mi");
+    // The character's memory moved with it (the same transaction as the
+    // interface's /api/characters/profile/{old_name}/rename).
+    assert!(s.data.join("memory/Mimi/recent.json").is_file());
+    assert!(!s.data.join("memory/Mika").exists());
+    // Its errors: unknown old name, taken new name, no new name.
+    let (st, body) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Nobody/rename",
+        json!({"new_name": "Other"}),
+    )
+    .await;
+    assert_eq!(st, 404, "{body}");
+    assert_eq!(body["success"], false);
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Mimi/rename",
+        json!({"new_name": "Companion"}),
+    )
+    .await;
+    assert!(st == 400 || st == 409, "{st}");
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/catgirl/Mimi/rename",
+        json!({}),
+    )
+    .await;
+    assert_eq!(st, 400);
+    // Refused from another site's page, like every character edit.
+    let r = s
+        .http
+        .post(s.url("/api/characters/catgirl/Mimi/rename"))
+        .header("Origin", "http://evil.example")
+        .json(&json!({"new_name": "Evil"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+
+    // The master profile's name.
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master",
+        json!({"档案名": "Ann"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master/Ann/rename",
+        json!({"new_name": "Anna"}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (_, doc) = s.get("/api/characters").await;
+    assert_eq!(doc["主人"]["档案名"], "Anna");
+    let (st, _) = send_json(
+        &s,
+        Method::POST,
+        "/api/characters/master/Ann/rename",
+        json!({"new_name": "X"}),
+    )
+    .await;
+    assert_eq!(st, 404);
+}
+
+/// A master rename is one read-modify-write under the document's lock: a
+/// form save of the master beside it is never lost (it lands before the
+/// rename, which keeps its fields, or after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_master_saves_both_land() {
+    let s = TestServer::start(FAMILIES).await;
+    for round in 0..20 {
+        let (st, _) = send_json(
+            &s,
+            Method::POST,
+            "/api/characters/master",
+            json!({"档案名": "Ann", "昵称": "before"}),
+        )
+        .await;
+        assert_eq!(st, 200);
+        let nickname = format!("after {round}");
+        let (renamed, saved) = tokio::join!(
+            send_json(
+                &s,
+                Method::POST,
+                "/api/characters/master/Ann/rename",
+                json!({"new_name": "Bea"}),
+            ),
+            send_json(
+                &s,
+                Method::POST,
+                "/api/characters/master",
+                json!({"档案名": "Ann", "昵称": nickname}),
+            ),
+        );
+        assert_eq!(saved.0, 200, "{}", saved.1);
+        let (_, doc) = s.get("/api/characters").await;
+        let master = &doc["主人"];
+        assert_eq!(master["昵称"], nickname.as_str(), "round {round}: {master}");
+        match renamed.0 {
+            // Renamed first (then replaced by the save) or after the save.
+            200 => assert!(master["档案名"] == "Ann" || master["档案名"] == "Bea"),
+            st => panic!("round {round}: the rename answered {st}: {}", renamed.1),
+        }
+    }
+}
