@@ -78,8 +78,6 @@ CREATE TABLE IF NOT EXISTS memory_vectors (
 pub const META_CURSOR: &str = "extract_cursor";
 const META_LINES_N: &str = "lines_n";
 const META_LINES_DIGEST: &str = "lines_digest";
-/// Meta key: the [`Sources`] key of the files the last full sync read.
-pub(crate) const META_SOURCES: &str = "synced_sources";
 /// What a full sync derives from the files; a new value re-syncs every index once.
 const SOURCES_VERSION: &str = "sources-v1";
 
@@ -211,32 +209,43 @@ impl Sources {
     }
 }
 
+/// The [`Sources`] key of the files the last full sync of `dir`'s index read,
+/// kept beside the index in a device-local file ([`unit::INDEX_SOURCES`]) and not
+/// in the database: the database is part of the character unit that cloud save
+/// compares and copies, and a key naming this device's inodes would make a
+/// freshly downloaded unit differ from its cloud copy.
+pub fn synced_key(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join(unit::INDEX_SOURCES)).ok()
+}
+
 /// Without creating or changing anything: the number of lines awaiting
 /// extraction when the index of `dir` was last fully synced from files whose
 /// stamps are `sources`; `None` when it was not, or cannot be read.
 pub fn synced_from(dir: &Path, sources: &Sources) -> Option<usize> {
+    if synced_key(dir)? != sources.key {
+        return None;
+    }
     let conn = Connection::open_with_flags(
         dir.join(unit::TIME_INDEX),
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .ok()?;
     conn.busy_timeout(std::time::Duration::from_secs(5)).ok()?;
-    if meta_get(&conn, META_SOURCES).ok()?? != sources.key {
-        return None;
-    }
     pending(&conn).ok()
 }
 
-/// Record that the index was just fully synced from `sources`; `None` (or
-/// stamps not settled) forgets it, so the next start syncs again.
-pub fn set_synced_from(conn: &Connection, sources: Option<&Sources>) -> Result<(), String> {
-    if let Some(sources) = sources.filter(|s| s.settled) {
-        meta_set(conn, META_SOURCES, &sources.key)
-    } else {
-        conn.execute("DELETE FROM memory_meta WHERE key = ?1", [META_SOURCES])
-            .map(|_| ())
-            .map_err(db_err)
-    }
+/// Record that the index of `dir` was just fully synced from `sources`; `None`
+/// (or stamps not settled) forgets it, so the next start syncs again.
+pub fn set_synced_from(dir: &Path, sources: Option<&Sources>) -> Result<(), String> {
+    let path = dir.join(unit::INDEX_SOURCES);
+    let r = match sources.filter(|s| s.settled) {
+        Some(sources) => companiond_core::store::atomic_write(&path, sources.key.as_bytes()),
+        None => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        },
+    };
+    r.map_err(|e| format!("index sync stamps: {e}"))
 }
 
 pub fn cursor(conn: &Connection) -> Result<i64, String> {

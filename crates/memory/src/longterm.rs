@@ -67,10 +67,10 @@ fn sync_all(
         // next start tries again.
         Err(e) => {
             tracing::warn!("memory stores not indexed: {e}");
-            return index::set_synced_from(conn, None);
+            return index::set_synced_from(dir, None);
         }
     }
-    index::set_synced_from(conn, Some(&sources))
+    index::set_synced_from(dir, Some(&sources))
 }
 
 /// What the start-up catch-up did for one character.
@@ -520,7 +520,7 @@ mod catch_up_tests {
             opened.set(opened.get() + 1);
             Ok(conn.clone())
         };
-        let synced_from = || index::meta_get(&conn.lock().unwrap(), index::META_SOURCES).unwrap();
+        let synced_from = || index::synced_key(dir);
         // Files written just now: synced, but their stamps are not trusted yet.
         let r = catch_up_dir(dir, open, 1000, SystemTime::now()).unwrap();
         assert_eq!(r, CatchUp::Synced);

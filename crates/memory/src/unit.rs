@@ -26,7 +26,11 @@ pub const LOCAL_ONLY: &[&str] = &[
     "time_indexed.db-wal",
     "time_indexed.db-shm",
     "time_indexed.db-journal",
+    INDEX_SOURCES,
 ];
+
+/// Stamps of the files the time index was last fully synced from (device-local).
+pub const INDEX_SOURCES: &str = "time_indexed.sources";
 
 /// The recent history file.
 pub const RECENT: &str = "recent.json";
