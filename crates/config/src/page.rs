@@ -178,18 +178,6 @@ fn resolve_live2d(raw: &str, roots: &Roots) -> String {
     quote_path(&format!("/static/live2d/{DEFAULT_LIVE2D}"))
 }
 
-const PNG_IMAGES: &[&str] = &[
-    "idle_image",
-    "talking_image",
-    "drag_image",
-    "click_image",
-    "happy_image",
-    "sad_image",
-    "angry_image",
-    "surprised_image",
-];
-const IMAGE_EXTS: &[&str] = &["png", "gif", "jpg", "jpeg", "webp"];
-
 fn resolve_png(raw: &str, roots: &Roots) -> String {
     let raw = raw.trim();
     if raw.is_empty() || raw == "undefined" || raw == "null" || raw.starts_with("//") {
@@ -212,7 +200,9 @@ fn resolve_png(raw: &str, roots: &Roots) -> String {
     let ext_ok = Path::new(raw)
         .extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| IMAGE_EXTS.contains(&e.to_ascii_lowercase().as_str()));
+        .is_some_and(|e| {
+            companiond_core::characters::IMAGE_EXTS.contains(&e.to_ascii_lowercase().as_str())
+        });
     if ext_ok && exists_under(&root, raw) {
         return quote_path(&format!("/user_pngtuber/{raw}"));
     }
@@ -260,7 +250,7 @@ pub fn page_config(name: &str, profile: &Value, csrf: &str, roots: &Roots) -> Ma
         .cloned()
         .unwrap_or_default();
     let mut png = png_obj.clone();
-    for k in PNG_IMAGES {
+    for k in companiond_core::characters::PNGTUBER_IMAGE_KEYS {
         let raw = png_obj.get(*k).and_then(Value::as_str).unwrap_or("");
         png.insert((*k).to_string(), json!(resolve_png(raw, roots)));
     }

@@ -80,4 +80,35 @@ mod tests {
             assert!(serde_json::from_str::<AnyJson>(text).is_err(), "{text}");
         }
     }
+
+    #[test]
+    fn json_check_answers_as_a_full_parse() {
+        let deep_ok = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let deep_bad = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let docs: Vec<Vec<u8>> = vec![
+            br#"{"a": [1, -2, 3.5, 1e300, true, null, "x\u00e9\n"], "b": {}}"#.to_vec(),
+            br#"{"a": 1, "a": 2}"#.to_vec(),
+            b"".to_vec(),
+            b"{broken".to_vec(),
+            br#"{"a": 1} x"#.to_vec(),
+            br#"[1e999]"#.to_vec(),
+            br#"["\ud800"]"#.to_vec(),
+            br#"["\ud800\udc00"]"#.to_vec(),
+            br#"["\x"]"#.to_vec(),
+            b"[\"\xff\"]".to_vec(),
+            b"[\"a\x01\"]".to_vec(),
+            br#"{1: 2}"#.to_vec(),
+            deep_ok.into_bytes(),
+            deep_bad.into_bytes(),
+        ];
+        for d in docs {
+            let full = serde_json::from_slice::<serde_json::Value>(&d)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            let check = serde_json::from_slice::<AnyJson>(&d)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            assert_eq!(check, full, "{}", String::from_utf8_lossy(&d));
+        }
+    }
 }

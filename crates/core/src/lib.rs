@@ -36,6 +36,7 @@ pub mod sink;
 pub mod staging;
 pub mod stamp;
 pub mod state;
+pub mod storage_status;
 pub mod store;
 pub mod task;
 pub mod text;

@@ -16,9 +16,11 @@ use serde_json::{json, Value};
 pub(crate) async fn flags(st: &AppState) -> StorageStatus {
     let data = st.data_dir().to_path_buf();
     let overlay = st.storage_status();
-    tokio::task::spawn_blocking(move || companiond_system::status::storage_flags(&data, overlay))
-        .await
-        .unwrap_or_default()
+    tokio::task::spawn_blocking(move || {
+        companiond_core::storage_status::storage_flags(&data, overlay)
+    })
+    .await
+    .unwrap_or_default()
 }
 
 fn cache(r: Value, value: &'static str) -> Response {

@@ -22,7 +22,7 @@ mod persona;
 mod platform;
 mod proactive;
 mod state;
-pub mod status;
+mod status;
 mod survey;
 mod token_usage;
 mod translate;

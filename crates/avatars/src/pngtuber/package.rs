@@ -13,19 +13,6 @@ use super::layered::LAYERED_ADAPTER;
 
 /// URL prefix of the packages.
 pub const URL_PREFIX: &str = "/user_pngtuber";
-/// Allowed image extensions.
-pub(crate) const IMAGE_EXTS: &[&str] = &["png", "gif", "jpg", "jpeg", "webp"];
-/// The state keys of the `pngtuber` block.
-pub const IMAGE_KEYS: &[&str] = &[
-    "idle_image",
-    "talking_image",
-    "drag_image",
-    "click_image",
-    "happy_image",
-    "sad_image",
-    "angry_image",
-    "surprised_image",
-];
 
 /// The folder slug of a package, as the original application makes it:
 /// runs of characters other than letters, digits, `_`, `.` and `-` become one
@@ -66,7 +53,7 @@ pub fn slugify(raw: &str) -> String {
 }
 
 pub(crate) fn is_image(name: &str) -> bool {
-    IMAGE_EXTS.contains(&ext_lower(name).as_str())
+    companiond_core::characters::IMAGE_EXTS.contains(&ext_lower(name).as_str())
 }
 
 pub(crate) fn is_external(v: &str) -> bool {
@@ -121,7 +108,7 @@ pub(crate) fn url_value(v: Option<&Value>, folder: &str) -> String {
 pub fn normalize(model: &Map<String, Value>, folder: &str) -> Map<String, Value> {
     let raw = raw_config(model);
     let mut out = Map::new();
-    for k in IMAGE_KEYS {
+    for k in companiond_core::characters::PNGTUBER_IMAGE_KEYS {
         out.insert((*k).into(), json!(url_value(raw.get(*k), folder)));
     }
     let meta = raw.get("layered_metadata").or_else(|| raw.get("metadata"));

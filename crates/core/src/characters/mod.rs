@@ -26,6 +26,21 @@ pub use names::*;
 /// The name of the character of a fresh data dir.
 pub const DEFAULT_CHARACTER: &str = "Companion";
 
+/// The image keys of a profile's `pngtuber` block (one image per state).
+pub const PNGTUBER_IMAGE_KEYS: &[&str] = &[
+    "idle_image",
+    "talking_image",
+    "drag_image",
+    "click_image",
+    "happy_image",
+    "sad_image",
+    "angry_image",
+    "surprised_image",
+];
+
+/// File extensions accepted as avatar images (lower case).
+pub const IMAGE_EXTS: &[&str] = &["png", "gif", "jpg", "jpeg", "webp"];
+
 /// The characters file.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CharactersDoc {

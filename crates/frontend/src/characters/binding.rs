@@ -39,17 +39,6 @@ fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
-const PNG_IMAGE_KEYS: &[&str] = &[
-    "idle_image",
-    "talking_image",
-    "drag_image",
-    "click_image",
-    "happy_image",
-    "sad_image",
-    "angry_image",
-    "surprised_image",
-];
-
 pub(crate) async fn bind_model(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
@@ -160,7 +149,7 @@ pub(crate) async fn bind_model(
                     .and_then(Value::as_object)
                     .cloned()
                     .unwrap_or_default();
-                for k in PNG_IMAGE_KEYS {
+                for k in companiond_core::characters::PNGTUBER_IMAGE_KEYS {
                     let flat = format!("pngtuber_{k}");
                     if let Some(v) = body.get(*k).or_else(|| body.get(&flat)) {
                         png.insert((*k).to_string(), v.clone());
