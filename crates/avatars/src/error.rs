@@ -7,16 +7,6 @@ use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::SuccessError;
 use companiond_core::paths::NameProblem;
 
-/// A name for a message: at most 80 characters (the rest elided), debug-quoted.
-pub fn shown_name(name: &str) -> String {
-    if name.chars().count() > 80 {
-        let head: String = name.chars().take(80).collect();
-        format!("{head:?}…")
-    } else {
-        format!("{name:?}")
-    }
-}
-
 /// Every failure of the MMD and PNGTuber routes.
 #[derive(Debug)]
 pub enum AvatarError {
@@ -83,7 +73,10 @@ impl AvatarError {
     pub fn bad_name(what: &str, name: &str, problem: NameProblem) -> Self {
         AvatarError::invalid(
             "invalid_filename",
-            format!("{what} {}: {problem}", shown_name(name)),
+            format!(
+                "{what} {}: {problem}",
+                companiond_core::text::shown_name(name)
+            ),
         )
     }
     pub fn status(&self) -> StatusCode {
@@ -181,6 +174,11 @@ mod tests {
         ));
         let e = AvatarError::io("x", std::io::Error::other("disk on fire"));
         assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        assert_eq!(shown_name(&"a".repeat(100)).chars().count(), 83);
+        assert_eq!(
+            companiond_core::text::shown_name(&"a".repeat(100))
+                .chars()
+                .count(),
+            83
+        );
     }
 }

@@ -124,7 +124,7 @@ fn entry_segments(name: &str) -> Result<Vec<String>, AvatarError> {
     let unsafe_entry = |why: &str| {
         AvatarError::invalid(
             "unsafe_zip_entry",
-            format!("entry {}: {why}", crate::error::shown_name(name)),
+            format!("entry {}: {why}", companiond_core::text::shown_name(name)),
         )
     };
     if n.starts_with('/') {
@@ -136,7 +136,10 @@ fn entry_segments(name: &str) -> Result<Vec<String>, AvatarError> {
     let segs = clean_segments(&n).map_err(|e| unsafe_entry(&e.to_string()))?;
     for s in &segs {
         check_file_name(s).map_err(|p| {
-            unsafe_entry(&format!("component {}: {p}", crate::error::shown_name(s)))
+            unsafe_entry(&format!(
+                "component {}: {p}",
+                companiond_core::text::shown_name(s)
+            ))
         })?;
     }
     Ok(segs)

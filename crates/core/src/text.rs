@@ -27,6 +27,17 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
+/// A client-supplied name for a message: debug-quoted, at most 80 characters
+/// (the rest elided with "…"), so a hostile name cannot flood a log or an answer.
+pub fn shown_name(name: &str) -> String {
+    if name.chars().count() > 80 {
+        let head: String = name.chars().take(80).collect();
+        format!("{head:?}…")
+    } else {
+        format!("{name:?}")
+    }
+}
+
 /// The first JSON object in a model reply: the whole reply, a fenced
 /// ```` ```json ```` block, or the span from the first `{` to the last `}`.
 pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {

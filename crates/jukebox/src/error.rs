@@ -9,17 +9,6 @@ use serde_json::Value;
 
 use crate::upload::Refused;
 
-/// A client-supplied name for a message: at most 80 characters (the rest
-/// elided), debug-quoted.
-pub fn shown_name(name: &str) -> String {
-    if name.chars().count() > 80 {
-        let head: String = name.chars().take(80).collect();
-        format!("{head:?}…")
-    } else {
-        format!("{name:?}")
-    }
-}
-
 /// Every failure a jukebox route reports.
 #[derive(Debug)]
 pub enum JukeboxError {

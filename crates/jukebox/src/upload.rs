@@ -8,11 +8,12 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::error::{shown_name, JukeboxError};
+use crate::error::JukeboxError;
 use crate::library::{Jukebox, Kind};
 use crate::model::{extension, file_stem, sanitize_id, unique_id, Action, Library, Song};
 use crate::operations::Record;
 use crate::tags::{read_tags, AudioTags};
+use companiond_core::text::shown_name;
 
 /// A received file with its MD5 (hex), removed when dropped unless placed.
 pub type Staged = companiond_core::staging::Staged<String>;

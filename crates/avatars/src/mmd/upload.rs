@@ -73,7 +73,7 @@ fn client_file_name(raw: Option<&str>) -> Result<String, AvatarError> {
             "invalid_filename",
             format!(
                 "file name {}: hidden names (starting with a dot) are not accepted",
-                crate::error::shown_name(base)
+                companiond_core::text::shown_name(base)
             ),
         ));
     }

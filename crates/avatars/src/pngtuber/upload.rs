@@ -103,7 +103,7 @@ impl StagedUpload {
                     "invalid_upload_path",
                     format!(
                         "upload path invalid: component {}: {p}",
-                        crate::error::shown_name(seg)
+                        companiond_core::text::shown_name(seg)
                     ),
                 )
             })?;

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use zip::ZipArchive;
 
-use crate::error::{shown_name, JukeboxError};
+use crate::error::JukeboxError;
 use crate::library::{Jukebox, Kind, Limits, Tx};
 use crate::md5sum::Md5;
 use crate::model::{
@@ -22,6 +22,7 @@ use crate::model::{
     Song,
 };
 use crate::upload::{place, Staged};
+use companiond_core::text::shown_name;
 
 use super::zip_err;
 

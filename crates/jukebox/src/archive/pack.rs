@@ -11,8 +11,9 @@ use companiond_core::text::human_size;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::error::{shown_name, JukeboxError};
+use crate::error::JukeboxError;
 use crate::library::Limits;
+use companiond_core::text::shown_name;
 
 use super::{entry_options, finish_zip, new_zip, zip_err};
 
