@@ -1,6 +1,7 @@
 //! The storage flags of the status and storage-location answers.
 //!
-//! The flags are recomputed on every call (files found valid are remembered by stamp) (no stored state machine):
+//! The flags are recomputed on every call (no stored state machine; a file found
+//! valid JSON is remembered by its stamp, not parsed again):
 //! * `migration_pending` / `legacy_cleanup_pending`: the marker document
 //!   `<data>/state/storage_migration.json` (`{"pending": bool, "legacy_cleanup_pending": bool,
 //!   "reason": str}`) written by whoever runs a storage migration, or the core overlay;
@@ -61,7 +62,7 @@ fn unreadable_json(path: &Path) -> Option<String> {
 }
 
 /// Files found valid JSON, by the stamp they had (kept only once settled,
-/// see [`companiond_core::stamp`]): a 2 MB characters file is not parsed per
+/// see [`crate::stamp`]): a 2 MB characters file is not parsed per
 /// status call.
 fn valid_cache() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Stamp>> {
     static CACHE: OnceLock<Mutex<HashMap<PathBuf, Stamp>>> = OnceLock::new();
