@@ -4,7 +4,7 @@
 //! (benches/heavy_user), starts `companiond serve` on it and, per row, prints
 //! the median / p90 of ≥ 30 calls, the first call and the answer size.
 //! Rows: cloudsave_summary, tools, pngtuber_models, recent_files, token_usage,
-//! leaderboard, restart. `HEAVY_BIN=/path/to/companiond` measures another
+//! leaderboard, history_append, restart. `HEAVY_BIN=/path/to/companiond` measures another
 //! build (e.g. the previous release) on the same data; `HEAVY_CALLS=n` sets the
 //! number of calls (default 30).
 //!
@@ -28,8 +28,12 @@ const ROWS: &[&str] = &[
     "recent_files",
     "token_usage",
     "leaderboard",
+    "history_append",
     "restart",
 ];
+
+/// The CSRF token the server is started with (guarded routes need it).
+const CSRF: &str = "heavy-bench-token";
 
 fn bin() -> String {
     std::env::var("HEAVY_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_companiond").to_string())
@@ -49,7 +53,7 @@ fn request(addr: &str, method: &str, path: &str, body: Option<&str>) -> (u16, Ve
     let body = body.unwrap_or("");
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+         Content-Type: application/json\r\nX-CSRF-Token: {CSRF}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).expect("send");
@@ -86,7 +90,8 @@ impl Drop for Server {
 
 fn start(data: &Path, bundle: &Path) -> Server {
     let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--csrf-token", CSRF])
+        .arg("--data-dir")
         .arg(data)
         .arg("--bundle-dir")
         .arg(bundle)
@@ -132,6 +137,24 @@ fn row(name: &str, size: &str, addr: &str, path: &str) {
         pct(&mut ms, 0.9),
         first,
         body.len()
+    );
+}
+
+/// Time `calls()` POSTs of the bodies `body(i)` to `path`; prints the row.
+fn post_row(name: &str, size: &str, addr: &str, path: &str, body: impl Fn(usize) -> String) {
+    let mut ms = Vec::new();
+    for i in 0..calls() {
+        let b = body(i);
+        let t = Instant::now();
+        let (st, answer) = request(addr, "POST", path, Some(&b));
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(st, 200, "{path}: {}", String::from_utf8_lossy(&answer));
+    }
+    let n = ms.len();
+    println!(
+        "{name:<18} {size:<46} POST {path:<51} median {:>7.2} ms  p90 {:>7.2} ms  ({n} calls)",
+        pct(&mut ms, 0.5),
+        pct(&mut ms, 0.9),
     );
 }
 
@@ -324,6 +347,36 @@ fn main() {
             &s.addr,
             "/api/game/badminton/leaderboard?limit=10&persona_name=Character%200007",
         );
+    }
+    if want("history_append") {
+        // One character's history grown to 10,000 lines; each icebreaker
+        // context line is one append (the chat turn's append path).
+        let name = heavy_user::character_name(0);
+        let path = data.join("memory").join(&name).join("recent.json");
+        std::fs::write(&path, heavy_user::long_history(10_000)).expect("history");
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let start = serde_json::json!({"persona_name": name, "session_id": "bench"});
+        let (st, b) = request(
+            &s.addr,
+            "POST",
+            "/api/icebreaker/route/start",
+            Some(&start.to_string()),
+        );
+        assert_eq!(st, 200, "{}", String::from_utf8_lossy(&b));
+        post_row(
+            "history_append",
+            &format!("10,000 lines ({size} bytes)"),
+            &s.addr,
+            "/api/icebreaker/context",
+            |i| {
+                serde_json::json!({"persona_name": name, "session_id": "bench", "role": "user",
+                    "text": format!("bench line {i}"), "request_id": format!("bench-{i}")})
+                .to_string()
+            },
+        );
+        let lines: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(&path).expect("read back")).expect("json");
+        assert_eq!(lines.len(), 10_000 + calls(), "every append landed");
     }
     println!("load after: {}", load().trim());
 }

@@ -73,6 +73,19 @@ fn history(n: usize) -> Vec<u8> {
     serde_json::to_vec(&entries).unwrap_or_default()
 }
 
+/// A long history as the chat writes it (pretty JSON): `n` lines of about
+/// 200 characters.
+pub fn long_history(n: usize) -> Vec<u8> {
+    let entries: Vec<Value> = (0..n)
+        .map(|k| {
+            let kind = if k % 2 == 0 { "human" } else { "ai" };
+            let text = format!("line {k:05}: {}", "so how was your day? ".repeat(9));
+            json!({"type": kind, "data": {"content": text}})
+        })
+        .collect();
+    serde_json::to_vec_pretty(&entries).unwrap_or_default()
+}
+
 /// A 1×1 PNG.
 const PNG_1X1: &[u8] = &[
     0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,

@@ -136,17 +136,29 @@ impl History {
 
     /// Append `entries` at the end of `name`'s history (created when missing).
     /// A history that is not a JSON array is left untouched (error).
+    ///
+    /// The stored lines are not parsed into values: the file is checked to be
+    /// one JSON array and the new entries are spliced in before its closing
+    /// bracket, so every stored line keeps its exact bytes and a long history
+    /// costs a scan and a copy, not a parse and a re-serialisation.
     pub async fn append(&self, name: &str, entries: Vec<Entry>) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
-        self.store
-            .update(rel_path(name), move |cur: Option<Vec<Value>>| {
-                let mut v = cur.unwrap_or_default();
-                v.extend(entries.iter().filter_map(|e| serde_json::to_value(e).ok()));
-                (v, ())
-            })
-            .await
+        let path = self.path(name);
+        let lock = self.lock(name);
+        let _g = lock.lock().await;
+        crate::task::blocking(move || {
+            let old = match std::fs::read(&path) {
+                Ok(bytes) => Some(bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(StoreError::Io(e)),
+            };
+            let bytes = spliced(old.as_deref(), &entries)
+                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            crate::store::atomic_write(&path, &bytes).map_err(StoreError::Io)
+        })
+        .await
     }
 
     /// The last `n` lines of `name`'s history that are text by a known speaker,
@@ -169,6 +181,41 @@ impl History {
         out.reverse();
         out
     }
+}
+
+/// The pretty-printed history `old` (absent = empty) with `entries` added at
+/// its end. The result is what serialising the whole array with
+/// `serde_json::to_vec_pretty` gives when `old` was written that way, and
+/// keeps `old`'s bytes as they are otherwise. `old` must be one JSON array.
+fn spliced(old: Option<&[u8]>, entries: &[Entry]) -> Result<Vec<u8>, serde_json::Error> {
+    // `[\n  {..},\n  {..}\n]`: the entries at the array's indentation.
+    let fresh = serde_json::to_vec_pretty(entries)?;
+    let inner = fresh
+        .strip_prefix(b"[\n")
+        .and_then(|b| b.strip_suffix(b"\n]"))
+        .unwrap_or(&fresh);
+    let mut out;
+    match old {
+        None => {
+            out = Vec::with_capacity(inner.len() + 4);
+            out.extend_from_slice(b"[\n");
+        }
+        Some(old) => {
+            // One JSON array (anything else is an error, and nothing is written).
+            let items: Vec<serde::de::IgnoredAny> = serde_json::from_slice(old)?;
+            let end = old
+                .iter()
+                .rposition(|&b| b == b']')
+                .ok_or_else(|| serde::de::Error::custom("no closing bracket"))?;
+            let body = old[..end].trim_ascii_end();
+            out = Vec::with_capacity(body.len() + inner.len() + 4);
+            out.extend_from_slice(body);
+            out.extend_from_slice(if items.is_empty() { b"\n" } else { b",\n" });
+        }
+    }
+    out.extend_from_slice(inner);
+    out.extend_from_slice(b"\n]");
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -220,5 +267,49 @@ mod tests {
         std::fs::write(h.path("B"), b"{\"not\":\"a list\"}").unwrap();
         assert!(h.append("B", vec![Entry::human("x")]).await.is_err());
         assert_eq!(std::fs::read(h.path("B")).unwrap(), b"{\"not\":\"a list\"}");
+        // Neither is a truncated one.
+        std::fs::write(h.path("B"), b"[{\"type\": \"human\"").unwrap();
+        assert!(h.append("B", vec![Entry::human("x")]).await.is_err());
+        assert_eq!(
+            std::fs::read(h.path("B")).unwrap(),
+            b"[{\"type\": \"human\""
+        );
+    }
+
+    /// Appending gives the bytes a whole-array pretty serialisation gives, for
+    /// a missing, an empty, a pretty and a compact history (whose stored
+    /// lines keep their bytes).
+    #[test]
+    fn splice_matches_a_full_rewrite() {
+        let add = [
+            Entry::human("new \"q\"\n猫"),
+            Entry::ai("a").from_source("s"),
+        ];
+        let pretty = |v: &Vec<Value>| serde_json::to_vec_pretty(v).unwrap();
+        let as_values = |e: &[Entry]| -> Vec<Value> {
+            e.iter().map(|e| serde_json::to_value(e).unwrap()).collect()
+        };
+        assert_eq!(spliced(None, &add).unwrap(), pretty(&as_values(&add)));
+        for old in [
+            json!([]),
+            json!([{"type": "ai", "data": {"content": "x", "k": [1, {}]}}, {"z": 1, "a": 2}]),
+        ] {
+            let old_v: Vec<Value> = serde_json::from_value(old).unwrap();
+            let mut all = old_v.clone();
+            all.extend(as_values(&add));
+            let mut with_ws = pretty(&old_v);
+            with_ws.extend_from_slice(b"\n\n");
+            assert_eq!(spliced(Some(&pretty(&old_v)), &add).unwrap(), pretty(&all));
+            assert_eq!(spliced(Some(&with_ws), &add).unwrap(), pretty(&all));
+        }
+        let compact = br#"[{"type":"human","data":{"content":"old"}}]"#;
+        let out = spliced(Some(compact), &add).unwrap();
+        assert!(out.starts_with(br#"[{"type":"human","data":{"content":"old"}},"#));
+        let back: Vec<Value> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(Entry::parse(&back[1]), Some(add[0].clone()));
+        for bad in [&b"{}"[..], b"", b"[1,", b"[1] x", b"nope"] {
+            assert!(spliced(Some(bad), &add).is_err(), "{bad:?}");
+        }
     }
 }

@@ -68,7 +68,8 @@ pub(crate) async fn recent_save(
     Ext(rt): Ext<MemoryRuntime>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<Saved> {
-    let req = recent::parse_save(&json_body(body)?)?;
+    let body = body.map_err(|e| MemoryError::BadRequest(format!("unreadable body: {e}")))?;
+    let req = recent::parse_save_bytes(&body)?;
     recent::save(&st, &rt, req).await.map(Json)
 }
 

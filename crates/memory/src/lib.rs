@@ -43,6 +43,8 @@ mod recall;
 mod recent;
 mod rename;
 pub mod review;
+mod save_body;
+mod stored_json;
 mod stores;
 mod tasks;
 pub mod theater;
@@ -72,6 +74,8 @@ pub struct MemoryRuntime {
     pub extract: extract::Scheduler,
     /// What `GET /api/memory/recent_files` keeps between calls.
     listing: Arc<listing::Cache>,
+    /// Fingerprints of the history files this process last read or wrote.
+    known: recent::KnownFiles,
 }
 
 impl MemoryRuntime {

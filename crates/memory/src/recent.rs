@@ -28,6 +28,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::MemoryError;
 use crate::fence;
+use crate::save_body::{self, EntryFields, Shaped};
+use crate::stored_json;
 use crate::tasks::TaskKind;
 use crate::theater::{self, ChatEntry};
 use crate::unit;
@@ -177,6 +179,8 @@ pub struct Snapshot {
     pub bytes: Option<Vec<u8>>,
     pub fingerprint: String,
     pub identity_token: String,
+    /// The version read (`None` when absent).
+    key: Option<FileKey>,
 }
 
 /// Read `path` (absent → no bytes) with its tokens.
@@ -190,14 +194,129 @@ pub fn snapshot(path: &Path) -> std::io::Result<Snapshot> {
                 fingerprint: sha256_hex(&bytes),
                 identity_token: identity_token(path, Some(&meta)),
                 bytes: Some(bytes),
+                key: Some(FileKey::of(&meta)),
             })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Snapshot {
             bytes: None,
             fingerprint: sha256_hex(b""),
             identity_token: identity_token(path, None),
+            key: None,
         }),
         Err(e) => Err(e),
+    }
+}
+
+/// What identifies one version of a file without reading it: device, inode,
+/// length, modification and status-change times. Every atomic replacement is
+/// a new inode, and any write in place moves the status-change time (which no
+/// program can set back), so equal keys mean equal bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileKey([i128; 5]);
+
+impl FileKey {
+    #[cfg(unix)]
+    fn of(m: &std::fs::Metadata) -> FileKey {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        FileKey([
+            i128::from(m.dev()),
+            i128::from(m.ino()),
+            i128::from(m.len()),
+            ns(m.mtime(), m.mtime_nsec()),
+            ns(m.ctime(), m.ctime_nsec()),
+        ])
+    }
+
+    #[cfg(not(unix))]
+    fn of(m: &std::fs::Metadata) -> FileKey {
+        let ns = |t: std::io::Result<std::time::SystemTime>| {
+            t.ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as i128)
+        };
+        FileKey([0, 0, i128::from(m.len()), ns(m.modified()), ns(m.created())])
+    }
+}
+
+/// What a save needs to know of a history file it has seen before.
+#[derive(Clone, Debug)]
+struct Known {
+    key: FileKey,
+    /// CRC-32 of the bytes: file clocks tick coarsely, so a write in place
+    /// within one tick that keeps the length would keep the [`FileKey`]; the
+    /// checksum (about ten times cheaper than SHA-256) catches it.
+    crc: u32,
+    fingerprint: String,
+    /// May it hold theater messages (then a save reads and merges it)?
+    theater: bool,
+}
+
+/// The fingerprints of the history files this process last read or wrote,
+/// by path, so a save of a long history does not hash the current file with
+/// SHA-256 again to compare tokens: its [`FileKey`] and a CRC-32 tell whether
+/// it is the version seen. One entry per history file.
+#[derive(Default)]
+pub struct KnownFiles(std::sync::Mutex<std::collections::HashMap<PathBuf, Known>>);
+
+impl KnownFiles {
+    fn get(&self, path: &Path, key: &FileKey) -> Option<Known> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(path).filter(|k| &k.key == key).cloned()
+    }
+
+    fn remember(&self, path: &Path, key: FileKey, crc: u32, fingerprint: &str, theater: bool) {
+        let known = Known {
+            key,
+            crc,
+            fingerprint: fingerprint.to_string(),
+            theater,
+        };
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(path.to_path_buf(), known);
+    }
+}
+
+/// The tokens of `path` as they are now, and its bytes when `need_bytes`
+/// says a save must read them (given whether it may hold theater messages).
+/// A file seen before in this version is not read at all.
+fn current(
+    known: &KnownFiles,
+    path: &Path,
+    need_bytes: impl Fn(bool) -> bool,
+) -> std::io::Result<Snapshot> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        let seen = known
+            .get(path, &FileKey::of(&meta))
+            .filter(|k| !need_bytes(k.theater) && crc_of(path).ok() == Some(k.crc));
+        if let Some(k) = seen {
+            return Ok(Snapshot {
+                bytes: None,
+                fingerprint: k.fingerprint,
+                identity_token: identity_token(path, Some(&meta)),
+                key: Some(k.key),
+            });
+        }
+    }
+    let snap = snapshot(path)?;
+    if let (Some(bytes), Some(key)) = (&snap.bytes, &snap.key) {
+        let theater = theater::may_hold_theater(bytes);
+        let crc = crc32fast::hash(bytes);
+        known.remember(path, key.clone(), crc, &snap.fingerprint, theater);
+    }
+    Ok(snap)
+}
+
+/// CRC-32 of the file at `path`, read in chunks.
+fn crc_of(path: &Path) -> std::io::Result<u32> {
+    let mut f = std::fs::File::open(path)?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match f.read(&mut buf)? {
+            0 => return Ok(crc.finalize()),
+            n => crc.update(&buf[..n]),
+        }
     }
 }
 
@@ -228,20 +347,21 @@ fn resolve_or_init(
 /// `GET /api/memory/recent_file`.
 pub async fn read(
     state: &AppState,
-    rt: &MemoryRuntime,
+    rt: &Arc<MemoryRuntime>,
     filename: &str,
 ) -> Result<RecentFile, MemoryError> {
     let name = parse_filename(filename)?;
     let _no_rename = rt.rename_lock.read().await;
     let configured = state.characters.exists(&name);
     let st = state.clone();
+    let rt = rt.clone();
     blocking(move || {
         let Some((path, _)) = resolve_or_init(&st, &name, configured)? else {
             return Err(MemoryError::NotFound(format!(
                 "recent file recent_{name}.json not found"
             )));
         };
-        let snap = snapshot(&path)
+        let snap = current(&rt.known, &path, |_| true)
             .map_err(|e| MemoryError::Storage(format!("cannot read the recent file: {e}")))?;
         let Some(bytes) = snap.bytes else {
             return Err(MemoryError::NotFound(format!(
@@ -257,13 +377,18 @@ pub async fn read(
     .await
 }
 
-/// Validate a save body in this order: filename, chat, token types → 400;
-/// missing tokens → 409.
-pub fn parse_save(body: &Value) -> Result<SaveRequest, MemoryError> {
-    let obj = body
-        .as_object()
-        .ok_or_else(|| MemoryError::BadRequest("the body must be a JSON object".into()))?;
-    let filename = match obj.get("filename") {
+/// Validate a save body (the raw request bytes) in this order: JSON,
+/// filename, chat, token types → 400; missing tokens → 409. The body is read
+/// in one pass that keeps only the fields a save uses ([`save_body`]).
+pub fn parse_save_bytes(body: &[u8]) -> Result<SaveRequest, MemoryError> {
+    let fields = save_body::parse(body)
+        .map_err(|e| MemoryError::BadRequest(format!("the body is not valid JSON: {e}")))?;
+    let Shaped::Is(fields) = fields else {
+        return Err(MemoryError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
+    };
+    let filename = match &fields.filename {
         Some(Value::String(s)) => s,
         _ => {
             return Err(MemoryError::BadRequest(
@@ -272,17 +397,17 @@ pub fn parse_save(body: &Value) -> Result<SaveRequest, MemoryError> {
         }
     };
     let name = parse_filename(filename)?;
-    let chat = match obj.get("chat") {
-        Some(Value::Array(a)) => parse_chat(a)?,
+    let chat = match fields.chat {
+        Some(Shaped::Is(items)) => parse_chat(items)?,
         _ => return Err(MemoryError::BadRequest("chat (array) is required".into())),
     };
-    let token = |key: &str| match obj.get(key) {
+    let token = |key: &str, v: Option<Value>| match v {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(MemoryError::BadRequest(format!("{key} must be a string"))),
     };
-    let fingerprint = token("fingerprint")?;
-    let identity = token("identity_token")?;
+    let fingerprint = token("fingerprint", fields.fingerprint)?;
+    let identity = token("identity_token", fields.identity_token)?;
     let (Some(fingerprint), Some(identity_token)) = (fingerprint, identity) else {
         return Err(MemoryError::MissingTokens);
     };
@@ -296,7 +421,7 @@ pub fn parse_save(body: &Value) -> Result<SaveRequest, MemoryError> {
 
 /// Validate the chat entries and every limit ([`MAX_ENTRIES`],
 /// [`MAX_TEXT_CHARS`], [`MAX_TOTAL_CHARS`]).
-pub fn parse_chat(items: &[Value]) -> Result<Vec<ChatEntry>, MemoryError> {
+pub fn parse_chat(items: Vec<Shaped<EntryFields>>) -> Result<Vec<ChatEntry>, MemoryError> {
     if items.len() > MAX_ENTRIES {
         return Err(MemoryError::BadRequest(format!(
             "chat holds {} entries; at most {MAX_ENTRIES} are allowed",
@@ -305,23 +430,23 @@ pub fn parse_chat(items: &[Value]) -> Result<Vec<ChatEntry>, MemoryError> {
     }
     let mut total = 0usize;
     let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let Some(o) = item.as_object() else {
+    for (i, item) in items.into_iter().enumerate() {
+        let Shaped::Is(o) = item else {
             return Err(MemoryError::BadRequest(format!(
                 "chat[{i}] must be an object"
             )));
         };
-        let role = match o.get("role") {
-            Some(Value::String(r)) if !r.trim().is_empty() => r.clone(),
+        let role = match o.role {
+            Some(Value::String(r)) if !r.trim().is_empty() => r,
             _ => {
                 return Err(MemoryError::BadRequest(format!(
                     "chat[{i}].role (non-empty string) is required"
                 )))
             }
         };
-        let text = match o.get("text") {
+        let text = match o.text {
             None | Some(Value::Null) => String::new(),
-            Some(Value::String(t)) => t.clone(),
+            Some(Value::String(t)) => t,
             Some(_) => {
                 return Err(MemoryError::BadRequest(format!(
                     "chat[{i}].text must be a string"
@@ -341,10 +466,11 @@ pub fn parse_chat(items: &[Value]) -> Result<Vec<ChatEntry>, MemoryError> {
             )));
         }
         let source_index = o
-            .get("source_index")
+            .source_index
+            .as_ref()
             .and_then(Value::as_u64)
             .and_then(|v| usize::try_from(v).ok());
-        let theater = o.get("theater").and_then(Value::as_bool).unwrap_or(false);
+        let theater = o.theater.as_ref().and_then(Value::as_bool).unwrap_or(false);
         out.push(ChatEntry {
             role,
             text,
@@ -374,7 +500,8 @@ pub async fn save(
         let name = req.name.clone();
         let configured = st.characters.exists(&name);
         let st2 = st.clone();
-        let out = blocking(move || commit(&st2, &req, configured, &target)).await;
+        let known = rt.clone();
+        let out = blocking(move || commit(&st2, &known.known, &req, configured, &target)).await;
         if out.is_ok() {
             rt.tasks.cancel(&name, Some(TaskKind::Review));
         }
@@ -386,6 +513,7 @@ pub async fn save(
 
 fn commit(
     state: &AppState,
+    known: &KnownFiles,
     req: &SaveRequest,
     configured: bool,
     target: &str,
@@ -397,7 +525,10 @@ fn commit(
             req.name
         )));
     };
-    let cur = snapshot(&read_path)
+    // The stored history is read and parsed only when it may hold theater
+    // messages (they are the only stored entries a save keeps), and then
+    // without building a tree of maps.
+    let cur = current(known, &read_path, |theater| theater)
         .map_err(|e| MemoryError::Storage(format!("cannot read the recent file: {e}")))?;
     if cur.fingerprint != req.fingerprint || cur.identity_token != req.identity_token {
         return Err(MemoryError::Conflict {
@@ -405,9 +536,6 @@ fn commit(
             identity_token: Some(cur.identity_token),
         });
     }
-    // The stored history is parsed only when it may hold theater messages
-    // (they are the only stored entries a save keeps), and then without
-    // building a tree of maps.
     let current = cur
         .bytes
         .as_deref()
@@ -415,22 +543,36 @@ fn commit(
         .and_then(theater::parse_stored)
         .unwrap_or_default();
     let merged = theater::merge(&current, &req.chat).map_err(|_| MemoryError::TheaterReadonly)?;
-    let bytes = serde_json::to_vec_pretty(&merged)
+    let keeps_theater = merged.iter().any(|m| matches!(m, theater::Merged::Kept(_)));
+    let bytes = stored_json::to_vec_pretty(&merged)
         .map_err(|e| MemoryError::Internal(format!("cannot serialise the history: {e}")))?;
-    atomic_write(&write_path, &bytes)
-        .map_err(|e| MemoryError::Storage(format!("cannot write the recent file: {e}")))?;
+    // The fingerprint is computed on a second thread while the file is
+    // written and synced (the hash and the disk each take a few ms).
+    let sums = || (sha256_hex(&bytes), crc32fast::hash(&bytes));
+    let (written, (fingerprint, crc)) = std::thread::scope(|s| {
+        let hash = s.spawn(sums);
+        let written = atomic_write(&write_path, &bytes);
+        (written, hash.join().unwrap_or_else(|_| sums()))
+    });
+    written.map_err(|e| MemoryError::Storage(format!("cannot write the recent file: {e}")))?;
     let meta = std::fs::metadata(&write_path)
         .map_err(|e| MemoryError::Storage(format!("cannot read the recent file back: {e}")))?;
+    known.remember(
+        &write_path,
+        FileKey::of(&meta),
+        crc,
+        &fingerprint,
+        keeps_theater,
+    );
     Ok(Saved {
         success: true,
         need_refresh: true,
         profile_name: req.name.clone(),
-        fingerprint: sha256_hex(&bytes),
+        fingerprint,
         identity_token: identity_token(&write_path, Some(&meta)),
     })
 }
 
-/// Run blocking file work off the async runtime.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +624,63 @@ mod tests {
         b.as_object_mut().unwrap().remove("fingerprint");
         b["chat"] = json!([{"role": "human"}]);
         assert!(matches!(parse_save(&b), Err(MemoryError::MissingTokens)));
+    }
+
+    /// A remembered version is used only while both its [`FileKey`] and its
+    /// CRC-32 match the file: the checksum catches an edit in place that the
+    /// file clock could not tell apart.
+    #[test]
+    fn remembered_fingerprints_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("recent.json");
+        std::fs::write(&p, b"[1]").unwrap();
+        let known = KnownFiles::default();
+        let first = current(&known, &p, |_| false).unwrap();
+        assert_eq!(first.fingerprint, sha256_hex(b"[1]"));
+        assert!(first.bytes.is_some(), "not seen before: read");
+        let key = FileKey::of(&std::fs::metadata(&p).unwrap());
+        // Seen: the remembered fingerprint is used, the file is not hashed.
+        known.remember(
+            &p,
+            key.clone(),
+            crc32fast::hash(b"[1]"),
+            "remembered",
+            false,
+        );
+        let again = current(&known, &p, |_| false).unwrap();
+        assert_eq!(
+            (again.fingerprint.as_str(), again.bytes),
+            ("remembered", None)
+        );
+        // ... unless the save must read it (theater messages).
+        assert_eq!(
+            current(&known, &p, |_| true).unwrap().fingerprint,
+            sha256_hex(b"[1]")
+        );
+        // The same key over other bytes (an edit within one clock tick).
+        known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
+        std::fs::write(&p, b"[2]").unwrap();
+        let key = FileKey::of(&std::fs::metadata(&p).unwrap());
+        known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
+        assert_eq!(
+            current(&known, &p, |_| false).unwrap().fingerprint,
+            sha256_hex(b"[2]")
+        );
+    }
+
+    /// [`parse_save_bytes`] over a body given as a value.
+    fn parse_save(body: &Value) -> Result<SaveRequest, MemoryError> {
+        parse_save_bytes(&serde_json::to_vec(body).unwrap())
+    }
+
+    /// [`parse_chat`] over entries given as values.
+    fn parse_chat(items: &[Value]) -> Result<Vec<ChatEntry>, MemoryError> {
+        let bytes = serde_json::to_vec(items).unwrap();
+        let parsed: Shaped<Vec<Shaped<EntryFields>>> = serde_json::from_slice(&bytes).unwrap();
+        let Shaped::Is(items) = parsed else {
+            panic!("an array")
+        };
+        super::parse_chat(items)
     }
 
     #[test]

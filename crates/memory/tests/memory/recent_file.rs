@@ -314,6 +314,57 @@ async fn concurrent_saves_from_one_read_exactly_one_wins() {
     assert_eq!(st, 200);
 }
 
+/// The server remembers the fingerprint of the history it last wrote (so a
+/// long history is not hashed again per save); an edit in place right after
+/// the save, of the same length and within one tick of the file clock, is
+/// still seen as a change, and so is a replacement by the chat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_sees_every_change_since_the_tokens_it_holds() {
+    let s = server().await;
+    write_history(&s, "Companion", &json!([msg("human", "base")]));
+    let (_, r) = read(&s, "recent_Companion.json").await;
+    let body = |tokens: &Value, text: &str| {
+        json!({"filename": "recent_Companion.json", "fingerprint": tokens["fingerprint"],
+               "identity_token": tokens["identity_token"],
+               "chat": [{"role": "human", "text": text}]})
+    };
+    let (st, saved) = save(&s, body(&r, "first")).await;
+    assert_eq!(st, 200, "{saved}");
+    // Same inode, same length, same clock tick: only the bytes differ.
+    let path = recent_path(&s, "Companion");
+    let bytes = std::fs::read(&path).unwrap();
+    let edited = String::from_utf8(bytes.clone())
+        .unwrap()
+        .replace("first", "FIRST");
+    assert_eq!(edited.len(), bytes.len());
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all(edited.as_bytes()).unwrap();
+    }
+    let (st, c) = save(&s, body(&saved, "second")).await;
+    assert_eq!(st, 409, "{c}");
+    assert_eq!(c["code"], "RECENT_FILE_CONFLICT");
+    assert_eq!(texts(&stored(&s, "Companion")), vec!["FIRST".to_string()]);
+    // With the tokens of the conflict the save goes through; a later
+    // replacement of the file (as the chat appends) is a conflict again.
+    let (st, saved) = save(&s, body(&c, "third")).await;
+    assert_eq!(st, 200, "{saved}");
+    let tmp = path.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(&json!([msg("human", "third"), msg("ai", "hi")])).unwrap(),
+    )
+    .unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    let (st, c) = save(&s, body(&saved, "fourth")).await;
+    assert_eq!(st, 409, "{c}");
+    assert_eq!(
+        texts(&stored(&s, "Companion")),
+        vec!["third".to_string(), "hi".to_string()]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_limit_at_its_boundary_and_one_past() {
     let s = server().await;

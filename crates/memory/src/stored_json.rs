@@ -1,0 +1,166 @@
+//! The bytes of a saved history: exactly what `serde_json::to_vec_pretty`
+//! gives for the merged entries, written faster.
+//!
+//! A browser save writes up to 10,000 messages of one shape
+//! ([`theater::StoredMessage`]). serde_json formats each one field by field;
+//! here each role's message is formatted once by serde_json around a marker
+//! content, and every message of that role is that template with its
+//! content in place. A content with nothing to escape (most chat text) is
+//! copied as it is; any other goes through serde_json's own string writer,
+//! so the output is byte for byte serde_json's. A test pins the equality.
+
+use std::collections::HashMap;
+
+use crate::theater::{self, ChatEntry, Merged};
+
+/// The content that marks where a template's text goes; serde_json writes it
+/// as `"\u0001"`, which no other part of a template contains.
+const MARK: &str = "\u{1}";
+const MARK_JSON: &[u8] = br#""\u0001""#;
+
+/// One role's message at the array's indentation, split around its content.
+struct Template {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Template {
+    fn of(role: &str) -> serde_json::Result<Template> {
+        let probe = ChatEntry {
+            role: role.to_string(),
+            text: MARK.to_string(),
+            source_index: None,
+            theater: false,
+        };
+        // `[\n  {..}\n]`: the message as an element of the array.
+        let whole = serde_json::to_vec_pretty(&[theater::StoredMessage::new(&probe)])?;
+        let element = whole
+            .strip_prefix(b"[\n  ")
+            .and_then(|b| b.strip_suffix(b"\n]"))
+            .unwrap_or(&whole);
+        let at = element
+            .windows(MARK_JSON.len())
+            .position(|w| w == MARK_JSON)
+            .ok_or_else(|| serde::ser::Error::custom("no content in the template"))?;
+        Ok(Template {
+            head: element[..at].to_vec(),
+            tail: element[at + MARK_JSON.len()..].to_vec(),
+        })
+    }
+}
+
+/// Does `s` hold a byte that JSON strings escape (`"`, `\`, control)?
+/// Written as a branch-free fold per block so it compiles to vector code.
+fn needs_escape(s: &[u8]) -> bool {
+    s.chunks(64).any(|block| {
+        block.iter().fold(false, |any, &b| {
+            any | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
+    })
+}
+
+/// `serde_json::to_vec_pretty(merged)`.
+pub fn to_vec_pretty(merged: &[Merged<'_>]) -> serde_json::Result<Vec<u8>> {
+    if merged.is_empty() {
+        return Ok(b"[]".to_vec());
+    }
+    let mut templates: HashMap<&str, Template> = HashMap::new();
+    // Room for everything at once: a message's template is under 400 bytes.
+    let size: usize = merged
+        .iter()
+        .map(|m| match m {
+            Merged::Kept(raw) => raw.get().len() + 4,
+            Merged::New(e) => e.text.len() + e.role.len() * 2 + 400,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(size + 4);
+    out.extend_from_slice(b"[");
+    for (i, m) in merged.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
+        match m {
+            Merged::Kept(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Merged::New(e) => {
+                let t = match templates.entry(e.role.as_str()) {
+                    std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(Template::of(&e.role)?)
+                    }
+                };
+                out.extend_from_slice(&t.head);
+                if needs_escape(e.text.as_bytes()) {
+                    serde_json::to_writer(&mut out, &e.text)?;
+                } else {
+                    out.push(b'"');
+                    out.extend_from_slice(e.text.as_bytes());
+                    out.push(b'"');
+                }
+                out.extend_from_slice(&t.tail);
+            }
+        }
+    }
+    out.extend_from_slice(b"\n]");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    fn entry(role: &str, text: &str) -> ChatEntry {
+        ChatEntry {
+            role: role.into(),
+            text: text.into(),
+            source_index: None,
+            theater: false,
+        }
+    }
+
+    #[test]
+    fn same_bytes_as_serde_json() {
+        let texts = [
+            "",
+            "plain text",
+            "quote \" and backslash \\ and\nnew line\ttab \u{1} \u{1f} \u{7f}",
+            "猫娘 é 🙂 \u{2028}",
+            &"long ".repeat(100),
+        ];
+        let roles = ["human", "ai", "system", "a \"strange\" role\n", "猫"];
+        let kept = RawValue::from_string(
+            r#"{"type": "system", "data": {"content": "kept", "metadata": {"source": "theater_numeric_v2"}}}"#
+                .into(),
+        )
+        .unwrap();
+        let entries: Vec<ChatEntry> = roles
+            .iter()
+            .flat_map(|r| texts.iter().map(move |t| entry(r, t)))
+            .collect();
+        let mut merged: Vec<Merged> = entries.iter().map(Merged::New).collect();
+        merged.insert(3, Merged::Kept(&kept));
+        merged.push(Merged::Kept(&kept));
+        for n in [0, 1, 2, merged.len()] {
+            let part = &merged[..n];
+            assert_eq!(
+                String::from_utf8(to_vec_pretty(part).unwrap()).unwrap(),
+                String::from_utf8(serde_json::to_vec_pretty(part).unwrap()).unwrap(),
+                "{n} entries"
+            );
+        }
+        let only_kept = [Merged::Kept(&kept)];
+        assert_eq!(
+            to_vec_pretty(&only_kept).unwrap(),
+            serde_json::to_vec_pretty(&only_kept).unwrap()
+        );
+    }
+
+    #[test]
+    fn escape_test() {
+        assert!(!needs_escape(b""));
+        assert!(!needs_escape("plain 猫 \u{7f}".repeat(40).as_bytes()));
+        for b in [b'"', b'\\', b'\n', 0, 0x1f] {
+            let mut s = vec![b'x'; 200];
+            s[130] = b;
+            assert!(needs_escape(&s), "{b}");
+        }
+    }
+}
