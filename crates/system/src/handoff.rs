@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 pub const TTL_MS: i64 = 300_000;
 pub const MAX_RECORDS: usize = 128;
@@ -70,14 +70,20 @@ fn field(body: &Map<String, Value>, key: &str, max: usize) -> String {
         .unwrap_or_default()
 }
 
-fn bounded(body: &Map<String, Value>, key: &str, max: usize, code: &str) -> SysResult<String> {
+/// The trimmed text at `key`; `too_long` names the failure past `max` characters.
+fn bounded(
+    body: &Map<String, Value>,
+    key: &str,
+    max: usize,
+    too_long: fn(String) -> SystemError,
+) -> SysResult<String> {
     let v = body
         .get(key)
         .and_then(Value::as_str)
         .map(str::trim)
         .unwrap_or("");
     if v.chars().count() > max {
-        return Err(SystemError::bad_request(code, format!("{key} is too long")));
+        return Err(too_long(format!("{key} is too long")));
     }
     Ok(v.to_string())
 }
@@ -128,9 +134,8 @@ impl Handoff {
     ) -> SysResult<Value> {
         let target_page = field(body, "target_page", 80);
         if target_page.is_empty() {
-            return Err(SystemError::bad_request(
-                "invalid_target_page",
-                "target_page is required",
+            return Err(SystemError::InvalidTargetPage(
+                "target_page is required".into(),
             ));
         }
         let mut raw = [0u8; 24];
@@ -169,56 +174,45 @@ impl Handoff {
         origin: &str,
         now: i64,
     ) -> SysResult<Value> {
-        let token = bounded(body, "token", 128, "invalid_handoff_token")?;
-        let signature = bounded(body, "signature", 128, "invalid_handoff_token")?;
+        let token = bounded(body, "token", 128, SystemError::InvalidHandoffToken)?;
+        let signature = bounded(body, "signature", 128, SystemError::InvalidHandoffToken)?;
         if token.is_empty() || signature.is_empty() {
-            return Err(SystemError::bad_request(
-                "invalid_handoff_token",
-                "token and signature are required",
+            return Err(SystemError::InvalidHandoffToken(
+                "token and signature are required".into(),
             ));
         }
-        let expected = bounded(body, "expected_page", 80, "invalid_expected_page")?;
+        let expected = bounded(body, "expected_page", 80, SystemError::InvalidExpectedPage)?;
         if expected.is_empty() {
-            return Err(SystemError::bad_request(
-                "invalid_expected_page",
-                "expected_page is required",
+            return Err(SystemError::InvalidExpectedPage(
+                "expected_page is required".into(),
             ));
         }
-        let consumer = bounded(body, "consumer_id", 120, "invalid_consumer_id")?;
+        let consumer = bounded(body, "consumer_id", 120, SystemError::InvalidConsumerId)?;
         let mut map = self.records.lock().await;
         prune(&mut map, now);
         let Some(r) = map.get_mut(&token) else {
-            return Err(SystemError::not_found(
-                "handoff_token_not_found",
-                "handoff token not found or expired",
+            return Err(SystemError::HandoffTokenNotFound(
+                "handoff token not found or expired".into(),
             ));
         };
         if !bool::from(r.signature.as_bytes().ct_eq(signature.as_bytes())) {
-            return Err(SystemError::new(
-                Kind::Forbidden,
-                "handoff_signature_mismatch",
-                "handoff signature mismatch",
+            return Err(SystemError::HandoffSignatureMismatch(
+                "handoff signature mismatch".into(),
             ));
         }
         if !r.source_origin.is_empty() && !origin.is_empty() && r.source_origin != origin {
-            return Err(SystemError::new(
-                Kind::Forbidden,
-                "handoff_origin_mismatch",
-                "handoff origin mismatch",
+            return Err(SystemError::HandoffOriginMismatch(
+                "handoff origin mismatch".into(),
             ));
         }
         if r.target_page != expected {
-            return Err(SystemError::new(
-                Kind::Forbidden,
-                "handoff_target_mismatch",
-                "handoff target page mismatch",
+            return Err(SystemError::HandoffTargetMismatch(
+                "handoff target page mismatch".into(),
             ));
         }
         if r.consumed_at > 0 {
-            return Err(SystemError::new(
-                Kind::Conflict,
-                "handoff_token_consumed",
-                "handoff token was already consumed",
+            return Err(SystemError::HandoffTokenConsumed(
+                "handoff token was already consumed".into(),
             ));
         }
         r.consumed_at = now;
@@ -255,7 +249,7 @@ mod tests {
             m(json!({"token": t["token"], "signature": sig, "expected_page": page}))
         };
         let sig = t["signature"].as_str().unwrap();
-        let code = |r: SysResult<Value>| r.unwrap_err().code.clone();
+        let code = |r: SysResult<Value>| r.unwrap_err().code();
         assert_eq!(
             code(h.consume(&body("chat", "00"), o, 2000).await),
             "handoff_signature_mismatch"

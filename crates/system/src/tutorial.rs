@@ -9,7 +9,7 @@ use companiond_core::store::atomic_write_json;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 pub const DOC: &str = "state/seven_day_tutorial_state.json";
 pub const LEGACY_DOC: &str = "state/tutorial_prompt.json";
@@ -174,21 +174,15 @@ pub fn public(store: &Value, ok: bool) -> Value {
 pub fn validate_put(body: &Value) -> SysResult<(Map<String, Value>, i64)> {
     let state = match body.get("state") {
         Some(Value::Object(m)) => m.clone(),
-        _ => {
-            return Err(SystemError::bad_request(
-                "invalid_state",
-                "state must be an object",
-            ))
-        }
+        _ => return Err(SystemError::InvalidState("state must be an object".into())),
     };
     let rev = match body.get("expectedRevision") {
         Some(Value::Number(n)) => n.as_i64().filter(|r| *r >= 0),
         _ => None,
     }
     .ok_or_else(|| {
-        SystemError::bad_request(
-            "invalid_expected_revision",
-            "expectedRevision must be a non-negative integer",
+        SystemError::InvalidExpectedRevision(
+            "expectedRevision must be a non-negative integer".into(),
         )
     })?;
     Ok((state, rev))
@@ -198,17 +192,11 @@ pub fn validate_put(body: &Value) -> SysResult<(Map<String, Value>, i64)> {
 pub fn apply_put(current: &Value, state: &Map<String, Value>, expected: i64) -> SysResult<Value> {
     let rev = current.get("revision").and_then(Value::as_i64).unwrap_or(0);
     if rev != expected {
-        let mut e = SystemError::new(
-            Kind::Conflict,
-            "seven_day_tutorial_revision_conflict",
-            "expectedRevision is stale",
-        );
-        if let Value::Object(m) = public(current, false) {
-            for (k, v) in m {
-                e = e.with(&k, v);
-            }
-        }
-        return Err(e);
+        let stored = match public(current, false) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        return Err(SystemError::TutorialRevisionConflict(stored));
     }
     Ok(json!({
         "storeVersion": 1, "initialized": true, "revision": rev + 1,
@@ -221,7 +209,10 @@ pub fn apply_put(current: &Value, state: &Map<String, Value>, expected: i64) -> 
 /// Write the document directly (atomically): the caller holds its lock.
 async fn write_locked(st: &AppState, doc: Value) -> SysResult<()> {
     let path = st.store.path(DOC);
-    blocking(move || atomic_write_json(&path, &doc).map_err(SystemError::storage)).await
+    blocking(move || {
+        atomic_write_json(&path, &doc).map_err(|e| SystemError::Storage(e.to_string()))
+    })
+    .await
 }
 
 /// The stored document, migrated from the legacy one on first use (the caller

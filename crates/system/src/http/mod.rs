@@ -19,7 +19,7 @@ use axum::response::Response;
 use companiond_core::envelope::no_store;
 use serde_json::{Map, Value};
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 /// Default largest JSON body of a system route.
 const MAX_BODY: usize = 256 * 1024;
@@ -38,26 +38,18 @@ fn query(q: &RawQuery, key: &str) -> Option<String> {
 
 /// Read a JSON object body (empty = `{}`); 413 past `limit`, 400 for bad JSON or a non-object.
 async fn read_obj(body: Body, limit: usize) -> SysResult<Map<String, Value>> {
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        SystemError::new(
-            Kind::TooLarge,
-            "body_too_large",
-            format!("the body is larger than {limit} bytes"),
-        )
-    })?;
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| SystemError::BodyTooLarge(format!("the body is larger than {limit} bytes")))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(SystemError::bad_request(
-            "invalid_body",
-            "body must be a JSON object",
+        Ok(_) => Err(SystemError::InvalidBody(
+            "body must be a JSON object".into(),
         )),
-        Err(_) => Err(SystemError::bad_request(
-            "invalid_json",
-            "invalid JSON body",
-        )),
+        Err(_) => Err(SystemError::InvalidJson("invalid JSON body".into())),
     }
 }
 

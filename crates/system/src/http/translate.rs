@@ -2,12 +2,13 @@
 
 use axum::body::Body;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::{AppState, Ext};
 use serde_json::{json, Value};
 
 use super::body_object;
-use crate::error::{SysResult, SystemError};
+use crate::error::SystemError;
 use crate::state::SystemState;
 use crate::translate;
 
@@ -16,8 +17,10 @@ pub async fn translate(
     State(st): State<AppState>,
     Ext(sys): Ext<SystemState>,
     body: Body,
-) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
+) -> Result<Json<Value>, Response> {
+    let b = body_object(body)
+        .await
+        .map_err(IntoResponse::into_response)?;
     let raw_target = b
         .get("target_lang")
         .and_then(Value::as_str)
@@ -25,17 +28,19 @@ pub async fn translate(
         .to_string();
     let text = b.get("text").and_then(Value::as_str).unwrap_or("");
     if text.trim().is_empty() {
-        return Err(SystemError::bad_request("missing_text", "text is required")
-            .with("translated_text", "")
-            .with("source_lang", "unknown")
-            .with("target_lang", raw_target));
+        return Err(
+            SystemError::MissingText("text is required".into()).with_fields(
+                json!({"translated_text": "", "source_lang": "unknown", "target_lang": raw_target}),
+            ),
+        );
     }
     if text.chars().count() > translate::MAX_TEXT {
         return Err(
-            SystemError::bad_request("text_too_long", "text is too long")
-                .with("translated_text", text)
-                .with("source_lang", "unknown")
-                .with("target_lang", translate::normalize_lang(&raw_target)),
+            SystemError::TextTooLong("text is too long".into()).with_fields(json!({
+                "translated_text": text,
+                "source_lang": "unknown",
+                "target_lang": translate::normalize_lang(&raw_target),
+            })),
         );
     }
     let skip_google = b

@@ -187,9 +187,8 @@ impl Proactive {
             _ => String::new(),
         };
         if !matches!(choice.as_str(), "accept" | "decline" | "later") {
-            return Err(SystemError::bad_request(
-                "invalid_choice",
-                "choice must be accept, decline or later",
+            return Err(SystemError::InvalidChoice(
+                "choice must be accept, decline or later".into(),
             ));
         }
         let session_id = text_field(body, "session_id", 128).unwrap_or_default();
