@@ -105,7 +105,7 @@ pub enum SystemError {
     HandoffTokenConsumed(String),
     /// A seven-day tutorial write with a stale revision; carries the stored
     /// public document, whose fields join the envelope.
-    TutorialRevisionConflict(Map<String, Value>),
+    TutorialRevisionConflict(Box<crate::tutorial::Store>),
     /// A proactive round while one runs or the AI is answering.
     ProactiveBusy {
         message: String,
@@ -407,9 +407,15 @@ impl SystemError {
                 proactive("ERROR_MODEL_FAILED", &mut put);
                 put("error_detail", detail.into());
             }
-            TutorialRevisionConflict(current) => {
-                for (k, v) in current {
-                    put(&k, v);
+            TutorialRevisionConflict(store) => {
+                let public = crate::tutorial::Public {
+                    ok: false,
+                    store: *store,
+                };
+                if let Ok(Value::Object(fields)) = serde_json::to_value(public) {
+                    for (k, v) in fields {
+                        put(&k, v);
+                    }
                 }
             }
             RateLimited {

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
@@ -32,17 +33,48 @@ struct Record {
     signature: String,
 }
 
+/// A token as its clients see it (the `token` of a create or consume answer);
+/// the source origin stays on the server.
+#[derive(Clone, Debug, Serialize)]
+pub struct PublicToken {
+    pub token: String,
+    /// Always 1.
+    pub token_version: u8,
+    pub flow_id: String,
+    pub source_page: String,
+    pub source_path: String,
+    pub target_page: String,
+    pub target_path: String,
+    pub resume_scene: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub consumed: bool,
+    pub consumed_by: String,
+    pub consumed_at: i64,
+    pub signature: String,
+    /// Always `server`.
+    pub authority: &'static str,
+}
+
 impl Record {
-    fn public(&self) -> Value {
-        json!({
-            "token": self.token, "token_version": 1, "flow_id": self.flow_id,
-            "source_page": self.source_page, "source_path": self.source_path,
-            "target_page": self.target_page, "target_path": self.target_path,
-            "resume_scene": self.resume_scene, "created_at": self.created_at,
-            "expires_at": self.expires_at, "consumed": self.consumed_at > 0,
-            "consumed_by": self.consumed_by, "consumed_at": self.consumed_at,
-            "signature": self.signature, "authority": "server",
-        })
+    fn public(&self) -> PublicToken {
+        PublicToken {
+            token: self.token.clone(),
+            token_version: 1,
+            flow_id: self.flow_id.clone(),
+            source_page: self.source_page.clone(),
+            source_path: self.source_path.clone(),
+            target_page: self.target_page.clone(),
+            target_path: self.target_path.clone(),
+            resume_scene: self.resume_scene.clone(),
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+            consumed: self.consumed_at > 0,
+            consumed_by: self.consumed_by.clone(),
+            consumed_at: self.consumed_at,
+            signature: self.signature.clone(),
+            authority: "server",
+        }
     }
 }
 
@@ -131,7 +163,7 @@ impl Handoff {
         body: &Map<String, Value>,
         origin: &str,
         now: i64,
-    ) -> SysResult<Value> {
+    ) -> SysResult<PublicToken> {
         let target_page = field(body, "target_page", 80);
         if target_page.is_empty() {
             return Err(SystemError::InvalidTargetPage(
@@ -173,7 +205,7 @@ impl Handoff {
         body: &Map<String, Value>,
         origin: &str,
         now: i64,
-    ) -> SysResult<Value> {
+    ) -> SysResult<PublicToken> {
         let token = bounded(body, "token", 128, SystemError::InvalidHandoffToken)?;
         let signature = bounded(body, "signature", 128, SystemError::InvalidHandoffToken)?;
         if token.is_empty() || signature.is_empty() {
@@ -230,6 +262,7 @@ impl Handoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn m(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
@@ -244,12 +277,12 @@ mod tests {
             .create(&m(json!({"target_page": "chat"})), o, 1000)
             .await
             .unwrap();
-        assert_eq!(t["token"].as_str().unwrap().len(), 32);
+        assert_eq!(t.token.len(), 32);
         let body = |page: &str, sig: &str| {
-            m(json!({"token": t["token"], "signature": sig, "expected_page": page}))
+            m(json!({"token": t.token, "signature": sig, "expected_page": page}))
         };
-        let sig = t["signature"].as_str().unwrap();
-        let code = |r: SysResult<Value>| r.unwrap_err().code();
+        let sig = t.signature.as_str();
+        let code = |r: SysResult<PublicToken>| r.unwrap_err().code();
         assert_eq!(
             code(h.consume(&body("chat", "00"), o, 2000).await),
             "handoff_signature_mismatch"
@@ -266,9 +299,10 @@ mod tests {
             "handoff_origin_mismatch"
         );
         assert!(
-            h.consume(&body("chat", sig), o, 2000).await.unwrap()["consumed"]
-                .as_bool()
+            h.consume(&body("chat", sig), o, 2000)
+                .await
                 .unwrap()
+                .consumed
         );
         assert_eq!(
             code(h.consume(&body("chat", sig), o, 3000).await),

@@ -28,7 +28,10 @@ pub async fn status(State(st): State<AppState>) -> Response {
 }
 
 /// `GET /api/token-usage?days=`.
-pub async fn token_usage(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Value>> {
+pub async fn token_usage(
+    State(st): State<AppState>,
+    q: RawQuery,
+) -> SysResult<Json<token_usage::Statistics>> {
     let days = match query(&q, "days") {
         None => token_usage::DEFAULT_DAYS,
         Some(d) => d
