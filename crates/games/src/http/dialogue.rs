@@ -296,7 +296,7 @@ pub async fn passive_guard(
         match games
             .game_routes
             .with_active(&persona, &game_type, session.as_deref(), |r, cfg| {
-                r.public_state(cfg)
+                r.public_route(cfg)
             }) {
             Ok(s) => s,
             Err(Miss::Inactive) => return Json(guard_fallback("route_not_active")),
