@@ -1,5 +1,6 @@
 //! Thin HTTP handlers, one file per resource: parse the request, call the domain
-//! module, shape the answer. Family state arrives as `Ext<SystemState>`.
+//! module, shape the answer. Family state arrives as `Ext<SystemState>`, or
+//! with the app state and the JSON object body as one [`ObjectCall`].
 
 pub mod autostart;
 pub mod changelog;
@@ -13,13 +14,17 @@ pub mod status;
 pub mod translate;
 pub mod tutorial;
 
+use std::sync::Arc;
+
 use axum::body::Body;
-use axum::extract::RawQuery;
-use axum::response::Response;
+use axum::extract::{FromRequest, FromRequestParts, RawQuery, Request};
+use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::no_store;
+use companiond_core::{AppState, Ext};
 use serde_json::{Map, Value};
 
 use crate::error::{SysResult, SystemError};
+use crate::state::SystemState;
 
 /// Default largest JSON body of a system route.
 const MAX_BODY: usize = 256 * 1024;
@@ -56,4 +61,29 @@ async fn read_obj(body: Body, limit: usize) -> SysResult<Map<String, Value>> {
 /// A system route's JSON object body (at most [`MAX_BODY`] bytes).
 async fn body_object(body: Body) -> SysResult<Map<String, Value>> {
     read_obj(body, MAX_BODY).await
+}
+
+/// A call with a JSON object body (read as [`body_object`] reads it), the app
+/// state and the family state.
+pub struct ObjectCall {
+    pub st: AppState,
+    pub sys: Arc<SystemState>,
+    pub body: Map<String, Value>,
+}
+
+impl FromRequest<AppState> for ObjectCall {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let Ext(sys) = Ext::<SystemState>::from_request_parts(&mut parts, state).await?;
+        let body = body_object(body)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(ObjectCall {
+            st: state.clone(),
+            sys,
+            body,
+        })
+    }
 }

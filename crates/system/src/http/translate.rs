@@ -1,26 +1,16 @@
 //! `POST /api/translate`.
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
-use companiond_core::{AppState, Ext};
 use serde_json::{json, Value};
 
-use super::body_object;
+use super::ObjectCall;
 use crate::error::SystemError;
-use crate::state::SystemState;
 use crate::translate;
 
 /// `POST /api/translate`: Google first (unless disabled or skipped), then the model.
-pub async fn translate(
-    State(st): State<AppState>,
-    Ext(sys): Ext<SystemState>,
-    body: Body,
-) -> Result<Json<Value>, Response> {
-    let b = body_object(body)
-        .await
-        .map_err(IntoResponse::into_response)?;
+pub async fn translate(call: ObjectCall) -> Result<Json<Value>, Response> {
+    let ObjectCall { st, sys, body: b } = call;
     let raw_target = b
         .get("target_lang")
         .and_then(Value::as_str)

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use companiond_core::history::{Entry, Speaker};
-use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
+use companiond_core::llm::{ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
@@ -16,7 +16,7 @@ use super::invitations::game_url;
 use super::{lock, text_field, Proactive};
 use crate::activity::Tracker;
 use crate::error::{BusyState, SysResult, SystemError};
-use crate::persona;
+use crate::{model, persona};
 
 pub const TOTALS_DOC: &str = "state/proactive_chat_totals.json";
 /// The user counts as away beyond this idle time.
@@ -216,16 +216,8 @@ impl Proactive {
         if let Some(l) = &lang {
             sys.push_str(&format!(" Reply in the language with code {l}."));
         }
-        let opts = CallOptions {
-            timeout: Duration::from_secs(30),
-            temperature: Some(0.8),
-            max_tokens: Some(200),
-            character: name.to_string(),
-        };
-        let msgs = [
-            ChatMessage::system(sys),
-            ChatMessage::user(material.prompt.clone()),
-        ];
+        let opts = model::options(name, Duration::from_secs(30), 0.8, Some(200));
+        let msgs = model::one_shot(sys, material.prompt.clone());
         let reply = match st.llm.complete(Slot::Conversation, &msgs, &opts).await {
             Ok(c) => c.content,
             Err(LlmError::NotConfigured) => {
