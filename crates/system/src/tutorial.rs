@@ -68,14 +68,20 @@ fn text(v: Option<&Value>, max: usize) -> String {
 pub struct TutorialState {
     /// Always 2.
     pub version: u8,
+    /// `YYYY-MM-DD`; today when the client's is no date.
     pub first_seen_date: String,
+    /// Rounds 1..=7, sorted, without repeats.
     pub completed_rounds: Vec<i64>,
+    /// As `completed_rounds`, without the completed ones.
     pub skipped_rounds: Vec<i64>,
+    /// A round 1..=7, else null (so are the three below).
     pub current_round: Option<i64>,
     pub pending_round: Option<i64>,
     pub manual_reset_round: Option<i64>,
     pub last_auto_shown_round: Option<i64>,
+    /// `YYYY-MM-DD` or empty.
     pub last_auto_shown_date: String,
+    /// At most 128 characters.
     pub last_auto_reservation_id: String,
     pub last_end_state: Option<EndState>,
     /// Always true.

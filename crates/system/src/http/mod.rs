@@ -63,13 +63,9 @@ async fn body_object(body: Body) -> SysResult<Map<String, Value>> {
     read_obj(body, MAX_BODY).await
 }
 
-/// A call with a JSON object body (read as [`body_object`] reads it), the app
-/// state and the family state.
-pub struct ObjectCall {
-    pub st: AppState,
-    pub sys: Arc<SystemState>,
-    pub body: Map<String, Value>,
-}
+/// A call with the app state, the family state and a JSON object body (read as
+/// [`body_object`] reads it).
+pub struct ObjectCall(pub AppState, pub Arc<SystemState>, pub Map<String, Value>);
 
 impl FromRequest<AppState> for ObjectCall {
     type Rejection = Response;
@@ -80,10 +76,6 @@ impl FromRequest<AppState> for ObjectCall {
         let body = body_object(body)
             .await
             .map_err(IntoResponse::into_response)?;
-        Ok(ObjectCall {
-            st: state.clone(),
-            sys,
-            body,
-        })
+        Ok(ObjectCall(state.clone(), sys, body))
     }
 }

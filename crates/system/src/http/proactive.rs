@@ -12,8 +12,7 @@ use crate::proactive::invitations::Resolution;
 use crate::proactive::round::{stage_of, Outcome};
 
 /// `POST /api/proactive_chat`: one proactive round.
-pub async fn proactive_chat(call: ObjectCall) -> SysResult<Json<Value>> {
-    let ObjectCall { st, sys, body: b } = call;
+pub async fn proactive_chat(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
     let outcome = sys.proactive.run(&st, &sys.tracker, &b).await?;
     Ok(Json(match outcome {
         Outcome::Pass { code, message } => json!({
@@ -39,8 +38,7 @@ pub async fn proactive_chat(call: ObjectCall) -> SysResult<Json<Value>> {
 
 /// `POST /api/proactive/music_played_through`: the recommended song was heard to
 /// the end, so its source may be used again.
-pub async fn music_played_through(call: ObjectCall) -> SysResult<Json<Value>> {
-    let ObjectCall { st, sys, body: b } = call;
+pub async fn music_played_through(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
     let name = persona::named_or_current(&st, &b)?;
     let cleared = sys.proactive.clear_music(&name);
     Ok(Json(
@@ -49,8 +47,7 @@ pub async fn music_played_through(call: ObjectCall) -> SysResult<Json<Value>> {
 }
 
 /// `POST /api/mini_game/invite/respond`.
-pub async fn invite_respond(call: ObjectCall) -> SysResult<Json<Value>> {
-    let ObjectCall { st, sys, body: b } = call;
+pub async fn invite_respond(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
     let r: Resolution = sys.proactive.respond(&st, &b, now_millis())?;
     let mut v = json!({"success": true, "action": r.action, "session_id": r.session_id,
                        "lanlan_name": r.name, "persona_name": r.name});

@@ -9,8 +9,7 @@ use crate::error::SystemError;
 use crate::translate;
 
 /// `POST /api/translate`: Google first (unless disabled or skipped), then the model.
-pub async fn translate(call: ObjectCall) -> Result<Json<Value>, Response> {
-    let ObjectCall { st, sys, body: b } = call;
+pub async fn translate(ObjectCall(st, sys, b): ObjectCall) -> Result<Json<Value>, Response> {
     let raw_target = b
         .get("target_lang")
         .and_then(Value::as_str)

@@ -52,7 +52,9 @@ pub enum EndOutcome {
 pub struct EndedRoute {
     pub game_type: String,
     pub session_id: String,
+    /// Why it ended (`route_end`, `heartbeat_timeout`, …).
     pub exit_reason: Option<String>,
+    /// Unix seconds.
     pub ended_at: Option<f64>,
 }
 
@@ -61,6 +63,7 @@ pub struct EndedRoute {
 pub struct RoutedInput {
     /// Always true.
     pub routed: bool,
+    /// The route that took it.
     pub game_type: String,
     pub session_id: String,
     pub persona_name: String,

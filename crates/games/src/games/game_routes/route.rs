@@ -98,35 +98,50 @@ impl RouteState {
 /// in docs/games.md).
 #[derive(Debug, Clone, Serialize)]
 pub struct PublicRoute {
+    /// The route is active (an ended route is kept a while, inactive).
     pub game_route_active: bool,
     pub game_type: String,
     pub session_id: String,
     pub persona_name: String,
+    /// `route_<n>`, unique in this process.
     pub route_instance_id: String,
+    /// Unix seconds (so are the two below).
     pub created_at: f64,
     pub last_activity: f64,
     pub last_heartbeat_at: f64,
+    /// The page must send heartbeats (while active).
     pub heartbeat_enabled: bool,
+    /// Seconds: the heartbeat interval, the timeout in force for the page's
+    /// visibility, the foreground and the hidden-page timeout.
     pub heartbeat_interval_seconds: f64,
     pub heartbeat_timeout_seconds: f64,
     pub foreground_heartbeat_timeout_seconds: f64,
     pub hidden_heartbeat_timeout_seconds: f64,
+    /// The page's last reported visibility.
     pub page_visible: bool,
     pub visibility_state: String,
+    /// Main-chat text and voice go into the game (while active).
     pub game_external_text_route_active: bool,
     pub game_external_voice_route_active: bool,
+    /// `none`, `text` or `voice`: the last input's source, and how many inputs.
     pub game_input_mode: &'static str,
     pub game_input_count: u64,
+    /// Sizes of the dialogue log and the output queue.
     pub dialog_count: usize,
     pub pending_output_count: usize,
+    /// The newest dialogue items.
     pub last_dialogues: Vec<Value>,
+    /// The page's own state and score, as it last sent them.
     pub last_state: Value,
     #[serde(rename = "finalScore")]
     pub final_score: Value,
     pub game_started: bool,
+    /// Unix seconds; null until the page reports the start.
     pub game_started_at: Option<f64>,
+    /// What the character and user said before the game.
     #[serde(rename = "preGameContext")]
     pub pre_game_context: Value,
+    /// The game's mode (badminton), when the start named one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// Present once the route has ended.
@@ -147,16 +162,20 @@ pub struct Archive {
     pub game_type: String,
     pub session_id: String,
     pub persona_name: String,
+    /// The whole dialogue log, and its newest items.
     pub dialog_count: usize,
     pub full_dialogues: Vec<Value>,
     pub last_full_dialogues: Vec<Value>,
+    /// One sentence naming the game and its final result.
     pub summary: String,
     /// The newest 20 `game_event` items of the dialogue.
     pub key_events: Vec<Value>,
     pub last_state: Value,
+    /// The page's final score, else the score in its last state.
     #[serde(rename = "finalScore")]
     pub final_score: Value,
     pub game_started: bool,
+    /// Unix seconds.
     pub created_at: f64,
     pub ended_at: f64,
     pub exit_reason: String,
