@@ -478,3 +478,57 @@ impl IntoResponse for SystemError {
 }
 
 pub type SysResult<T> = Result<T, SystemError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body of a failure's response, as text.
+    async fn body_of(e: SystemError) -> (StatusCode, String) {
+        let resp = e.into_response();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn envelopes_by_variant() {
+        let busy = SystemError::ProactiveBusy {
+            message: "the AI is responding".into(),
+            state: BusyState::Responding {
+                ai_responding: true,
+                proactive_running: false,
+                lanlan_name: "A".into(),
+            },
+        };
+        assert_eq!(
+            body_of(busy).await,
+            (
+                StatusCode::CONFLICT,
+                r#"{"success":false,"error":"the AI is responding","error_code":"pass_busy","ok":false,"reason_code":"PASS_BUSY","stage":"entry_guard","state":{"ai_responding":true,"proactive_running":false,"lanlan_name":"A"}}"#
+                    .to_string()
+            )
+        );
+        let limited = SystemError::RateLimited {
+            retry_after_seconds: 0.25,
+        };
+        assert_eq!(
+            body_of(limited).await,
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                r#"{"success":false,"error":"rate limited","error_code":"rate_limited","ok":false,"retry_after_seconds":0.25}"#
+                    .to_string()
+            )
+        );
+        let (status, body) = body_of(SystemError::UpstreamStatus(418)).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+        assert!(
+            body.ends_with(r#""error_code":"upstream_status","ok":false,"upstream_status":418}"#)
+        );
+        let fields = SystemError::MissingText("text is required".into())
+            .with_fields(serde_json::json!({"emotion": "neutral", "confidence": 0.0}));
+        assert_eq!(fields.status(), StatusCode::BAD_REQUEST);
+    }
+}
