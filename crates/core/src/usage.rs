@@ -31,6 +31,24 @@ pub struct UsageRow {
     pub estimated: bool,
 }
 
+impl UsageRow {
+    /// A call of character `A` with `tokens` prompt tokens and one completion
+    /// token: the row the usage tests of core and of the system family record.
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn sample(ts: i64, model: &str, slot: &str, tokens: i64, estimated: bool) -> UsageRow {
+        UsageRow {
+            ts,
+            slot: slot.into(),
+            model: model.into(),
+            character: "A".into(),
+            prompt_tokens: tokens,
+            completion_tokens: 1,
+            total_tokens: tokens + 1,
+            estimated,
+        }
+    }
+}
+
 /// The sums of one UTC day, model and slot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DailyRow {
@@ -272,16 +290,7 @@ mod tests {
     use super::*;
 
     fn row(ts: i64, model: &str, slot: &str, t: i64, estimated: bool) -> UsageRow {
-        UsageRow {
-            ts,
-            slot: slot.into(),
-            model: model.into(),
-            character: "A".into(),
-            prompt_tokens: t,
-            completion_tokens: 1,
-            total_tokens: t + 1,
-            estimated,
-        }
+        UsageRow::sample(ts, model, slot, t, estimated)
     }
 
     /// The daily sums a full scan of the calls gives.

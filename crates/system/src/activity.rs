@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 /// Largest accepted body.
 pub const MAX_BODY: usize = 16 * 1024;
@@ -32,7 +32,7 @@ pub struct Snapshot {
 }
 
 fn number(body: &Map<String, Value>, key: &str, lo: f64, hi: f64) -> SysResult<Option<f64>> {
-    let bad = |m: String| SystemError::bad_request("invalid_signal", m);
+    let bad = |m: String| SystemError::InvalidSignal(m);
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => {
@@ -61,19 +61,17 @@ fn string(body: &Map<String, Value>, key: &str) -> SysResult<Option<String>> {
             let t = s.trim();
             Ok((!t.is_empty()).then(|| t.chars().take(MAX_STRING).collect()))
         }
-        Some(_) => Err(SystemError::bad_request(
-            "invalid_signal",
-            format!("{key} must be a string"),
-        )),
+        Some(_) => Err(SystemError::InvalidSignal(format!(
+            "{key} must be a string"
+        ))),
     }
 }
 
 /// Validate a body; returns the character name and the snapshot.
 pub fn validate(body: &Value) -> SysResult<(String, Snapshot)> {
     let Some(obj) = body.as_object() else {
-        return Err(SystemError::bad_request(
-            "invalid_body",
-            "body must be a JSON object",
+        return Err(SystemError::InvalidBody(
+            "body must be a JSON object".into(),
         ));
     };
     let name = ["persona_name", "lanlan_name"]
@@ -81,7 +79,7 @@ pub fn validate(body: &Value) -> SysResult<(String, Snapshot)> {
         .find_map(|k| obj.get(*k).and_then(Value::as_str))
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| SystemError::bad_request("missing_persona_name", "persona_name required"))?
+        .ok_or_else(|| SystemError::MissingPersonaName("persona_name required".into()))?
         .to_string();
     let snap = Snapshot {
         idle_seconds: number(obj, "idle_seconds", 0.0, f64::MAX)?,
@@ -91,9 +89,8 @@ pub fn validate(body: &Value) -> SysResult<(String, Snapshot)> {
         process_name: string(obj, "process_name")?,
     };
     if snap == Snapshot::default() {
-        return Err(SystemError::bad_request(
-            "missing_signal",
-            "at least one signal field required",
+        return Err(SystemError::MissingSignal(
+            "at least one signal field required".into(),
         ));
     }
     Ok((name, snap))
@@ -116,12 +113,9 @@ impl Tracker {
                 let since = now.duration_since(*last);
                 if since < MIN_INTERVAL {
                     let remaining = (MIN_INTERVAL - since).as_secs_f64();
-                    return Err(SystemError::new(
-                        Kind::TooManyRequests,
-                        "rate_limited",
-                        "rate limited",
-                    )
-                    .with("retry_after_seconds", (remaining * 1000.0).round() / 1000.0));
+                    return Err(SystemError::RateLimited {
+                        retry_after_seconds: (remaining * 1000.0).round() / 1000.0,
+                    });
                 }
             }
             t.insert(name.to_string(), now);
@@ -183,7 +177,7 @@ mod tests {
         };
         t.push("A", s.clone()).unwrap();
         let e = t.push("A", s.clone()).unwrap_err();
-        assert_eq!(e.kind, Kind::TooManyRequests);
+        assert!(matches!(e, SystemError::RateLimited { .. }));
         t.push("B", s.clone()).unwrap();
         assert_eq!(t.current("A"), Some(s));
     }

@@ -222,9 +222,8 @@ impl State {
             return Ok(true);
         }
         if token.is_empty() || self.active_prompt_token.as_deref() != Some(token) {
-            return Err(SystemError::bad_request(
-                "invalid_prompt_token",
-                "invalid prompt_token",
+            return Err(SystemError::InvalidPromptToken(
+                "invalid prompt_token".into(),
             ));
         }
         self.shown_count = (self.shown_count + 1).min(cfg.max_prompt_shows);
@@ -384,16 +383,12 @@ pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64
         .trim()
         .to_ascii_lowercase();
     if !matches!(decision.as_str(), "accept" | "later" | "never") {
-        return Err(SystemError::bad_request(
-            "invalid_decision",
-            "invalid decision",
-        ));
+        return Err(SystemError::InvalidDecision("invalid decision".into()));
     }
     let token = token_of(body);
     if token.is_empty() {
-        return Err(SystemError::bad_request(
-            "invalid_prompt_token",
-            "invalid prompt_token",
+        return Err(SystemError::InvalidPromptToken(
+            "invalid prompt_token".into(),
         ));
     }
     if s.last_decision_prompt_token.as_deref() == Some(token.as_str()) {

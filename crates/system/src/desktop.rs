@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 /// Largest capture read back.
 const MAX_CAPTURE: u64 = 32 * 1024 * 1024;
@@ -98,7 +98,7 @@ pub fn window_title() -> Option<String> {
 }
 
 fn unavailable(msg: &str) -> SystemError {
-    SystemError::new(Kind::NotImplemented, "capture_unavailable", msg)
+    SystemError::CaptureUnavailable(msg.into())
 }
 
 /// A captured image.
@@ -110,14 +110,11 @@ pub struct Capture {
 fn read_capture(path: &Path, mime: &str) -> SysResult<Capture> {
     let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     if len == 0 || len > MAX_CAPTURE {
-        return Err(SystemError::new(
-            Kind::Internal,
-            "capture_failed",
-            "the capture produced no usable image",
+        return Err(SystemError::CaptureFailed(
+            "the capture produced no usable image".into(),
         ));
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| SystemError::new(Kind::Internal, "capture_failed", e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| SystemError::CaptureFailed(e.to_string()))?;
     Ok(Capture {
         size: bytes.len(),
         data_url: format!(
@@ -137,8 +134,7 @@ pub fn screenshot() -> SysResult<Capture> {
     if !has_display() {
         return Err(unavailable("no display is available for screen capture"));
     }
-    let dir = tempfile::tempdir()
-        .map_err(|e| SystemError::new(Kind::Internal, "capture_failed", e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(|e| SystemError::CaptureFailed(e.to_string()))?;
     let out = dir.path().join("capture.jpg");
     let o = out.to_string_lossy().into_owned();
     let wayland = std::env::var_os("WAYLAND_DISPLAY").is_some();
@@ -169,10 +165,8 @@ pub fn screenshot() -> SysResult<Capture> {
         }
     }
     if tried {
-        Err(SystemError::new(
-            Kind::Internal,
-            "capture_failed",
-            "the screen capture tool failed",
+        Err(SystemError::CaptureFailed(
+            "the screen capture tool failed".into(),
         ))
     } else {
         Err(unavailable(
@@ -189,19 +183,12 @@ pub fn interactive() -> SysResult<Option<Capture>> {
         ));
     }
     if !cfg!(target_os = "macos") {
-        return Err(SystemError::new(
-            Kind::NotImplemented,
-            "interactive_unsupported",
-            "interactive screenshot is only supported on macOS; capture in the frontend",
-        )
-        .with("fallback", "frontend")
-        .with("canceled", false));
+        return Err(SystemError::InteractiveUnsupported);
     }
     if !find_tool("screencapture") {
         return Err(unavailable("screencapture is not available"));
     }
-    let dir = tempfile::tempdir()
-        .map_err(|e| SystemError::new(Kind::Internal, "capture_failed", e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(|e| SystemError::CaptureFailed(e.to_string()))?;
     let out = dir.path().join("region.png");
     let o = out.to_string_lossy().into_owned();
     let code = run(
@@ -216,12 +203,9 @@ pub fn interactive() -> SysResult<Option<Capture>> {
         return Ok(None);
     }
     if len == 0 {
-        return Err(SystemError::new(
-            Kind::Internal,
-            "capture_failed",
-            "the region capture failed",
-        )
-        .with("canceled", false));
+        return Err(SystemError::RegionCaptureFailed(
+            "the region capture failed".into(),
+        ));
     }
     read_capture(&out, "image/png").map(Some)
 }

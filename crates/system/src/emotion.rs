@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
+use companiond_core::llm::LlmError;
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde_json::Value;
+
+use crate::model;
 
 /// The canonical labels, in tie-break order.
 pub const LABELS: [&str; 5] = ["happy", "sad", "angry", "surprised", "neutral"];
@@ -523,16 +525,8 @@ pub async fn analyse(
     if let Some(m) = model.filter(|m| !m.trim().is_empty()) {
         ep.model = m.trim().to_string();
     }
-    let opts = CallOptions {
-        timeout: Duration::from_secs(30),
-        temperature: Some(0.3),
-        max_tokens: Some(40),
-        character: character.to_string(),
-    };
-    let msgs = [
-        ChatMessage::system(SYSTEM_PROMPT),
-        ChatMessage::user(text.clone()),
-    ];
+    let opts = model::options(character, Duration::from_secs(30), 0.3, Some(40));
+    let msgs = model::one_shot(SYSTEM_PROMPT, text.clone());
     match st
         .llm
         .complete_at(&ep, Slot::Emotion, &msgs, &[], &opts)

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use companiond_core::paths::{clean_segments, safe_existing, safe_join, PathError};
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 /// Preview candidates, in order.
 pub const PREVIEW_NAMES: [&str; 8] = [
@@ -128,14 +128,10 @@ fn encode_path(rel: &str) -> String {
 
 fn path_error(e: PathError) -> SystemError {
     match e {
-        PathError::Traversal => {
-            SystemError::forbidden("path_traversal", "path traversal is not allowed")
-        }
-        PathError::Escapes => {
-            SystemError::forbidden("forbidden_path", "path leaves the approved folders")
-        }
-        PathError::Empty => SystemError::bad_request("missing_path", "the path is required"),
-        other => SystemError::bad_request("invalid_path", other.to_string()),
+        PathError::Traversal => SystemError::PathTraversal("path traversal is not allowed".into()),
+        PathError::Escapes => SystemError::ForbiddenPath("path leaves the approved folders".into()),
+        PathError::Empty => SystemError::MissingPath("the path is required".into()),
+        other => SystemError::InvalidPath(other.to_string()),
     }
 }
 
@@ -149,10 +145,7 @@ pub fn has_traversal(raw: &str) -> bool {
 /// anywhere; relative paths are taken relative to the bundle dir.
 pub fn file_exists(raw: &str, bundle: &Path) -> SysResult<bool> {
     if raw.trim().is_empty() {
-        return Err(SystemError::bad_request(
-            "missing_path",
-            "query path is required",
-        ));
+        return Err(SystemError::MissingPath("query path is required".into()));
     }
     let joined = if let Some(rest) = raw.strip_prefix('/') {
         if rest.trim_matches('/').is_empty() {
@@ -165,11 +158,10 @@ pub fn file_exists(raw: &str, bundle: &Path) -> SysResult<bool> {
     match joined {
         Ok(p) => Ok(std::fs::metadata(p).is_ok_and(|m| m.is_file())),
         Err(PathError::Escapes) => Ok(false),
-        Err(PathError::Traversal) => Err(SystemError::bad_request(
-            "path_traversal",
-            "path traversal components are not allowed",
+        Err(PathError::Traversal) => Err(SystemError::TraversalInQuery(
+            "path traversal components are not allowed".into(),
         )),
-        Err(e) => Err(SystemError::bad_request("invalid_path", e.to_string())),
+        Err(e) => Err(SystemError::InvalidPath(e.to_string())),
     }
 }
 
@@ -178,10 +170,7 @@ pub fn file_exists(raw: &str, bundle: &Path) -> SysResult<bool> {
 pub fn locate(roots: &Roots, raw: &str) -> SysResult<Located> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Err(SystemError::bad_request(
-            "missing_path",
-            "the path is required",
-        ));
+        return Err(SystemError::MissingPath("the path is required".into()));
     }
     if has_traversal(raw) && !raw.replace('\\', "/").starts_with("../static/") {
         return Err(path_error(PathError::Traversal));
@@ -208,7 +197,7 @@ pub fn locate(roots: &Roots, raw: &str) -> SysResult<Located> {
             }
             Err(_) => {
                 if roots.0.iter().any(|r| abs.starts_with(&r.dir)) {
-                    return Err(SystemError::not_found("not_found", "file not found"));
+                    return Err(SystemError::NotFound("file not found".into()));
                 }
             }
         }
@@ -218,9 +207,8 @@ pub fn locate(roots: &Roots, raw: &str) -> SysResult<Located> {
                 return locate(roots, norm.trim_start_matches('/'));
             }
         }
-        return Err(SystemError::forbidden(
-            "forbidden_path",
-            "path is outside the approved folders",
+        return Err(SystemError::ForbiddenPath(
+            "path is outside the approved folders".into(),
         ));
     }
     let rel = norm.strip_prefix("../").unwrap_or(&norm);
@@ -230,9 +218,8 @@ pub fn locate(roots: &Roots, raw: &str) -> SysResult<Located> {
     }
     match roots.get("workshop") {
         Some(w) => finish(w, rel),
-        None => Err(SystemError::forbidden(
-            "forbidden_path",
-            "path is outside the approved folders",
+        None => Err(SystemError::ForbiddenPath(
+            "path is outside the approved folders".into(),
         )),
     }
 }
@@ -245,13 +232,11 @@ fn finish(root: &Root, rel: &str) -> SysResult<Located> {
     } else {
         match safe_existing(&root.dir, &rel) {
             Ok(p) => Ok(p),
-            Err(PathError::Io(_)) => {
-                return Err(SystemError::not_found("not_found", "file not found"))
-            }
+            Err(PathError::Io(_)) => return Err(SystemError::NotFound("file not found".into())),
             Err(e) => return Err(path_error(e)),
         }
     }
-    .map_err(|_| SystemError::not_found("not_found", "file not found"))?;
+    .map_err(|_| SystemError::NotFound("file not found".into()))?;
     Ok(Located {
         root: root.clone(),
         rel,
@@ -264,10 +249,7 @@ fn finish(root: &Root, rel: &str) -> SysResult<Located> {
 pub fn find_first_image(roots: &Roots, folder: &str) -> SysResult<Option<Located>> {
     let dir = locate(roots, folder)?;
     if !dir.path.is_dir() {
-        return Err(SystemError::bad_request(
-            "not_a_folder",
-            "folder is not a directory",
-        ));
+        return Err(SystemError::NotAFolder("folder is not a directory".into()));
     }
     for name in PREVIEW_NAMES {
         let rel = if dir.rel.is_empty() {
@@ -326,9 +308,8 @@ pub fn proxy_image(roots: &Roots, raw: &str) -> SysResult<LocalImage> {
     };
     let lower = decoded.trim().to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
-        return Err(SystemError::bad_request(
-            "remote_url_unsupported",
-            "remote image URLs are not supported",
+        return Err(SystemError::RemoteUrlUnsupported(
+            "remote image URLs are not supported".into(),
         ));
     }
     let loc = locate(roots, &decoded)?;
@@ -339,31 +320,23 @@ pub fn proxy_image(roots: &Roots, raw: &str) -> SysResult<LocalImage> {
         .map(str::to_ascii_lowercase)
         .unwrap_or_default();
     if !IMAGE_EXTS.contains(&ext.as_str()) {
-        return Err(SystemError::bad_request(
-            "not_an_image",
-            "not a valid image file",
-        ));
+        return Err(SystemError::NotAnImage("not a valid image file".into()));
     }
-    let meta = std::fs::metadata(&loc.path)
-        .map_err(|_| SystemError::not_found("not_found", "file not found"))?;
+    let meta =
+        std::fs::metadata(&loc.path).map_err(|_| SystemError::NotFound("file not found".into()))?;
     if !meta.is_file() {
-        return Err(SystemError::not_found("not_found", "file not found"));
+        return Err(SystemError::NotFound("file not found".into()));
     }
     if meta.len() > PROXY_MAX {
-        return Err(SystemError::new(
-            Kind::TooLarge,
-            "too_large",
-            "image is larger than 50 MiB",
-        ));
+        return Err(SystemError::TooLarge("image is larger than 50 MiB".into()));
     }
     let mut head = [0u8; 16];
     let n = std::fs::File::open(&loc.path)
         .and_then(|mut f| f.read(&mut head))
-        .map_err(|_| SystemError::not_found("not_found", "file not readable"))?;
+        .map_err(|_| SystemError::NotFound("file not readable".into()))?;
     let Some(content_type) = sniff(&head[..n]) else {
-        return Err(SystemError::bad_request(
-            "not_an_image",
-            "file content is not a supported image",
+        return Err(SystemError::NotAnImage(
+            "file content is not a supported image".into(),
         ));
     };
     Ok(LocalImage {

@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 pub const TTL_MS: i64 = 300_000;
 pub const MAX_RECORDS: usize = 128;
@@ -32,17 +33,48 @@ struct Record {
     signature: String,
 }
 
+/// A token as its clients see it (the `token` of a create or consume answer);
+/// the source origin stays on the server.
+#[derive(Clone, Debug, Serialize)]
+pub struct PublicToken {
+    pub token: String,
+    /// Always 1.
+    pub token_version: u8,
+    pub flow_id: String,
+    pub source_page: String,
+    pub source_path: String,
+    pub target_page: String,
+    pub target_path: String,
+    pub resume_scene: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub consumed: bool,
+    pub consumed_by: String,
+    pub consumed_at: i64,
+    pub signature: String,
+    /// Always `server`.
+    pub authority: &'static str,
+}
+
 impl Record {
-    fn public(&self) -> Value {
-        json!({
-            "token": self.token, "token_version": 1, "flow_id": self.flow_id,
-            "source_page": self.source_page, "source_path": self.source_path,
-            "target_page": self.target_page, "target_path": self.target_path,
-            "resume_scene": self.resume_scene, "created_at": self.created_at,
-            "expires_at": self.expires_at, "consumed": self.consumed_at > 0,
-            "consumed_by": self.consumed_by, "consumed_at": self.consumed_at,
-            "signature": self.signature, "authority": "server",
-        })
+    fn public(&self) -> PublicToken {
+        PublicToken {
+            token: self.token.clone(),
+            token_version: 1,
+            flow_id: self.flow_id.clone(),
+            source_page: self.source_page.clone(),
+            source_path: self.source_path.clone(),
+            target_page: self.target_page.clone(),
+            target_path: self.target_path.clone(),
+            resume_scene: self.resume_scene.clone(),
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+            consumed: self.consumed_at > 0,
+            consumed_by: self.consumed_by.clone(),
+            consumed_at: self.consumed_at,
+            signature: self.signature.clone(),
+            authority: "server",
+        }
     }
 }
 
@@ -70,14 +102,20 @@ fn field(body: &Map<String, Value>, key: &str, max: usize) -> String {
         .unwrap_or_default()
 }
 
-fn bounded(body: &Map<String, Value>, key: &str, max: usize, code: &str) -> SysResult<String> {
+/// The trimmed text at `key`; `too_long` names the failure past `max` characters.
+fn bounded(
+    body: &Map<String, Value>,
+    key: &str,
+    max: usize,
+    too_long: fn(String) -> SystemError,
+) -> SysResult<String> {
     let v = body
         .get(key)
         .and_then(Value::as_str)
         .map(str::trim)
         .unwrap_or("");
     if v.chars().count() > max {
-        return Err(SystemError::bad_request(code, format!("{key} is too long")));
+        return Err(too_long(format!("{key} is too long")));
     }
     Ok(v.to_string())
 }
@@ -125,12 +163,11 @@ impl Handoff {
         body: &Map<String, Value>,
         origin: &str,
         now: i64,
-    ) -> SysResult<Value> {
+    ) -> SysResult<PublicToken> {
         let target_page = field(body, "target_page", 80);
         if target_page.is_empty() {
-            return Err(SystemError::bad_request(
-                "invalid_target_page",
-                "target_page is required",
+            return Err(SystemError::InvalidTargetPage(
+                "target_page is required".into(),
             ));
         }
         let mut raw = [0u8; 24];
@@ -168,57 +205,46 @@ impl Handoff {
         body: &Map<String, Value>,
         origin: &str,
         now: i64,
-    ) -> SysResult<Value> {
-        let token = bounded(body, "token", 128, "invalid_handoff_token")?;
-        let signature = bounded(body, "signature", 128, "invalid_handoff_token")?;
+    ) -> SysResult<PublicToken> {
+        let token = bounded(body, "token", 128, SystemError::InvalidHandoffToken)?;
+        let signature = bounded(body, "signature", 128, SystemError::InvalidHandoffToken)?;
         if token.is_empty() || signature.is_empty() {
-            return Err(SystemError::bad_request(
-                "invalid_handoff_token",
-                "token and signature are required",
+            return Err(SystemError::InvalidHandoffToken(
+                "token and signature are required".into(),
             ));
         }
-        let expected = bounded(body, "expected_page", 80, "invalid_expected_page")?;
+        let expected = bounded(body, "expected_page", 80, SystemError::InvalidExpectedPage)?;
         if expected.is_empty() {
-            return Err(SystemError::bad_request(
-                "invalid_expected_page",
-                "expected_page is required",
+            return Err(SystemError::InvalidExpectedPage(
+                "expected_page is required".into(),
             ));
         }
-        let consumer = bounded(body, "consumer_id", 120, "invalid_consumer_id")?;
+        let consumer = bounded(body, "consumer_id", 120, SystemError::InvalidConsumerId)?;
         let mut map = self.records.lock().await;
         prune(&mut map, now);
         let Some(r) = map.get_mut(&token) else {
-            return Err(SystemError::not_found(
-                "handoff_token_not_found",
-                "handoff token not found or expired",
+            return Err(SystemError::HandoffTokenNotFound(
+                "handoff token not found or expired".into(),
             ));
         };
         if !bool::from(r.signature.as_bytes().ct_eq(signature.as_bytes())) {
-            return Err(SystemError::new(
-                Kind::Forbidden,
-                "handoff_signature_mismatch",
-                "handoff signature mismatch",
+            return Err(SystemError::HandoffSignatureMismatch(
+                "handoff signature mismatch".into(),
             ));
         }
         if !r.source_origin.is_empty() && !origin.is_empty() && r.source_origin != origin {
-            return Err(SystemError::new(
-                Kind::Forbidden,
-                "handoff_origin_mismatch",
-                "handoff origin mismatch",
+            return Err(SystemError::HandoffOriginMismatch(
+                "handoff origin mismatch".into(),
             ));
         }
         if r.target_page != expected {
-            return Err(SystemError::new(
-                Kind::Forbidden,
-                "handoff_target_mismatch",
-                "handoff target page mismatch",
+            return Err(SystemError::HandoffTargetMismatch(
+                "handoff target page mismatch".into(),
             ));
         }
         if r.consumed_at > 0 {
-            return Err(SystemError::new(
-                Kind::Conflict,
-                "handoff_token_consumed",
-                "handoff token was already consumed",
+            return Err(SystemError::HandoffTokenConsumed(
+                "handoff token was already consumed".into(),
             ));
         }
         r.consumed_at = now;
@@ -236,6 +262,7 @@ impl Handoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn m(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
@@ -250,12 +277,12 @@ mod tests {
             .create(&m(json!({"target_page": "chat"})), o, 1000)
             .await
             .unwrap();
-        assert_eq!(t["token"].as_str().unwrap().len(), 32);
+        assert_eq!(t.token.len(), 32);
         let body = |page: &str, sig: &str| {
-            m(json!({"token": t["token"], "signature": sig, "expected_page": page}))
+            m(json!({"token": t.token, "signature": sig, "expected_page": page}))
         };
-        let sig = t["signature"].as_str().unwrap();
-        let code = |r: SysResult<Value>| r.unwrap_err().code.clone();
+        let sig = t.signature.as_str();
+        let code = |r: SysResult<PublicToken>| r.unwrap_err().code();
         assert_eq!(
             code(h.consume(&body("chat", "00"), o, 2000).await),
             "handoff_signature_mismatch"
@@ -272,9 +299,10 @@ mod tests {
             "handoff_origin_mismatch"
         );
         assert!(
-            h.consume(&body("chat", sig), o, 2000).await.unwrap()["consumed"]
-                .as_bool()
+            h.consume(&body("chat", sig), o, 2000)
+                .await
                 .unwrap()
+                .consumed
         );
         assert_eq!(
             code(h.consume(&body("chat", sig), o, 3000).await),

@@ -18,12 +18,15 @@ mod files;
 mod handoff;
 mod http;
 mod meme;
+mod model;
 mod persona;
 mod platform;
 mod proactive;
 mod state;
 mod status;
 mod survey;
+#[cfg(test)]
+mod testing;
 mod token_usage;
 mod translate;
 mod tutorial;

@@ -24,7 +24,7 @@ use futures::StreamExt;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::{Host, Url};
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 pub const MAX_REDIRECTS: usize = 3;
 pub const MAX_BYTES: u64 = 10 * 1024 * 1024;
@@ -150,36 +150,30 @@ impl Policy {
 }
 
 fn forbidden(msg: impl Into<String>) -> SystemError {
-    SystemError::forbidden("forbidden_target", msg)
+    SystemError::ForbiddenTarget(msg.into())
 }
 
 /// Check one URL (the request or a redirect target) without touching the network.
 pub fn check_url(raw: &str, policy: &Policy) -> SysResult<Url> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Err(SystemError::bad_request(
-            "missing_url",
-            "query url is required",
-        ));
+        return Err(SystemError::MissingUrl("query url is required".into()));
     }
     let lower = raw.to_ascii_lowercase();
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return Err(SystemError::bad_request(
-            "invalid_url",
-            "only http and https URLs can be proxied",
+        return Err(SystemError::InvalidUrl(
+            "only http and https URLs can be proxied".into(),
         ));
     }
-    let u = Url::parse(raw)
-        .map_err(|e| SystemError::bad_request("invalid_url", format!("invalid URL: {e}")))?;
+    let u = Url::parse(raw).map_err(|e| SystemError::InvalidUrl(format!("invalid URL: {e}")))?;
     if !u.username().is_empty() || u.password().is_some() {
-        return Err(SystemError::bad_request(
-            "invalid_url",
-            "URLs with credentials are not allowed",
+        return Err(SystemError::InvalidUrl(
+            "URLs with credentials are not allowed".into(),
         ));
     }
     let host = u
         .host()
-        .ok_or_else(|| SystemError::bad_request("invalid_url", "the URL has no host"))?;
+        .ok_or_else(|| SystemError::InvalidUrl("the URL has no host".into()))?;
     let host_str = match &host {
         Host::Domain(d) => d.trim_end_matches('.').to_ascii_lowercase(),
         Host::Ipv4(ip) => ip.to_string(),
@@ -262,17 +256,9 @@ fn map_reqwest(e: reqwest::Error) -> SystemError {
     if is_refusal(&e) {
         forbidden("the host resolves to a forbidden address")
     } else if e.is_timeout() {
-        SystemError::new(
-            Kind::GatewayTimeout,
-            "upstream_timeout",
-            "the image host timed out",
-        )
+        SystemError::UpstreamTimeout
     } else {
-        SystemError::new(
-            Kind::BadGateway,
-            "upstream_unreachable",
-            format!("cannot fetch the image: {e}"),
-        )
+        SystemError::UpstreamUnreachable(format!("cannot fetch the image: {e}"))
     }
 }
 
@@ -422,13 +408,7 @@ impl MemeProxy {
         let timeout = self.policy.timeout.unwrap_or(TIMEOUT);
         let (content_type, body) = tokio::time::timeout(timeout, self.fetch_hops(first))
             .await
-            .map_err(|_| {
-                SystemError::new(
-                    Kind::GatewayTimeout,
-                    "upstream_timeout",
-                    "the image host timed out",
-                )
-            })??;
+            .map_err(|_| SystemError::UpstreamTimeout)??;
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).put(
             raw.to_string(),
             content_type.clone(),
@@ -462,45 +442,25 @@ impl MemeProxy {
             let status = resp.status();
             if status.is_redirection() {
                 if hop == MAX_REDIRECTS {
-                    return Err(SystemError::new(
-                        Kind::BadGateway,
-                        "too_many_redirects",
-                        "too many redirects",
-                    ));
+                    return Err(SystemError::TooManyRedirects);
                 }
                 let loc = resp
                     .headers()
                     .get(reqwest::header::LOCATION)
                     .and_then(|v| v.to_str().ok())
                     .ok_or_else(|| {
-                        SystemError::new(
-                            Kind::BadGateway,
-                            "invalid_redirect",
-                            "redirect without a Location",
-                        )
+                        SystemError::InvalidRedirect("redirect without a Location".into())
                     })?;
-                let next = url.join(loc).map_err(|_| {
-                    SystemError::new(
-                        Kind::BadGateway,
-                        "invalid_redirect",
-                        "invalid redirect target",
-                    )
-                })?;
+                let next = url
+                    .join(loc)
+                    .map_err(|_| SystemError::InvalidRedirect("invalid redirect target".into()))?;
                 url = check_url(next.as_str(), &self.policy).map_err(|e| {
-                    SystemError::forbidden(
-                        "forbidden_redirect",
-                        format!("illegal redirect: {}", e.message),
-                    )
+                    SystemError::ForbiddenRedirect(format!("illegal redirect: {}", e.message()))
                 })?;
                 continue;
             }
             if !status.is_success() {
-                return Err(SystemError::new(
-                    Kind::BadGateway,
-                    "upstream_status",
-                    format!("the image host answered HTTP {}", status.as_u16()),
-                )
-                .with("upstream_status", status.as_u16()));
+                return Err(SystemError::UpstreamStatus(status.as_u16()));
             }
             let ct = resp
                 .headers()
@@ -513,18 +473,11 @@ impl MemeProxy {
                 .trim()
                 .to_ascii_lowercase();
             if !ALLOWED_TYPES.contains(&ct.as_str()) {
-                return Err(SystemError::forbidden(
-                    "unsupported_content_type",
-                    format!("content type {ct:?} is not an allowed image type"),
-                ));
+                return Err(SystemError::UnsupportedContentType(format!(
+                    "content type {ct:?} is not an allowed image type"
+                )));
             }
-            let too_large = || {
-                SystemError::new(
-                    Kind::TooLarge,
-                    "too_large",
-                    "the image is larger than 10 MiB",
-                )
-            };
+            let too_large = || SystemError::TooLarge("the image is larger than 10 MiB".into());
             if resp.content_length().is_some_and(|l| l > MAX_BYTES) {
                 return Err(too_large());
             }
@@ -539,11 +492,7 @@ impl MemeProxy {
             }
             return Ok((ct, Bytes::from(body)));
         }
-        Err(SystemError::new(
-            Kind::BadGateway,
-            "too_many_redirects",
-            "too many redirects",
-        ))
+        Err(SystemError::TooManyRedirects)
     }
 }
 

@@ -20,5 +20,5 @@ pub fn named_in(body: &Map<String, Value>) -> Option<String> {
 pub fn named_or_current(st: &AppState, body: &Map<String, Value>) -> SysResult<String> {
     named_in(body)
         .or_else(|| Some(st.characters.current()).filter(|c| !c.trim().is_empty()))
-        .ok_or_else(|| SystemError::bad_request("missing_persona_name", "persona_name missing"))
+        .ok_or_else(|| SystemError::MissingPersonaName("persona_name missing".into()))
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
 
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 
 pub const DOC: &str = "state/platform_achievements.json";
 pub const STAT: &str = "PLAY_TIME_SECONDS";
@@ -41,7 +41,7 @@ pub struct Progress {
 }
 
 fn unavailable(msg: &str) -> SystemError {
-    SystemError::new(Kind::Unavailable, "platform_unavailable", msg)
+    SystemError::PlatformUnavailable(msg.into())
 }
 
 /// Is a name plausible (1–128 of `[A-Za-z0-9_.-]`)?
@@ -102,16 +102,14 @@ pub fn load_config(bundle: &Path) -> SysResult<Vec<Achievement>> {
 /// Unlock `name`; `(newly_unlocked)`.
 pub fn unlock(config: &[Achievement], p: &mut Progress, name: &str, now: i64) -> SysResult<bool> {
     if !valid_name(name) {
-        return Err(SystemError::bad_request(
-            "invalid_achievement",
-            "invalid achievement name",
+        return Err(SystemError::InvalidAchievement(
+            "invalid achievement name".into(),
         ));
     }
     if !config.iter().any(|a| a.name == name) {
-        return Err(SystemError::not_found(
-            "achievement_not_found",
-            format!("achievement {name} is not configured"),
-        ));
+        return Err(SystemError::AchievementNotFound(format!(
+            "achievement {name} is not configured"
+        )));
     }
     if p.unlocked.contains_key(name) {
         return Ok(false);
@@ -122,7 +120,7 @@ pub fn unlock(config: &[Achievement], p: &mut Progress, name: &str, now: i64) ->
 
 /// Parse `seconds` the reference way: default 10, int conversion (`"12"`, `10.7`, `true`).
 pub fn parse_seconds(v: Option<&Value>) -> SysResult<i64> {
-    let bad = || SystemError::bad_request("invalid_seconds", "seconds must be a valid integer");
+    let bad = || SystemError::InvalidSeconds("seconds must be a valid integer".into());
     let n = match v {
         None | Some(Value::Null) => DEFAULT_DELTA,
         Some(Value::Bool(b)) => i64::from(*b),
@@ -140,9 +138,8 @@ pub fn parse_seconds(v: Option<&Value>) -> SysResult<i64> {
         Some(_) => return Err(bad()),
     };
     if n < 0 {
-        return Err(SystemError::bad_request(
-            "invalid_seconds",
-            "seconds must be non-negative",
+        return Err(SystemError::InvalidSeconds(
+            "seconds must be non-negative".into(),
         ));
     }
     Ok(n.min(MAX_DELTA))

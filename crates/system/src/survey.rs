@@ -262,9 +262,8 @@ pub async fn submit(st: &AppState, b: &Map<String, Value>) -> SysResult<Submitte
     })
     .await?;
     if !exists {
-        return Err(SystemError::not_found(
-            "no_survey",
-            "there is no survey for this version",
+        return Err(SystemError::NoSurvey(
+            "there is no survey for this version".into(),
         ));
     }
     let answers = if action == "skip" {

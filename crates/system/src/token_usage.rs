@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use companiond_core::usage::{DailyRow, TokenUsage, UsageRow};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
 
 /// Largest `days` honoured.
 pub const MAX_DAYS: i64 = 90;
@@ -28,7 +27,7 @@ pub fn date_of(ts: i64) -> String {
     }
 }
 
-#[derive(Default, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 struct Bucket {
     prompt_tokens: i64,
     completion_tokens: i64,
@@ -54,8 +53,8 @@ impl Bucket {
     }
 }
 
-#[derive(Default, Serialize)]
-struct Day {
+#[derive(Debug, Default, PartialEq, Serialize)]
+pub struct Day {
     total_prompt_tokens: i64,
     total_completion_tokens: i64,
     total_tokens: i64,
@@ -68,6 +67,38 @@ struct Day {
     by_call_type: BTreeMap<String, Bucket>,
 }
 
+/// The answer of `GET /api/token-usage`.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct Statistics {
+    /// The days of the window that have calls, keyed `YYYY-MM-DD`, oldest first
+    /// (the dates sort as the days do).
+    pub daily_stats: BTreeMap<String, Day>,
+    /// The newest [`RECENT`] distinct calls, oldest first.
+    pub recent_records: Vec<Record>,
+    /// The clamped `days`.
+    pub days: i64,
+}
+
+/// One call of `recent_records`, under the short keys the clients read.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct Record {
+    /// Unix seconds (a float on the wire).
+    pub ts: f64,
+    pub model: String,
+    pub pt: i64,
+    pub ct: i64,
+    pub tt: i64,
+    /// Cached tokens (not recorded: always 0).
+    pub cch: i64,
+    /// Prompt characters (not recorded: always 0).
+    pub pch: i64,
+    #[serde(rename = "type")]
+    pub call_type: String,
+    pub src: String,
+    pub ok: bool,
+    pub estimated: bool,
+}
+
 /// The earliest timestamp needed: the start of the oldest UTC day of the window
 /// (always the 90-day window so `recent_records` has material).
 pub fn window_start(now: i64) -> i64 {
@@ -78,7 +109,7 @@ pub fn window_start(now: i64) -> i64 {
 /// The statistics of the last `days` UTC calendar days ending today, from the
 /// pre-aggregated daily rows and the newest calls (blocking: SQLite). Costs the
 /// same whatever the number of recorded calls.
-pub fn statistics(usage: &TokenUsage, days: i64, now: i64) -> Result<Value, String> {
+pub fn statistics(usage: &TokenUsage, days: i64, now: i64) -> Result<Statistics, String> {
     // Clamped first: a client's `days` may be any i64.
     let days = days.clamp(0, MAX_DAYS);
     let today = now - now.rem_euclid(DAY);
@@ -112,7 +143,7 @@ fn render<'a>(
     daily_rows: impl Iterator<Item = &'a DailyRow>,
     rows: &[UsageRow],
     days: i64,
-) -> Value {
+) -> Statistics {
     let mut daily: BTreeMap<i64, Day> = BTreeMap::new();
     for r in daily_rows {
         let day = daily.entry(r.day).or_default();
@@ -143,40 +174,45 @@ fn render<'a>(
 
 /// The answer: days keyed by date, the newest [`RECENT`] distinct calls of `rows`
 /// (sorted by time), the clamped `days`.
-fn body(daily: BTreeMap<i64, Day>, rows: &[UsageRow], days: i64) -> Value {
+fn body(daily: BTreeMap<i64, Day>, rows: &[UsageRow], days: i64) -> Statistics {
     let mut recent: Vec<&UsageRow> = rows.iter().collect();
     recent.dedup_by(|a, b| same_call(a, b));
     let start = recent.len().saturating_sub(RECENT);
-    let records: Vec<Value> = recent[start..]
+    let recent_records = recent[start..]
         .iter()
-        .map(|r| {
-            json!({"ts": r.ts as f64, "model": r.model, "pt": r.prompt_tokens,
-                   "ct": r.completion_tokens, "tt": r.total_tokens, "cch": 0, "pch": 0,
-                   "type": r.slot, "src": r.character, "ok": true, "estimated": r.estimated})
+        .map(|r| Record {
+            ts: r.ts as f64,
+            model: r.model.clone(),
+            pt: r.prompt_tokens,
+            ct: r.completion_tokens,
+            tt: r.total_tokens,
+            cch: 0,
+            pch: 0,
+            call_type: r.slot.clone(),
+            src: r.character.clone(),
+            ok: true,
+            estimated: r.estimated,
         })
         .collect();
-    let daily: Map<String, Value> = daily
-        .into_iter()
-        .map(|(ts, d)| (date_of(ts), serde_json::to_value(d).unwrap_or(Value::Null)))
-        .collect();
-    json!({"daily_stats": daily, "recent_records": records, "days": days})
+    Statistics {
+        daily_stats: daily.into_iter().map(|(ts, d)| (date_of(ts), d)).collect(),
+        recent_records,
+        days,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+
+    /// The answer as the client reads it.
+    fn wire(s: Statistics) -> Value {
+        serde_json::to_value(s).unwrap()
+    }
 
     fn row(ts: i64, model: &str, slot: &str, t: i64) -> UsageRow {
-        UsageRow {
-            ts,
-            slot: slot.into(),
-            model: model.into(),
-            character: "A".into(),
-            prompt_tokens: t,
-            completion_tokens: 1,
-            total_tokens: t + 1,
-            estimated: false,
-        }
+        UsageRow::sample(ts, model, slot, t, false)
     }
 
     #[test]
@@ -188,7 +224,7 @@ mod tests {
             row(now, "m", "conversation", 3),
             row(now, "n", "conversation", 4),
         ];
-        let v = aggregate(&rows, 7, now);
+        let v = wire(aggregate(&rows, 7, now));
         let daily = v["daily_stats"].as_object().unwrap();
         assert_eq!(daily.len(), 2);
         let today = &daily[&date_of(now)];
@@ -197,10 +233,10 @@ mod tests {
         assert_eq!(today["by_model"]["n"]["total_tokens"], 5);
         assert_eq!(today["by_call_type"]["conversation"]["call_count"], 2);
         assert_eq!(v["recent_records"].as_array().unwrap().len(), 4);
-        assert_eq!(aggregate(&rows, 0, now)["daily_stats"], json!({}));
-        assert_eq!(aggregate(&rows, -3, now)["daily_stats"], json!({}));
+        assert_eq!(wire(aggregate(&rows, 0, now))["daily_stats"], json!({}));
+        assert_eq!(wire(aggregate(&rows, -3, now))["daily_stats"], json!({}));
         assert_eq!(
-            aggregate(&rows, 500, now)["daily_stats"]
+            wire(aggregate(&rows, 500, now))["daily_stats"]
                 .as_object()
                 .unwrap()
                 .len(),
@@ -211,7 +247,7 @@ mod tests {
 
     /// The previous implementation (every call of the window aggregated per
     /// request): the reference [`statistics`] must equal.
-    fn aggregate(rows: &[UsageRow], days: i64, now: i64) -> Value {
+    fn aggregate(rows: &[UsageRow], days: i64, now: i64) -> Statistics {
         // Clamped first: a client's `days` may be any i64.
         let days = days.clamp(0, MAX_DAYS);
         let today = now - now.rem_euclid(DAY);

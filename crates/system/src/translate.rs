@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use companiond_core::llm::{CallOptions, ChatMessage};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde_json::Value;
@@ -184,17 +183,12 @@ pub async fn model(st: &AppState, text: &str, src: &str, tgt: &str) -> Result<St
         lang_name(src),
         lang_name(tgt)
     );
-    let opts = CallOptions {
-        timeout: MODEL_TIMEOUT,
-        temperature: Some(0.3),
-        max_tokens: None,
-        character: String::new(),
-    };
+    let opts = crate::model::options("", MODEL_TIMEOUT, 0.3, None);
     let c = st
         .llm
         .complete(
             Slot::Conversation,
-            &[ChatMessage::system(sys), ChatMessage::user(text)],
+            &crate::model::one_shot(sys, text),
             &opts,
         )
         .await
@@ -278,19 +272,29 @@ mod tests {
 
     #[test]
     fn langs() {
-        assert_eq!(normalize_lang("zh-TW"), "zh");
-        assert_eq!(normalize_lang("schinese"), "zh");
-        assert_eq!(normalize_lang("en_US"), "en");
-        assert_eq!(normalize_lang("koreana"), "ko");
-        assert_eq!(normalize_lang("ja-JP"), "ja");
-        assert_eq!(normalize_lang("russian"), "ru");
-        assert_eq!(normalize_lang("klingon"), "zh");
-        assert_eq!(detect("Hello there"), "en");
-        assert_eq!(detect("你好世界"), "zh");
-        assert_eq!(detect("こんにちは世界"), "ja");
-        assert_eq!(detect("안녕하세요"), "ko");
-        assert_eq!(detect("Привет"), "ru");
-        assert_eq!(detect("12345 !!"), "unknown");
+        crate::testing::assert_maps(
+            normalize_lang,
+            &[
+                ("zh-TW", "zh"),
+                ("schinese", "zh"),
+                ("en_US", "en"),
+                ("koreana", "ko"),
+                ("ja-JP", "ja"),
+                ("russian", "ru"),
+                ("klingon", "zh"),
+            ],
+        );
+        crate::testing::assert_maps(
+            detect,
+            &[
+                ("Hello there", "en"),
+                ("你好世界", "zh"),
+                ("こんにちは世界", "ja"),
+                ("안녕하세요", "ko"),
+                ("Привет", "ru"),
+                ("12345 !!", "unknown"),
+            ],
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
-use super::game_routes::Miss;
+use super::game_routes::{Miss, RouteState};
 use super::kind::GameKind;
 use super::{llm_key, Games, LlmSession};
 use crate::model::{call_options, persona_prompt};
@@ -180,7 +180,7 @@ pub enum NoLine {
     /// No active route of that game type.
     RouteInactive,
     /// The route belongs to another session: its state.
-    StaleSession(Value),
+    StaleSession(RouteState),
     /// Over the rate limit; retry after this many seconds.
     RateLimited {
         retry_after: u64,

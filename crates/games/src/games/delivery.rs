@@ -5,9 +5,9 @@
 
 use companiond_core::llm::ChatMessage;
 use companiond_core::AppState;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 
-use super::game_routes::Miss;
+use super::game_routes::{Miss, RouteState};
 use super::Games;
 
 /// Why a line was not mirrored.
@@ -15,7 +15,7 @@ pub enum MirrorRefused {
     /// The character's active route is of another game type.
     OtherGame(String),
     /// The route belongs to another session: its state.
-    StaleSession(Value),
+    StaleSession(RouteState),
     /// The character has no chat session.
     NoSessionManager,
 }
@@ -24,7 +24,7 @@ pub enum MirrorRefused {
 pub enum SpeakRefused {
     RouteNotActive,
     /// The route belongs to another session: its state.
-    StaleSession(Value),
+    StaleSession(RouteState),
     NoSessionManager,
     /// Everything else was in order: there is no voice provider.
     NoVoiceProvider,

@@ -10,7 +10,7 @@ use companiond_core::AppState;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::game_routes::{inactive_state, EndOutcome, Finalized, Miss, Signals};
+use super::game_routes::{Archive, EndOutcome, Finalized, Miss, RouteState, Signals};
 use super::kind::GameKind;
 use super::leaderboard::normalize_mode;
 use super::Games;
@@ -40,7 +40,7 @@ pub struct RouteRef {
 
 /// A started route: its public state and the character's routes it superseded.
 pub struct Started {
-    pub state: Value,
+    pub state: RouteState,
     pub superseded: Vec<RouteRef>,
 }
 
@@ -59,7 +59,7 @@ pub struct Heartbeat {
     pub active: bool,
     /// An active route of another session exists (`state` is its state).
     pub session_mismatch: bool,
-    pub state: Value,
+    pub state: RouteState,
     /// The heartbeat timeout in force for the page's visibility.
     pub timeout: Duration,
 }
@@ -100,8 +100,8 @@ pub enum EndResult {
     AlreadyEnded {
         closed: bool,
         session_id: String,
-        archive: Value,
-        state: Value,
+        archive: Option<Archive>,
+        state: RouteState,
     },
     /// No route of that game type and session (the model session, if any, is dropped).
     NoRoute { closed: bool, session_id: String },
@@ -188,10 +188,11 @@ impl Games {
             &beat.signals,
         ) {
             Ok(state) => (true, false, state),
-            Err(Miss::Inactive) => (false, false, inactive_state()),
+            Err(Miss::Inactive) => (false, false, RouteState::none()),
             Err(Miss::Mismatch(state)) => (false, true, state),
         };
-        let timeout = if state.get("page_visible") == Some(&json!(false)) {
+        let hidden = matches!(&state, RouteState::Route(r) if !r.page_visible);
+        let timeout = if hidden {
             self.cfg.hidden_heartbeat_timeout
         } else {
             self.cfg.heartbeat_timeout
@@ -206,7 +207,7 @@ impl Games {
 
     /// A voice transcript for the game (noted in the round's log):
     /// `Ok((handled, state))`, handled false for a repeated request id.
-    pub fn voice_transcript(&self, t: &VoiceTranscript) -> Result<(bool, Value), Miss> {
+    pub fn voice_transcript(&self, t: &VoiceTranscript) -> Result<(bool, RouteState), Miss> {
         let (handled, state) = self.game_routes.transcript(
             &t.persona,
             &t.game_type,
@@ -215,7 +216,7 @@ impl Games {
             t.request_id.as_deref(),
             &t.signals,
         )?;
-        if let Some(sid) = state.get("session_id").and_then(Value::as_str) {
+        if let Some(sid) = state.session_id() {
             self.log_event(
                 &t.game_type,
                 sid,
@@ -251,11 +252,7 @@ impl Games {
                 let closed = self.after_finalize(st, &route);
                 let score_session_recorded =
                     GameKind::of(&game_type).records_score_session().then(|| {
-                        let final_score = route
-                            .archive
-                            .get("finalScore")
-                            .cloned()
-                            .unwrap_or(Value::Null);
+                        let final_score = route.archive.final_score.clone();
                         let mode = route.mode.clone().unwrap_or_else(|| normalize_mode(None));
                         self.board.record(
                             &route.persona_name,

@@ -145,15 +145,15 @@ impl InputRouter for GameInputRouter {
             .game_routes
             .route_input(&character, &text, source);
         if let Some(r) = &routed {
-            let g = r.get("game_type").and_then(Value::as_str).unwrap_or("");
-            let s = r.get("session_id").and_then(Value::as_str).unwrap_or("");
             self.games.log_event(
-                g,
-                s,
+                &r.game_type,
+                &r.session_id,
                 "main_chat_input_routed",
-                json!({"source": r.get("source"), "chars": text.chars().count()}),
+                json!({"source": r.source, "chars": text.chars().count()}),
             );
         }
+        // The hook hands the sessions a JSON value (core knows no game types).
+        let routed = routed.and_then(|r| serde_json::to_value(r).ok());
         Box::pin(async move { routed })
     }
 

@@ -12,6 +12,7 @@ use companiond_core::AppState;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use super::game_routes::PublicRoute;
 use super::Games;
 use crate::model::call_options;
 use crate::text::truncate_chars;
@@ -165,7 +166,7 @@ pub async fn passive_guard(
     games: &Games,
     persona: &str,
     req: &GuardRequest,
-    route_state: Value,
+    route: PublicRoute,
 ) -> Result<Verdict, NoVerdict> {
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
         return Err(NoVerdict::new("llm_api_not_configured"));
@@ -173,8 +174,8 @@ pub async fn passive_guard(
     let payload = json!({
         "staticRules": {"schemaVersion": 1, "stageLessThan8CannotOpenPrompt": true,
             "ordinaryExitType": "surrender", "withdrawnExitType": "rest", "teachingNeverUsesPrompt": true},
-        "preGameContext": req.pre_game_context.clone().unwrap_or_else(|| route_state.get("preGameContext").cloned().unwrap_or(json!({}))),
-        "recentDialogues": route_state.get("last_dialogues").cloned().unwrap_or(json!([])),
+        "preGameContext": req.pre_game_context.clone().unwrap_or(route.pre_game_context),
+        "recentDialogues": route.last_dialogues,
         "currentState": req.current_state.clone().unwrap_or(json!({})),
         "passiveGuardState": req.passive_guard_state.clone().unwrap_or(json!({})),
         "stage": req.stage,

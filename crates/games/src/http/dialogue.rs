@@ -8,7 +8,7 @@ use axum::Json;
 use companiond_core::{AppState, Ext};
 use serde_json::{json, Value};
 
-use super::extract::{GameType, JsonObject, PlayableGameType, RouteCall};
+use super::extract::{FamilyCall, GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{opt_bool, opt_object, opt_str, parse_query, require_persona, session_of};
 use super::with_ok;
 use crate::error::{Answer, Failure, Reason};
@@ -102,10 +102,8 @@ fn no_chat_line(persona: &str, no_line: NoLine) -> Value {
 
 /// `POST /api/game/{game_type}/mirror-assistant`: a game line into the chat (no speech).
 pub async fn mirror_assistant(
-    State(st): State<AppState>,
-    Ext(games): Ext<Games>,
     GameType(game_type): GameType,
-    JsonObject(b): JsonObject,
+    FamilyCall(st, games, b): FamilyCall<Games>,
 ) -> Answer {
     let raw_line = opt_str(&b, &["line", "text"])?.unwrap_or_default();
     let line = clean_line(&raw_line, MAX_SPOKEN_CHARS);
@@ -153,10 +151,8 @@ fn tts_pipeline() -> Value {
 
 /// `POST /api/game/{game_type}/speak`: always refused with the reason (no voice provider).
 pub async fn speak(
-    State(st): State<AppState>,
-    Ext(games): Ext<Games>,
     PlayableGameType(game_type): PlayableGameType,
-    JsonObject(b): JsonObject,
+    FamilyCall(st, games, b): FamilyCall<Games>,
 ) -> Answer {
     let line = clean_line(
         &opt_str(&b, &["line"])?.unwrap_or_default(),
@@ -296,7 +292,7 @@ pub async fn passive_guard(
         match games
             .game_routes
             .with_active(&persona, &game_type, session.as_deref(), |r, cfg| {
-                r.public_state(cfg)
+                r.public_route(cfg)
             }) {
             Ok(s) => s,
             Err(Miss::Inactive) => return Json(guard_fallback("route_not_active")),

@@ -2,9 +2,12 @@
 //! rejection is the family's failure envelope: the `{game_type}` path segment
 //! (checked before the body) and the JSON object body.
 
+use std::sync::Arc;
+
 use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Request};
 use axum::http::request::Parts;
-use companiond_core::AppState;
+use axum::response::{IntoResponse, Response};
+use companiond_core::{AppState, Ext};
 use serde_json::{Map, Value};
 
 use super::input::{body_map, game_type_of, require_persona, session_of};
@@ -111,5 +114,22 @@ impl FromRequestParts<AppState> for EndReason {
             .get::<MatchedPath>()
             .is_some_and(|p| p.as_str().ends_with("/route/end"));
         Ok(EndReason(if route_end { "route_end" } else { "game_end" }))
+    }
+}
+
+/// A family call: the app state, a family state `F` (the games or the
+/// icebreaker state) and the JSON object body. After the path extractors.
+pub struct FamilyCall<F>(pub AppState, pub Arc<F>, pub Map<String, Value>);
+
+impl<F: Send + Sync + 'static> FromRequest<AppState> for FamilyCall<F> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, st: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let Ext(state) = Ext::<F>::from_request_parts(&mut parts, st).await?;
+        match body_map(body).await {
+            Ok(body) => Ok(FamilyCall(st.clone(), state, body)),
+            Err(f) => Err(f.into_response()),
+        }
     }
 }

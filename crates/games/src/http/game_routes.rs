@@ -15,7 +15,7 @@ use super::input::{
     MAX_SAFE_INT,
 };
 use crate::error::{Answer, Failure, Reason};
-use crate::games::game_routes::{inactive_state, Miss, Signals};
+use crate::games::game_routes::{Miss, RouteState, Signals};
 use crate::games::lifecycle::{EndResult, EndRoute, PageBeat, StartRoute, VoiceTranscript};
 use crate::games::Games;
 use crate::text::truncate_chars;
@@ -43,10 +43,12 @@ pub async fn start(
     let started = games.start_route(&st, req).await;
     let mut out = Map::new();
     out.insert("ok".into(), json!(true));
-    if let Value::Object(s) = &started.state {
+    // The route's fields stand at the top level too (the start answer's shape).
+    let state = json!(started.state);
+    if let Value::Object(s) = &state {
         out.extend(s.clone());
     }
-    out.insert("state".into(), started.state);
+    out.insert("state".into(), state);
     out.insert("superseded".into(), json!(started.superseded));
     Ok(Json(Value::Object(out)))
 }
@@ -83,7 +85,7 @@ pub async fn active(
             None => {
                 let mut v = json!({"ok": true, "active": false});
                 if let Some(e) = games.game_routes.last_ended_of(&persona) {
-                    v["ended_route"] = e;
+                    v["ended_route"] = json!(e);
                 }
                 v
             }
@@ -122,7 +124,7 @@ pub async fn voice_transcript(
     let persona = require_persona(&b)?;
     let session = session_of(&b)?;
     let request_id = opt_str(&b, &["request_id", "requestId"])?;
-    let refused = |reason: Reason, state: Value| {
+    let refused = |reason: Reason, state: RouteState| {
         Failure::new(reason)
             .with("handled", false)
             .with("persona_name", &persona)
@@ -143,7 +145,7 @@ pub async fn voice_transcript(
             }
             Ok(Json(v))
         }
-        Err(Miss::Inactive) => Err(refused(Reason::RouteNotActive, inactive_state())),
+        Err(Miss::Inactive) => Err(refused(Reason::RouteNotActive, RouteState::none())),
         Err(Miss::Mismatch(state)) => Err(refused(Reason::SessionIdMismatch, state)),
     }
 }
@@ -207,11 +209,7 @@ pub async fn end(
             route: f,
             score_session_recorded,
         } => {
-            let started = f
-                .archive
-                .get("game_started")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let started = f.archive.game_started;
             let mut out = json!({
                 "ok": true,
                 "closed": closed,

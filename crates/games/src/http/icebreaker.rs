@@ -6,7 +6,7 @@ use axum::Json;
 use companiond_core::{now_secs, AppState, Ext};
 use serde_json::{json, Map, Value};
 
-use super::extract::JsonObject;
+use super::extract::FamilyCall;
 use super::input::{
     opt_bool, opt_str, parse_query, persona_or_current, query_text, require_persona, session_of,
 };
@@ -44,11 +44,7 @@ fn bound_route(
 }
 
 /// `POST /api/icebreaker/route/start` (CSRF): start (or replace) the character's route.
-pub async fn start(
-    State(st): State<AppState>,
-    Ext(icebreaker): Ext<Icebreaker>,
-    JsonObject(b): JsonObject,
-) -> Answer {
+pub async fn start(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
     let persona = persona_or_current(&st, &b)?;
     let session = session_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
     Ok(Json(
@@ -57,11 +53,7 @@ pub async fn start(
 }
 
 /// `POST /api/icebreaker/route/end` (CSRF).
-pub async fn end(
-    State(st): State<AppState>,
-    Ext(icebreaker): Ext<Icebreaker>,
-    JsonObject(b): JsonObject,
-) -> Answer {
+pub async fn end(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
     let persona = persona_or_current(&st, &b)?;
     let session = session_of(&b)?;
     let reason = opt_str(&b, &["reason"])?
@@ -103,11 +95,7 @@ pub async fn state(
 }
 
 /// `POST /api/icebreaker/context` (CSRF): a line into the session history.
-pub async fn context(
-    State(st): State<AppState>,
-    Ext(icebreaker): Ext<Icebreaker>,
-    JsonObject(b): JsonObject,
-) -> Answer {
+pub async fn context(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
     let method = "project_session_history";
     let role = opt_str(&b, &["role"])?
         .as_deref()
@@ -170,11 +158,7 @@ fn free_text_history(b: &Map<String, Value>) -> (Vec<Value>, i64) {
 }
 
 /// `POST /api/icebreaker/free-text/interpret`: what the user typed, through the model.
-pub async fn free_text(
-    State(st): State<AppState>,
-    Ext(icebreaker): Ext<Icebreaker>,
-    JsonObject(b): JsonObject,
-) -> Answer {
+pub async fn free_text(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
     let method = "free_text_interpreter";
     let persona = require_persona(&b)?;
     let user_text = opt_str(&b, &["user_text", "userText"])?
@@ -250,11 +234,7 @@ fn day_of(b: &Map<String, Value>) -> Result<i64, Failure> {
 }
 
 /// `POST /api/icebreaker/choice` (CSRF): record a choice (write-only).
-pub async fn choice(
-    State(st): State<AppState>,
-    Ext(icebreaker): Ext<Icebreaker>,
-    JsonObject(b): JsonObject,
-) -> Answer {
+pub async fn choice(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
     let method = "tutorial_choices";
     let persona = require_persona(&b)?;
     let session = session_of(&b)?;
@@ -301,11 +281,7 @@ pub async fn choice(
 }
 
 /// `POST /api/icebreaker/speak` (CSRF): show a spoken line (there is no voice).
-pub async fn speak(
-    State(st): State<AppState>,
-    Ext(icebreaker): Ext<Icebreaker>,
-    JsonObject(b): JsonObject,
-) -> Answer {
+pub async fn speak(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
     let method = "project_tts";
     let line = clean_line(
         &opt_str(&b, &["line"])?.unwrap_or_default(),

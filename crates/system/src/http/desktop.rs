@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::guards::{token_matches, LoopbackPeer};
@@ -24,19 +24,23 @@ pub async fn window_title() -> Json<Value> {
 fn loopback_only(peer: Result<LoopbackPeer, Response>) -> SysResult<()> {
     match peer {
         Ok(_) => Ok(()),
-        Err(_) => Err(SystemError::forbidden(
-            "forbidden",
-            "only available from localhost",
+        Err(_) => Err(SystemError::LoopbackOnly(
+            "only available from localhost".into(),
         )),
     }
 }
 
+/// A failure of a capture route: its envelope, never cached.
+fn no_store_error(e: SystemError) -> Response {
+    no_store(e.into_response())
+}
+
 /// `POST /api/screenshot` (loopback peers only; every answer no-store).
-pub async fn screenshot(peer: Result<LoopbackPeer, Response>) -> Result<Response, SystemError> {
-    loopback_only(peer).map_err(SystemError::no_store)?;
+pub async fn screenshot(peer: Result<LoopbackPeer, Response>) -> Result<Response, Response> {
+    loopback_only(peer).map_err(no_store_error)?;
     let c = blocking(desktop::screenshot)
         .await
-        .map_err(SystemError::no_store)?;
+        .map_err(no_store_error)?;
     Ok(no_store(ok_json(
         json!({"success": true, "data": c.data_url, "size": c.size}),
     )))
@@ -48,23 +52,22 @@ pub async fn screenshot_interactive(
     State(st): State<AppState>,
     peer: Result<LoopbackPeer, Response>,
     headers: HeaderMap,
-) -> Result<Response, SystemError> {
-    loopback_only(peer).map_err(SystemError::no_store)?;
+) -> Result<Response, Response> {
+    loopback_only(peer).map_err(no_store_error)?;
     if headers.contains_key(header::ORIGIN) || headers.contains_key(header::REFERER) {
         let token_ok = headers
             .get("x-csrf-token")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| token_matches(st.csrf_token(), t));
         if !token_ok || st.host_policy().has_foreign_origin(&headers) {
-            return Err(
-                SystemError::forbidden("csrf_validation_failed", "CSRF validation failed")
-                    .no_store(),
-            );
+            return Err(no_store_error(SystemError::CsrfValidationFailed(
+                "CSRF validation failed".into(),
+            )));
         }
     }
     let capture = blocking(desktop::interactive)
         .await
-        .map_err(SystemError::no_store)?;
+        .map_err(no_store_error)?;
     Ok(no_store(ok_json(match capture {
         Some(c) => {
             json!({"success": true, "data": c.data_url, "size": c.size, "interactive": true})

@@ -2,25 +2,27 @@
 
 use axum::body::Body;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::AppState;
 use serde_json::{json, Value};
 
 use super::body_object;
-use crate::error::{SysResult, SystemError};
+use crate::error::SystemError;
 use crate::{emotion, persona};
 
 /// `POST /api/emotion/analysis`: the emotion of `text`; the open chat of the named
 /// character is told the result.
-pub async fn emotion(State(st): State<AppState>, body: Body) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
+pub async fn emotion(State(st): State<AppState>, body: Body) -> Result<Json<Value>, Response> {
+    let b = body_object(body)
+        .await
+        .map_err(IntoResponse::into_response)?;
     let text = match b.get("text") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) => String::new(),
         _ => {
-            return Err(SystemError::bad_request("missing_text", "text is required")
-                .with("emotion", "neutral")
-                .with("confidence", 0.0))
+            return Err(SystemError::MissingText("text is required".into())
+                .with_fields(json!({"emotion": "neutral", "confidence": 0.0})))
         }
     };
     let name = persona::named_in(&b)

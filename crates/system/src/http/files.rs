@@ -16,12 +16,12 @@ use crate::files;
 use crate::state::SystemState;
 
 /// `GET /api/file-exists?path=`.
-pub async fn file_exists(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Value>> {
+pub async fn file_exists(State(st): State<AppState>, q: RawQuery) -> Result<Json<Value>, Response> {
     let path = query(&q, "path").unwrap_or_default();
     let bundle = st.bundle_dir().to_path_buf();
     let exists = blocking(move || files::file_exists(&path, &bundle))
         .await
-        .map_err(|e| e.with("exists", false))?;
+        .map_err(|e| e.with_fields(json!({"exists": false})))?;
     Ok(Json(json!({"exists": exists})))
 }
 
@@ -39,8 +39,8 @@ pub async fn find_first_image(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysRes
 
 /// `GET /api/meme/proxy-image?url=`: the image bytes, cached for a day.
 pub async fn meme_proxy(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Response> {
-    let url = query(&q, "url")
-        .ok_or_else(|| SystemError::bad_request("missing_url", "query url is required"))?;
+    let url =
+        query(&q, "url").ok_or_else(|| SystemError::MissingUrl("query url is required".into()))?;
     let img = sys.meme.fetch(&url).await?;
     let mut resp = (StatusCode::OK, img.body).into_response();
     let h = resp.headers_mut();
@@ -67,12 +67,12 @@ pub async fn meme_proxy(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Re
 pub async fn platform_proxy_image(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Response> {
     let raw = query(&q, "image_path")
         .filter(|p| !p.trim().is_empty())
-        .ok_or_else(|| SystemError::bad_request("missing_path", "query image_path is required"))?;
+        .ok_or_else(|| SystemError::MissingPath("query image_path is required".into()))?;
     let roots = sys.roots.clone();
     let img = blocking(move || files::proxy_image(&roots, &raw)).await?;
     let file = tokio::fs::File::open(&img.path)
         .await
-        .map_err(|_| SystemError::not_found("not_found", "file not found"))?;
+        .map_err(|_| SystemError::NotFound("file not found".into()))?;
     let stream = tokio_util::io::ReaderStream::new(file);
     let mut resp = Body::from_stream(stream).into_response();
     let h = resp.headers_mut();

@@ -1,26 +1,18 @@
 //! `/api/proactive_chat`, `/api/proactive/music_played_through` and
 //! `/api/mini_game/invite/respond`.
 
-use axum::body::Body;
-use axum::extract::State;
 use axum::Json;
-use companiond_core::{now_millis, AppState, Ext};
+use companiond_core::now_millis;
 use serde_json::{json, Value};
 
-use super::body_object;
+use super::ObjectCall;
 use crate::error::SysResult;
 use crate::persona;
 use crate::proactive::invitations::Resolution;
 use crate::proactive::round::{stage_of, Outcome};
-use crate::state::SystemState;
 
 /// `POST /api/proactive_chat`: one proactive round.
-pub async fn proactive_chat(
-    State(st): State<AppState>,
-    Ext(sys): Ext<SystemState>,
-    body: Body,
-) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
+pub async fn proactive_chat(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
     let outcome = sys.proactive.run(&st, &sys.tracker, &b).await?;
     Ok(Json(match outcome {
         Outcome::Pass { code, message } => json!({
@@ -46,12 +38,7 @@ pub async fn proactive_chat(
 
 /// `POST /api/proactive/music_played_through`: the recommended song was heard to
 /// the end, so its source may be used again.
-pub async fn music_played_through(
-    State(st): State<AppState>,
-    Ext(sys): Ext<SystemState>,
-    body: Body,
-) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
+pub async fn music_played_through(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
     let name = persona::named_or_current(&st, &b)?;
     let cleared = sys.proactive.clear_music(&name);
     Ok(Json(
@@ -60,12 +47,7 @@ pub async fn music_played_through(
 }
 
 /// `POST /api/mini_game/invite/respond`.
-pub async fn invite_respond(
-    State(st): State<AppState>,
-    Ext(sys): Ext<SystemState>,
-    body: Body,
-) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
+pub async fn invite_respond(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
     let r: Resolution = sys.proactive.respond(&st, &b, now_millis())?;
     let mut v = json!({"success": true, "action": r.action, "session_id": r.session_id,
                        "lanlan_name": r.name, "persona_name": r.name});

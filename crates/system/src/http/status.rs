@@ -12,7 +12,7 @@ use companiond_core::{now_millis, AppState, Ext};
 use serde_json::{json, Value};
 
 use super::{body_object, query};
-use crate::error::{Kind, SysResult, SystemError};
+use crate::error::{SysResult, SystemError};
 use crate::state::SystemState;
 use crate::{activity, status, token_usage};
 
@@ -28,19 +28,21 @@ pub async fn status(State(st): State<AppState>) -> Response {
 }
 
 /// `GET /api/token-usage?days=`.
-pub async fn token_usage(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Value>> {
+pub async fn token_usage(
+    State(st): State<AppState>,
+    q: RawQuery,
+) -> SysResult<Json<token_usage::Statistics>> {
     let days = match query(&q, "days") {
         None => token_usage::DEFAULT_DAYS,
         Some(d) => d
             .trim()
             .parse::<i64>()
-            .map_err(|_| SystemError::bad_request("invalid_days", "days must be an integer"))?,
+            .map_err(|_| SystemError::InvalidDays("days must be an integer".into()))?,
     };
     let now = now_millis() / 1000;
     let usage = st.usage.clone();
     let stats = blocking(move || {
-        token_usage::statistics(&usage, days, now)
-            .map_err(|e| SystemError::new(Kind::Internal, "usage_unavailable", e))
+        token_usage::statistics(&usage, days, now).map_err(SystemError::UsageUnavailable)
     })
     .await?;
     Ok(Json(stats))
@@ -70,21 +72,14 @@ pub async fn ack(State(st): State<AppState>, body: Body) -> SysResult<Json<Value
 async fn push_activity(st: &AppState, sys: &SystemState, body: Body) -> SysResult<()> {
     let bytes = axum::body::to_bytes(body, activity::MAX_BODY)
         .await
-        .map_err(|_| {
-            SystemError::new(
-                Kind::TooLarge,
-                "body_too_large",
-                "activity payload is too large",
-            )
-        })?;
+        .map_err(|_| SystemError::BodyTooLarge("activity payload is too large".into()))?;
     let v: Value = serde_json::from_slice(&bytes)
-        .map_err(|_| SystemError::bad_request("invalid_json", "invalid JSON body"))?;
+        .map_err(|_| SystemError::InvalidJson("invalid JSON body".into()))?;
     let (name, snap) = activity::validate(&v)?;
     if !st.characters.exists(&name) {
-        return Err(SystemError::not_found(
-            "character_not_found",
-            format!("persona_name '{name}' not registered"),
-        ));
+        return Err(SystemError::CharacterNotFound(format!(
+            "persona_name '{name}' not registered"
+        )));
     }
     sys.tracker.push(&name, snap)
 }
@@ -99,12 +94,13 @@ pub async fn activity_signal(
     match push_activity(&st, &sys, body).await {
         Ok(()) => no_store(ok_json(json!({"success": true}))),
         Err(e) => {
-            let retry = e
-                .extra
-                .get("retry_after_seconds")
-                .and_then(Value::as_f64)
-                .map(|s| s as u64 + 1);
-            let mut resp = e.no_store().into_response();
+            let retry = match &e {
+                SystemError::RateLimited {
+                    retry_after_seconds,
+                } => Some(*retry_after_seconds as u64 + 1),
+                _ => None,
+            };
+            let mut resp = no_store(e.into_response());
             if let Some(s) = retry {
                 if let Ok(h) = HeaderValue::from_str(&s.to_string()) {
                     resp.headers_mut().insert(header::RETRY_AFTER, h);

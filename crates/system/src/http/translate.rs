@@ -1,23 +1,15 @@
 //! `POST /api/translate`.
 
-use axum::body::Body;
-use axum::extract::State;
+use axum::response::Response;
 use axum::Json;
-use companiond_core::{AppState, Ext};
 use serde_json::{json, Value};
 
-use super::body_object;
-use crate::error::{SysResult, SystemError};
-use crate::state::SystemState;
+use super::ObjectCall;
+use crate::error::SystemError;
 use crate::translate;
 
 /// `POST /api/translate`: Google first (unless disabled or skipped), then the model.
-pub async fn translate(
-    State(st): State<AppState>,
-    Ext(sys): Ext<SystemState>,
-    body: Body,
-) -> SysResult<Json<Value>> {
-    let b = body_object(body).await?;
+pub async fn translate(ObjectCall(st, sys, b): ObjectCall) -> Result<Json<Value>, Response> {
     let raw_target = b
         .get("target_lang")
         .and_then(Value::as_str)
@@ -25,17 +17,19 @@ pub async fn translate(
         .to_string();
     let text = b.get("text").and_then(Value::as_str).unwrap_or("");
     if text.trim().is_empty() {
-        return Err(SystemError::bad_request("missing_text", "text is required")
-            .with("translated_text", "")
-            .with("source_lang", "unknown")
-            .with("target_lang", raw_target));
+        return Err(
+            SystemError::MissingText("text is required".into()).with_fields(
+                json!({"translated_text": "", "source_lang": "unknown", "target_lang": raw_target}),
+            ),
+        );
     }
     if text.chars().count() > translate::MAX_TEXT {
         return Err(
-            SystemError::bad_request("text_too_long", "text is too long")
-                .with("translated_text", text)
-                .with("source_lang", "unknown")
-                .with("target_lang", translate::normalize_lang(&raw_target)),
+            SystemError::TextTooLong("text is too long".into()).with_fields(json!({
+                "translated_text": text,
+                "source_lang": "unknown",
+                "target_lang": translate::normalize_lang(&raw_target),
+            })),
         );
     }
     let skip_google = b

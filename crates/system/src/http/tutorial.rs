@@ -11,15 +11,24 @@ use crate::error::SysResult;
 use crate::tutorial;
 
 /// `GET /api/seven-day-tutorial/state`.
-pub async fn get_state(State(st): State<AppState>) -> SysResult<Json<Value>> {
+pub async fn get_state(State(st): State<AppState>) -> SysResult<Json<tutorial::Public>> {
     let doc = tutorial::load(&st).await?;
-    Ok(Json(tutorial::public(&doc, true)))
+    Ok(Json(tutorial::Public {
+        ok: true,
+        store: doc,
+    }))
 }
 
 /// `PUT /api/seven-day-tutorial/state` (`{state, expectedRevision}`).
-pub async fn put_state(State(st): State<AppState>, body: Body) -> SysResult<Json<Value>> {
+pub async fn put_state(
+    State(st): State<AppState>,
+    body: Body,
+) -> SysResult<Json<tutorial::Public>> {
     let b = Value::Object(body_object(body).await?);
     let (state, expected) = tutorial::validate_put(&b)?;
     let next = tutorial::replace(&st, &state, expected).await?;
-    Ok(Json(tutorial::public(&next, true)))
+    Ok(Json(tutorial::Public {
+        ok: true,
+        store: next,
+    }))
 }

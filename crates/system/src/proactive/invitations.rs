@@ -187,9 +187,8 @@ impl Proactive {
             _ => String::new(),
         };
         if !matches!(choice.as_str(), "accept" | "decline" | "later") {
-            return Err(SystemError::bad_request(
-                "invalid_choice",
-                "choice must be accept, decline or later",
+            return Err(SystemError::InvalidChoice(
+                "choice must be accept, decline or later".into(),
             ));
         }
         let session_id = text_field(body, "session_id", 128).unwrap_or_default();
@@ -338,13 +337,18 @@ mod tests {
 
     #[test]
     fn chat_keywords_pick_a_choice() {
-        assert_eq!(chat_choice("No thanks, maybe later"), "decline");
-        assert_eq!(chat_choice("not now, I'm busy"), "later");
-        assert_eq!(chat_choice("sure, let's play!"), "accept");
-        assert_eq!(chat_choice("好啊，一起玩"), "accept");
-        assert_eq!(chat_choice("我不玩"), "decline");
-        assert_eq!(chat_choice("I read a book today"), "later");
-        assert_eq!(chat_choice("what's the weather"), "later");
+        crate::testing::assert_maps(
+            chat_choice,
+            &[
+                ("No thanks, maybe later", "decline"),
+                ("not now, I'm busy", "later"),
+                ("sure, let's play!", "accept"),
+                ("好啊，一起玩", "accept"),
+                ("我不玩", "decline"),
+                ("I read a book today", "later"),
+                ("what's the weather", "later"),
+            ],
+        );
     }
 
     #[test]

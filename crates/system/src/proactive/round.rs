@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use companiond_core::history::{Entry, Speaker};
-use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
+use companiond_core::llm::{ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
@@ -15,8 +15,8 @@ use serde_json::{json, Map, Value};
 use super::invitations::game_url;
 use super::{lock, text_field, Proactive};
 use crate::activity::Tracker;
-use crate::error::{Kind, SysResult, SystemError};
-use crate::persona;
+use crate::error::{BusyState, SysResult, SystemError};
+use crate::{model, persona};
 
 pub const TOTALS_DOC: &str = "state/proactive_chat_totals.json";
 /// The user counts as away beyond this idle time.
@@ -83,12 +83,6 @@ fn pass(code: &'static str, message: &'static str) -> Outcome {
     Outcome::Pass { code, message }
 }
 
-fn fail(kind: Kind, code: &str, message: impl Into<String>) -> SystemError {
-    SystemError::new(kind, &code.to_ascii_lowercase(), message)
-        .with("reason_code", code)
-        .with("stage", stage_of(code))
-}
-
 /// Persisted totals.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -125,25 +119,20 @@ impl Proactive {
             None => st.characters.current(),
         };
         if name.trim().is_empty() || !st.characters.exists(&name) {
-            return Err(fail(
-                Kind::NotFound,
-                "ERROR_CHARACTER_NOT_FOUND",
-                format!("character {name:?} does not exist"),
-            )
-            .with("action", Value::Null));
+            return Err(SystemError::ProactiveCharacterNotFound(format!(
+                "character {name:?} does not exist"
+            )));
         }
         {
             let mut running = lock(&self.running);
             if !running.insert(name.clone()) {
-                return Err(fail(
-                    Kind::Conflict,
-                    "PASS_BUSY",
-                    "another proactive round is running",
-                )
-                .with(
-                    "state",
-                    json!({"proactive_running": true, "lanlan_name": name}),
-                ));
+                return Err(SystemError::ProactiveBusy {
+                    message: "another proactive round is running".into(),
+                    state: BusyState::RoundRunning {
+                        proactive_running: true,
+                        lanlan_name: name,
+                    },
+                });
             }
         }
         let _guard = RunGuard {
@@ -159,19 +148,19 @@ impl Proactive {
         }
         // The AI is answering the user right now.
         if st.sessions.get(&name).is_some_and(|m| m.is_turn_running()) {
-            return Err(
-                fail(Kind::Conflict, "PASS_BUSY", "the AI is responding").with(
-                    "state",
-                    json!({"ai_responding": true, "proactive_running": false, "lanlan_name": name}),
-                ),
-            );
+            return Err(SystemError::ProactiveBusy {
+                message: "the AI is responding".into(),
+                state: BusyState::Responding {
+                    ai_responding: true,
+                    proactive_running: false,
+                    lanlan_name: name,
+                },
+            });
         }
         match tokio::time::timeout(ROUND_TIMEOUT, self.round(st, tracker, body, &name)).await {
             Ok(r) => r,
-            Err(_) => Err(fail(
-                Kind::GatewayTimeout,
-                "ERROR_TIMEOUT",
-                "the proactive round timed out",
+            Err(_) => Err(SystemError::ProactiveTimeout(
+                "the proactive round timed out".into(),
             )),
         }
     }
@@ -227,16 +216,8 @@ impl Proactive {
         if let Some(l) = &lang {
             sys.push_str(&format!(" Reply in the language with code {l}."));
         }
-        let opts = CallOptions {
-            timeout: Duration::from_secs(30),
-            temperature: Some(0.8),
-            max_tokens: Some(200),
-            character: name.to_string(),
-        };
-        let msgs = [
-            ChatMessage::system(sys),
-            ChatMessage::user(material.prompt.clone()),
-        ];
+        let opts = model::options(name, Duration::from_secs(30), 0.8, Some(200));
+        let msgs = model::one_shot(sys, material.prompt.clone());
         let reply = match st.llm.complete(Slot::Conversation, &msgs, &opts).await {
             Ok(c) => c.content,
             Err(LlmError::NotConfigured) => {
@@ -246,15 +227,15 @@ impl Proactive {
                 ))
             }
             Err(LlmError::Timeout) => {
-                return Err(fail(
-                    Kind::GatewayTimeout,
-                    "ERROR_TIMEOUT",
-                    "the language model timed out",
+                return Err(SystemError::ProactiveTimeout(
+                    "the language model timed out".into(),
                 ))
             }
             Err(e) => {
-                return Err(fail(Kind::BadGateway, "ERROR_MODEL_FAILED", e.to_string())
-                    .with("error_detail", e.code()))
+                return Err(SystemError::ProactiveModelFailed {
+                    message: e.to_string(),
+                    detail: e.code(),
+                })
             }
         };
         let text = reply.trim().trim_matches('"').trim().to_string();

@@ -16,11 +16,12 @@ use std::time::Instant;
 
 use companiond_core::now_secs;
 use companiond_core::state::InputSource;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::config::GamesConfig;
 
-pub use route::{Finalized, GameRoute, Miss, Signals};
+pub use route::{Archive, Finalized, GameRoute, Miss, PublicRoute, RouteState, Signals};
 
 /// Voice-transcript request ids remembered for de-duplication.
 const MAX_TRANSCRIPT_IDS: usize = 64;
@@ -38,9 +39,39 @@ pub enum EndOutcome {
     /// A matching active route was finalized now.
     Finalized(Finalized),
     /// The matching route had already ended: its cached archive and state.
-    AlreadyEnded { archive: Value, state: Value },
+    AlreadyEnded {
+        archive: Option<Archive>,
+        state: RouteState,
+    },
     /// No route of that game type and session.
     NoRoute,
+}
+
+/// The most recently ended route of a character (`ended_route` of `/route/active`).
+#[derive(Debug, Serialize)]
+pub struct EndedRoute {
+    pub game_type: String,
+    pub session_id: String,
+    /// Why it ended (`route_end`, `heartbeat_timeout`, …).
+    pub exit_reason: Option<String>,
+    /// Unix seconds.
+    pub ended_at: Option<f64>,
+}
+
+/// Main-chat input a route took.
+#[derive(Debug, Serialize)]
+pub struct RoutedInput {
+    /// Always true.
+    pub routed: bool,
+    /// The route that took it.
+    pub game_type: String,
+    pub session_id: String,
+    pub persona_name: String,
+    /// `text` or `voice`.
+    pub source: &'static str,
+    pub text: String,
+    /// The id of the queued output.
+    pub output_id: Value,
 }
 
 /// Every game route of every character.
@@ -77,7 +108,7 @@ impl GameRouteTable {
         mode: Option<String>,
         pre_game_context: Value,
         signals: &Signals,
-    ) -> (Value, Vec<Finalized>) {
+    ) -> (RouteState, Vec<Finalized>) {
         let mut map = self.lock();
         let mut superseded = Vec::new();
         for r in map.values_mut() {
@@ -120,8 +151,8 @@ impl GameRouteTable {
             .map(|r| (r.game_type.clone(), r.session_id.clone()))
     }
 
-    /// The most recently ended route of a character: (game_type, session_id, exit_reason).
-    pub fn last_ended_of(&self, persona: &str) -> Option<Value> {
+    /// The most recently ended route of a character.
+    pub fn last_ended_of(&self, persona: &str) -> Option<EndedRoute> {
         self.lock()
             .values()
             .filter(|r| r.persona_name == persona && !r.active)
@@ -130,19 +161,21 @@ impl GameRouteTable {
                     .unwrap_or(0.0)
                     .total_cmp(&b.exit_started_at.unwrap_or(0.0))
             })
-            .map(|r| {
-                json!({"game_type": r.game_type, "session_id": r.session_id,
-                       "exit_reason": r.exit_reason, "ended_at": r.exit_started_at})
+            .map(|r| EndedRoute {
+                game_type: r.game_type.clone(),
+                session_id: r.session_id.clone(),
+                exit_reason: r.exit_reason.clone(),
+                ended_at: r.exit_started_at,
             })
     }
 
     /// The public state of (character, game type): the route's (active or ended), or
     /// `{game_route_active:false}`.
-    pub fn state(&self, persona: &str, game_type: &str) -> Value {
+    pub fn state(&self, persona: &str, game_type: &str) -> RouteState {
         self.lock()
             .get(&Self::key(persona, game_type))
             .map(|r| r.public_state(&self.cfg))
-            .unwrap_or_else(inactive_state)
+            .unwrap_or_else(RouteState::none)
     }
 
     /// Run `f` on the active route of (character, game type) whose session matches
@@ -173,7 +206,7 @@ impl GameRouteTable {
         game_type: &str,
         session_id: Option<&str>,
         limit: usize,
-    ) -> (Vec<Value>, Value) {
+    ) -> (Vec<Value>, RouteState) {
         match self.with_active(persona, game_type, session_id, |r, cfg| {
             let n = limit.min(r.pending.len());
             let out: Vec<Value> = r.pending.drain(..n).collect();
@@ -181,7 +214,7 @@ impl GameRouteTable {
         }) {
             Ok(x) => x,
             Err(Miss::Mismatch(state)) => (Vec::new(), state),
-            Err(Miss::Inactive) => (Vec::new(), inactive_state()),
+            Err(Miss::Inactive) => (Vec::new(), RouteState::none()),
         }
     }
 
@@ -192,7 +225,7 @@ impl GameRouteTable {
         game_type: &str,
         session_id: Option<&str>,
         signals: &Signals,
-    ) -> Result<Value, Miss> {
+    ) -> Result<RouteState, Miss> {
         self.with_active(persona, game_type, session_id, |r, cfg| {
             r.liveness = Instant::now();
             r.last_heartbeat_at = now_secs();
@@ -212,7 +245,7 @@ impl GameRouteTable {
         text: &str,
         request_id: Option<&str>,
         signals: &Signals,
-    ) -> Result<(bool, Value), Miss> {
+    ) -> Result<(bool, RouteState), Miss> {
         self.with_active(persona, game_type, session_id, |r, cfg| {
             r.apply(signals);
             if let Some(id) = request_id {
@@ -230,7 +263,12 @@ impl GameRouteTable {
     }
 
     /// Main-chat input of a character: taken by its active route, if any.
-    pub fn route_input(&self, persona: &str, text: &str, source: InputSource) -> Option<Value> {
+    pub fn route_input(
+        &self,
+        persona: &str,
+        text: &str,
+        source: InputSource,
+    ) -> Option<RoutedInput> {
         let mut map = self.lock();
         let r = map
             .values_mut()
@@ -240,15 +278,15 @@ impl GameRouteTable {
             InputSource::Voice => "voice",
         };
         let output = take_input(r, text, src, "main_chat");
-        Some(json!({
-            "routed": true,
-            "game_type": r.game_type,
-            "session_id": r.session_id,
-            "persona_name": r.persona_name,
-            "source": src,
-            "text": text,
-            "output_id": output.get("id").cloned().unwrap_or(Value::Null),
-        }))
+        Some(RoutedInput {
+            routed: true,
+            game_type: r.game_type.clone(),
+            session_id: r.session_id.clone(),
+            persona_name: r.persona_name.clone(),
+            source: src,
+            text: text.to_string(),
+            output_id: output.get("id").cloned().unwrap_or(Value::Null),
+        })
     }
 
     /// End the route of (character, game type, session).
@@ -267,7 +305,7 @@ impl GameRouteTable {
                 EndOutcome::Finalized(r.finalize(reason, &self.cfg))
             }
             Some(r) if r.session_id == session_id => EndOutcome::AlreadyEnded {
-                archive: r.archive.clone().unwrap_or(Value::Null),
+                archive: r.archive.clone(),
                 state: r.public_state(&self.cfg),
             },
             _ => EndOutcome::NoRoute,
@@ -333,9 +371,4 @@ fn prune_ended(map: &mut HashMap<(String, String), GameRoute>, persona: &str) {
             map.remove(&k);
         }
     }
-}
-
-/// The state reported when no route exists.
-pub fn inactive_state() -> Value {
-    json!({"game_route_active": false})
 }

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use companiond_core::now_secs;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::config::GamesConfig;
@@ -33,12 +34,17 @@ pub struct GameRoute {
     pub(super) liveness: Instant,
     pub page_visible: bool,
     pub visibility_state: String,
+    /// Queued outputs. Items stay open JSON objects: each producer (user input,
+    /// assistant line, game event from the page) adds its own keys to the
+    /// `seq`/`id`/`ts` the route stamps.
     pub pending: VecDeque<Value>,
     output_seq: u64,
+    /// The dialogue log; open JSON objects as [`GameRoute::pending`] is.
     pub dialog: VecDeque<Value>,
     dialog_seq: u64,
     pub input_mode: &'static str,
     pub input_count: u64,
+    /// The page's own game state and score: open objects the page owns.
     pub last_state: Value,
     pub final_score: Value,
     pub game_started: bool,
@@ -48,7 +54,7 @@ pub struct GameRoute {
     pub exit_reason: Option<String>,
     pub exit_started_at: Option<f64>,
     pub(super) ended: Option<Instant>,
-    pub archive: Option<Value>,
+    pub archive: Option<Archive>,
     pub(super) transcript_ids: VecDeque<String>,
 }
 
@@ -58,7 +64,121 @@ pub enum Miss {
     /// No active route of this game type for the character.
     Inactive,
     /// An active route exists but for another session; its public state.
-    Mismatch(Value),
+    Mismatch(RouteState),
+}
+
+/// The public state of (character, game type): `state` in the route answers.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum RouteState {
+    /// A route exists (active or ended).
+    Route(Box<PublicRoute>),
+    /// No route: `{game_route_active:false}`.
+    NoRoute { game_route_active: bool },
+}
+
+impl RouteState {
+    /// The state reported when no route exists.
+    pub fn none() -> RouteState {
+        RouteState::NoRoute {
+            game_route_active: false,
+        }
+    }
+
+    /// The route's session, when there is a route.
+    pub fn session_id(&self) -> Option<&str> {
+        match self {
+            RouteState::Route(r) => Some(&r.session_id),
+            RouteState::NoRoute { .. } => None,
+        }
+    }
+}
+
+/// The public state of one route (fields beyond the interface's are documented
+/// in docs/games.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct PublicRoute {
+    /// The route is active (an ended route is kept a while, inactive).
+    pub game_route_active: bool,
+    pub game_type: String,
+    pub session_id: String,
+    pub persona_name: String,
+    /// `route_<n>`, unique in this process.
+    pub route_instance_id: String,
+    /// Unix seconds (so are the two below).
+    pub created_at: f64,
+    pub last_activity: f64,
+    pub last_heartbeat_at: f64,
+    /// The page must send heartbeats (while active).
+    pub heartbeat_enabled: bool,
+    /// Seconds: the heartbeat interval, the timeout in force for the page's
+    /// visibility, the foreground and the hidden-page timeout.
+    pub heartbeat_interval_seconds: f64,
+    pub heartbeat_timeout_seconds: f64,
+    pub foreground_heartbeat_timeout_seconds: f64,
+    pub hidden_heartbeat_timeout_seconds: f64,
+    /// The page's last reported visibility.
+    pub page_visible: bool,
+    pub visibility_state: String,
+    /// Main-chat text and voice go into the game (while active).
+    pub game_external_text_route_active: bool,
+    pub game_external_voice_route_active: bool,
+    /// `none`, `text` or `voice`: the last input's source, and how many inputs.
+    pub game_input_mode: &'static str,
+    pub game_input_count: u64,
+    /// Sizes of the dialogue log and the output queue.
+    pub dialog_count: usize,
+    pub pending_output_count: usize,
+    /// The newest dialogue items.
+    pub last_dialogues: Vec<Value>,
+    /// The page's own state and score, as it last sent them.
+    pub last_state: Value,
+    #[serde(rename = "finalScore")]
+    pub final_score: Value,
+    pub game_started: bool,
+    /// Unix seconds; null until the page reports the start.
+    pub game_started_at: Option<f64>,
+    /// What the character and user said before the game.
+    #[serde(rename = "preGameContext")]
+    pub pre_game_context: Value,
+    /// The game's mode (badminton), when the start named one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Present once the route has ended.
+    #[serde(flatten)]
+    pub exit: Option<Exit>,
+}
+
+/// Why and when a route ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct Exit {
+    pub exit_reason: String,
+    pub exit_started_at: Option<f64>,
+}
+
+/// What an ended route leaves: its dialogue, last state and score.
+#[derive(Debug, Clone, Serialize)]
+pub struct Archive {
+    pub game_type: String,
+    pub session_id: String,
+    pub persona_name: String,
+    /// The whole dialogue log, and its newest items.
+    pub dialog_count: usize,
+    pub full_dialogues: Vec<Value>,
+    pub last_full_dialogues: Vec<Value>,
+    /// One sentence naming the game and its final result.
+    pub summary: String,
+    /// The newest 20 `game_event` items of the dialogue.
+    pub key_events: Vec<Value>,
+    pub last_state: Value,
+    /// The page's final score, else the score in its last state.
+    #[serde(rename = "finalScore")]
+    pub final_score: Value,
+    pub game_started: bool,
+    /// Unix seconds.
+    pub created_at: f64,
+    pub ended_at: f64,
+    pub exit_reason: String,
 }
 
 /// A route that was just finalized, for the caller's side effects.
@@ -68,8 +188,8 @@ pub struct Finalized {
     pub game_type: String,
     pub session_id: String,
     pub reason: String,
-    pub archive: Value,
-    pub state: Value,
+    pub archive: Archive,
+    pub state: RouteState,
     pub final_score: Value,
     pub mode: Option<String>,
 }
@@ -232,65 +352,69 @@ impl GameRoute {
     }
 
     /// The public route state (fields beyond the interface's are documented in docs/games.md).
-    pub fn public_state(&self, cfg: &GamesConfig) -> Value {
-        let last: Vec<&Value> = self
-            .dialog
+    /// The newest [`LAST_FULL_DIALOGUES`] dialogue items.
+    fn last_dialogues(&self) -> Vec<Value> {
+        self.dialog
             .iter()
             .skip(self.dialog.len().saturating_sub(LAST_FULL_DIALOGUES))
-            .collect();
-        let mut m = json!({
-            "game_route_active": self.active,
-            "game_type": self.game_type,
-            "session_id": self.session_id,
-            "persona_name": self.persona_name,
-            "route_instance_id": format!("route_{}", self.instance),
-            "created_at": self.created_at,
-            "last_activity": self.last_activity,
-            "last_heartbeat_at": self.last_heartbeat_at,
-            "heartbeat_enabled": self.active,
-            "heartbeat_interval_seconds": cfg.heartbeat_interval.as_secs_f64(),
-            "heartbeat_timeout_seconds": self.timeout(cfg).as_secs_f64(),
-            "foreground_heartbeat_timeout_seconds": cfg.heartbeat_timeout.as_secs_f64(),
-            "hidden_heartbeat_timeout_seconds": cfg.hidden_heartbeat_timeout.as_secs_f64(),
-            "page_visible": self.page_visible,
-            "visibility_state": self.visibility_state,
-            "game_external_text_route_active": self.active,
-            "game_external_voice_route_active": self.active,
-            "game_input_mode": self.input_mode,
-            "game_input_count": self.input_count,
-            "dialog_count": self.dialog.len(),
-            "pending_output_count": self.pending.len(),
-            "last_dialogues": last,
-            "last_state": self.last_state,
-            "finalScore": self.final_score,
-            "game_started": self.game_started,
-            "game_started_at": self.game_started_at,
-            "preGameContext": self.pre_game_context,
-        });
-        if let Some(mode) = &self.mode {
-            m["mode"] = json!(mode);
-        }
-        if let Some(r) = &self.exit_reason {
-            m["exit_reason"] = json!(r);
-            m["exit_started_at"] = json!(self.exit_started_at);
-        }
-        m
+            .cloned()
+            .collect()
     }
 
-    fn build_archive(&self, reason: &str, ended_at: f64) -> Value {
-        let dialogues: Vec<&Value> = self.dialog.iter().collect();
-        let last: Vec<&Value> = self
-            .dialog
-            .iter()
-            .skip(self.dialog.len().saturating_sub(LAST_FULL_DIALOGUES))
-            .collect();
-        let key_events: Vec<&Value> = {
+    /// The public route state.
+    pub fn public_state(&self, cfg: &GamesConfig) -> RouteState {
+        RouteState::Route(Box::new(self.public_route(cfg)))
+    }
+
+    /// The public fields of this route.
+    pub fn public_route(&self, cfg: &GamesConfig) -> PublicRoute {
+        PublicRoute {
+            game_route_active: self.active,
+            game_type: self.game_type.clone(),
+            session_id: self.session_id.clone(),
+            persona_name: self.persona_name.clone(),
+            route_instance_id: format!("route_{}", self.instance),
+            created_at: self.created_at,
+            last_activity: self.last_activity,
+            last_heartbeat_at: self.last_heartbeat_at,
+            heartbeat_enabled: self.active,
+            heartbeat_interval_seconds: cfg.heartbeat_interval.as_secs_f64(),
+            heartbeat_timeout_seconds: self.timeout(cfg).as_secs_f64(),
+            foreground_heartbeat_timeout_seconds: cfg.heartbeat_timeout.as_secs_f64(),
+            hidden_heartbeat_timeout_seconds: cfg.hidden_heartbeat_timeout.as_secs_f64(),
+            page_visible: self.page_visible,
+            visibility_state: self.visibility_state.clone(),
+            game_external_text_route_active: self.active,
+            game_external_voice_route_active: self.active,
+            game_input_mode: self.input_mode,
+            game_input_count: self.input_count,
+            dialog_count: self.dialog.len(),
+            pending_output_count: self.pending.len(),
+            last_dialogues: self.last_dialogues(),
+            last_state: self.last_state.clone(),
+            final_score: self.final_score.clone(),
+            game_started: self.game_started,
+            game_started_at: self.game_started_at,
+            pre_game_context: self.pre_game_context.clone(),
+            mode: self.mode.clone(),
+            exit: self.exit_reason.as_ref().map(|r| Exit {
+                exit_reason: r.clone(),
+                exit_started_at: self.exit_started_at,
+            }),
+        }
+    }
+
+    fn build_archive(&self, reason: &str, ended_at: f64) -> Archive {
+        let key_events: Vec<Value> = {
             let events: Vec<&Value> = self
                 .dialog
                 .iter()
                 .filter(|d| d.get("type").and_then(Value::as_str) == Some("game_event"))
                 .collect();
-            events[events.len().saturating_sub(20)..].to_vec()
+            events[events.len().saturating_sub(20)..]
+                .iter()
+                .map(|v| (*v).clone())
+                .collect()
         };
         let final_score = if self.final_score.as_object().is_some_and(|m| !m.is_empty()) {
             self.final_score.clone()
@@ -302,22 +426,25 @@ impl GameRoute {
         } else {
             "none".into()
         };
-        json!({
-            "game_type": self.game_type,
-            "session_id": self.session_id,
-            "persona_name": self.persona_name,
-            "dialog_count": self.dialog.len(),
-            "full_dialogues": dialogues,
-            "last_full_dialogues": last,
-            "summary": format!("{} game ended. Final result: {}.", self.game_type, score_text),
-            "key_events": key_events,
-            "last_state": self.last_state,
-            "finalScore": final_score,
-            "game_started": self.game_started,
-            "created_at": self.created_at,
-            "ended_at": ended_at,
-            "exit_reason": reason,
-        })
+        Archive {
+            game_type: self.game_type.clone(),
+            session_id: self.session_id.clone(),
+            persona_name: self.persona_name.clone(),
+            dialog_count: self.dialog.len(),
+            full_dialogues: self.dialog.iter().cloned().collect(),
+            last_full_dialogues: self.last_dialogues(),
+            summary: format!(
+                "{} game ended. Final result: {}.",
+                self.game_type, score_text
+            ),
+            key_events,
+            last_state: self.last_state.clone(),
+            final_score,
+            game_started: self.game_started,
+            created_at: self.created_at,
+            ended_at,
+            exit_reason: reason.to_string(),
+        }
     }
 
     /// Mark inactive and build the archive (once).
