@@ -227,11 +227,13 @@ pub fn document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
     for op in ops {
         let (mut operation, used) = operation(op);
         components.extend(used);
-        // Two routes with the same summary: the later one's id names its method.
-        let mut id = op.operation_id();
-        if !ids.insert(id.clone()) {
-            id = format!("{id}_{}", op.method.as_str().to_ascii_lowercase());
-            ids.insert(id.clone());
+        // Two routes with the same summary: the later ones are numbered.
+        let base = op.operation_id();
+        let mut id = base.clone();
+        let mut n = 1;
+        while !ids.insert(id.clone()) {
+            n += 1;
+            id = format!("{base}_{n}");
         }
         operation.operation_id = Some(id);
         paths.add_path_operation(op.openapi_path(), vec![http_method(&op.method)], operation);
