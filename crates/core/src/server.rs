@@ -12,7 +12,7 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::api::{openapi_document, Api, OpDoc};
+use crate::http::api::{openapi_document, Api, OpDoc, TagDoc};
 use crate::http::{characters, chat_socket, front, multipart, static_files};
 use crate::options::{resolve_listen, Options, ServeArgs};
 use crate::state::AppState;
@@ -43,6 +43,7 @@ fn no_start(_: &AppState) {}
 #[derive(Clone)]
 struct OpenApiDoc {
     ops: Arc<Vec<OpDoc>>,
+    tags: Arc<Vec<TagDoc>>,
     json: Arc<OnceLock<Vec<u8>>>,
 }
 
@@ -55,9 +56,10 @@ pub fn build_app(state: &AppState, families: &[Family]) -> Router {
     for f in families {
         (f.start)(state);
     }
-    let (router, ops) = api.into_parts();
+    let (router, ops, tags) = api.into_parts();
     let doc = OpenApiDoc {
         ops: Arc::new(ops),
+        tags: Arc::new(tags),
         json: Arc::default(),
     };
     router
@@ -74,9 +76,9 @@ pub fn build_app(state: &AppState, families: &[Family]) -> Router {
 }
 
 async fn openapi_json(State(doc): State<OpenApiDoc>) -> Response {
-    let bytes = doc
-        .json
-        .get_or_init(|| serde_json::to_vec(&openapi_document(&doc.ops)).unwrap_or_default());
+    let bytes = doc.json.get_or_init(|| {
+        serde_json::to_vec(&openapi_document(&doc.ops, &doc.tags)).unwrap_or_default()
+    });
     ([(header::CONTENT_TYPE, "application/json")], bytes.clone()).into_response()
 }
 

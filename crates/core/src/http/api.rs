@@ -3,27 +3,25 @@
 //! Every family builds its routes with [`Api`]: each registration adds the axum
 //! route and its OpenAPI operation together, so a route cannot be served without
 //! being listed (or listed without being served).
+//!
+//! What a route reads and answers is stated right after its registration, on
+//! the operation just added (docs/openapi.md):
+//! `.get(path, summary, handler).query::<Q>().ok::<T>().fails::<FamilyError>()`,
+//! `.json_body::<B>()`, `.multipart(&[Part::file("file")])`, `.id("name")`.
 
 use axum::handler::Handler;
 use axum::http::Method;
 use axum::routing::{self, MethodRouter};
 use axum::Router;
-use utoipa::openapi::path::{
-    HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn,
-};
-use utoipa::openapi::{InfoBuilder, OpenApi, OpenApiBuilder, Paths, Required, ResponseBuilder};
+use std::borrow::Cow;
+
+use utoipa::openapi::path::ParameterIn;
+use utoipa::openapi::OpenApi;
+use utoipa::{IntoParams, ToSchema};
 
 use super::guards::{csrf_ok, csrf_success, Csrf};
+pub use super::openapi::{Body, DocumentedError, ErrorDoc, OpDoc, Part, Success, TagDoc, Typed};
 use crate::state::AppState;
-
-/// One documented operation.
-#[derive(Clone, Debug)]
-pub struct OpDoc {
-    pub method: Method,
-    pub path: String,
-    pub summary: String,
-    pub tag: String,
-}
 
 /// Routes of one family plus their documentation.
 pub struct Api {
@@ -31,6 +29,7 @@ pub struct Api {
     tag: String,
     router: Router<AppState>,
     ops: Vec<OpDoc>,
+    tags: Vec<TagDoc>,
 }
 
 impl Api {
@@ -41,7 +40,19 @@ impl Api {
             tag: tag.to_string(),
             router: Router::new(),
             ops: Vec::new(),
+            tags: vec![TagDoc {
+                name: tag.to_string(),
+                description: None,
+            }],
         }
+    }
+
+    /// Describe the family's tag (one or two sentences, for the OpenAPI document).
+    pub fn about(mut self, description: &str) -> Self {
+        if let Some(t) = self.tags.iter_mut().find(|t| t.name == self.tag) {
+            t.description = Some(description.to_string());
+        }
+        self
     }
 
     pub fn state(&self) -> &AppState {
@@ -57,13 +68,84 @@ impl Api {
         mr: MethodRouter<AppState>,
     ) -> Self {
         self.router = self.router.route(path, mr);
-        self.ops.push(OpDoc {
-            method,
-            path: path.to_string(),
-            summary: summary.to_string(),
-            tag: self.tag.clone(),
-        });
+        self.ops.push(OpDoc::new(method, path, summary, &self.tag));
         self
+    }
+
+    /// Change the operation registered last (a documentation call before any route is a no-op).
+    fn last(mut self, f: impl FnOnce(&mut OpDoc)) -> Self {
+        if let Some(op) = self.ops.last_mut() {
+            f(op);
+        }
+        self
+    }
+
+    /// The operation id after the tag (default: the summary's words), e.g.
+    /// `.id("read_recent_file")` → `memory_read_recent_file`.
+    pub fn id(self, id: &str) -> Self {
+        self.last(|op| op.id = Some(id.to_string()))
+    }
+
+    /// The query parameters the handler reads (`T: IntoParams`; ranges and
+    /// defaults via `#[param(...)]`).
+    pub fn query<T: IntoParams>(self) -> Self {
+        self.last(|op| {
+            op.params
+                .extend(T::into_params(|| Some(ParameterIn::Query)))
+        })
+    }
+
+    /// Typed path parameters (`T: IntoParams`); untyped ones are plain strings.
+    pub fn path<T: IntoParams>(self) -> Self {
+        self.last(|op| op.params.extend(T::into_params(|| Some(ParameterIn::Path))))
+    }
+
+    /// The JSON request body.
+    pub fn json_body<T: ToSchema>(self) -> Self {
+        self.last(|op| op.body = Some(Body::Json(Box::new(Typed::of::<T>()))))
+    }
+
+    /// A `multipart/form-data` body with these parts.
+    pub fn multipart(self, parts: &[Part]) -> Self {
+        let parts = parts.to_vec();
+        self.last(|op| op.body = Some(Body::Multipart(parts)))
+    }
+
+    /// The 200 answer: JSON of `T`.
+    pub fn ok<T: ToSchema>(self) -> Self {
+        self.ok_as::<T>("application/json")
+    }
+
+    /// The 200 answer: `T` in another content type (e.g. `text/plain` for a `String`).
+    pub fn ok_as<T: ToSchema>(self, content_type: &'static str) -> Self {
+        self.last(|op| {
+            op.ok = Some(Success {
+                content_type: Cow::Borrowed(content_type),
+                schema: Some(Typed::of::<T>()),
+                description: Cow::Borrowed("success"),
+            })
+        })
+    }
+
+    /// The 200 answer: bytes of `content_type` (a file, an image, an archive).
+    pub fn ok_file(self, content_type: &'static str) -> Self {
+        self.last(|op| {
+            op.ok = Some(Success {
+                content_type: Cow::Borrowed(content_type),
+                schema: None,
+                description: Cow::Borrowed("the file's bytes"),
+            })
+        })
+    }
+
+    /// Every answer of the family error enum `E` (status, envelope, code).
+    pub fn fails<E: DocumentedError>(self) -> Self {
+        self.last(|op| op.errors.extend(E::answers()))
+    }
+
+    /// One more error answer of this route only.
+    pub fn fails_with(self, answer: ErrorDoc) -> Self {
+        self.last(|op| op.errors.push(answer))
     }
 
     pub fn get<H: Handler<T, AppState>, T: 'static>(self, path: &str, summary: &str, h: H) -> Self {
@@ -105,6 +187,7 @@ impl Api {
             Csrf::Ok => mr.layer(axum::middleware::from_fn_with_state(state, csrf_ok)),
         };
         self.route(method, path, summary, mr)
+            .last(|op| op.csrf = Some(csrf))
     }
 
     /// Add undocumented routes (static files, the WebSocket).
@@ -117,6 +200,7 @@ impl Api {
     pub fn merge(mut self, other: Api) -> Self {
         self.router = self.router.merge(other.router);
         self.ops.extend(other.ops);
+        self.tags.extend(other.tags);
         self
     }
 
@@ -124,8 +208,12 @@ impl Api {
         &self.ops
     }
 
-    pub fn into_parts(self) -> (Router<AppState>, Vec<OpDoc>) {
-        (self.router, self.ops)
+    pub fn tags(&self) -> &[TagDoc] {
+        &self.tags
+    }
+
+    pub fn into_parts(self) -> (Router<AppState>, Vec<OpDoc>, Vec<TagDoc>) {
+        (self.router, self.ops, self.tags)
     }
 }
 
@@ -139,67 +227,7 @@ fn method_filter(m: &Method) -> routing::MethodFilter {
     }
 }
 
-/// Build the OpenAPI 3.1 document for `ops`. Axum's `{*rest}` becomes `{rest}`.
-pub fn openapi_document(ops: &[OpDoc]) -> OpenApi {
-    let mut paths = Paths::new();
-    for op in ops {
-        let path = op.path.replace("{*", "{");
-        let mut b = OperationBuilder::new()
-            .summary(Some(op.summary.clone()))
-            .tag(op.tag.clone())
-            .operation_id(Some(format!(
-                "{}_{}",
-                op.method.as_str().to_ascii_lowercase(),
-                slug(&path)
-            )))
-            .response(
-                "200",
-                ResponseBuilder::new()
-                    .description("success envelope")
-                    .build(),
-            );
-        for name in path_params(&path) {
-            b = b.parameter(
-                ParameterBuilder::new()
-                    .name(name)
-                    .parameter_in(ParameterIn::Path)
-                    .required(Required::True)
-                    .build(),
-            );
-        }
-        let operation: Operation = b.build();
-        let method = match op.method {
-            Method::GET => HttpMethod::Get,
-            Method::PUT => HttpMethod::Put,
-            Method::DELETE => HttpMethod::Delete,
-            Method::PATCH => HttpMethod::Patch,
-            _ => HttpMethod::Post,
-        };
-        paths.add_path_operation(path, vec![method], operation);
-    }
-    OpenApiBuilder::new()
-        .info(
-            InfoBuilder::new()
-                .title("companiond")
-                .version(env!("CARGO_PKG_VERSION"))
-                .description(Some("Local backend of the desktop companion application"))
-                .build(),
-        )
-        .paths(paths)
-        .build()
-}
-
-fn path_params(path: &str) -> Vec<String> {
-    path.split('/')
-        .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-        .map(|s| s.split(':').next().unwrap_or(s).to_string())
-        .collect()
-}
-
-fn slug(path: &str) -> String {
-    path.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect::<String>()
-        .trim_matches('_')
-        .to_string()
+/// Build the OpenAPI 3.1 document for `ops` (see [`super::openapi`]).
+pub fn openapi_document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
+    super::openapi::document(ops, tags)
 }

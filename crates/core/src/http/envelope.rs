@@ -14,6 +14,7 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 /// Set `key` of an envelope's extra fields to `value` as JSON (null when it
 /// does not serialize).
@@ -51,7 +52,7 @@ envelope_builders!(SuccessError, OkReason, Detail, CloudError; extra: SuccessErr
 
 /// `{success:false, error, error_code?, ...extra}` — config, preferences, memory, MMD,
 /// PNGTuber, characters and the system helpers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SuccessError {
     pub success: bool,
     pub error: String,
@@ -77,7 +78,7 @@ impl SuccessError {
 }
 
 /// `{ok:false, reason, ...extra}` — games, onboarding and the proactive-mode helpers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct OkReason {
     pub ok: bool,
     pub reason: String,
@@ -96,7 +97,7 @@ impl OkReason {
 }
 
 /// `{detail}` — the jukebox's explicit route errors and request validation.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Detail {
     pub detail: Value,
 }
@@ -111,7 +112,7 @@ impl Detail {
 
 /// The cloud-save envelope: `{success:false, error, code, message, message_key,
 /// message_params, character_name, ...extra}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct CloudError {
     pub success: bool,
     pub error: String,
@@ -119,6 +120,7 @@ pub struct CloudError {
     pub message: String,
     pub message_key: String,
     pub message_params: Map<String, Value>,
+    #[schema(required = true)]
     pub character_name: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -174,6 +176,62 @@ pub struct DetailEnvelope;
 impl Envelope for DetailEnvelope {
     fn reject(status: StatusCode, _code: &str, message: &str) -> Response {
         Detail::new(message).status(status)
+    }
+}
+
+/// The four envelopes by name: which one answers the refusals (Host, CSRF,
+/// body, panic) of a path, and how `/openapi.json` names its schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EnvelopeKind {
+    /// [`SuccessError`].
+    Success,
+    /// [`OkReason`].
+    Ok,
+    /// [`Detail`].
+    Detail,
+    /// [`CloudError`].
+    Cloud,
+}
+
+impl EnvelopeKind {
+    /// The envelope of the family that owns `path`: `/api/game/` and
+    /// `/api/icebreaker/` `{ok, reason}`, the jukebox `{detail}`, cloud save its
+    /// own, `{success, error_code}` elsewhere.
+    pub fn for_path(path: &str) -> EnvelopeKind {
+        if path.starts_with("/api/game/") || path.starts_with("/api/icebreaker/") {
+            EnvelopeKind::Ok
+        } else if path.starts_with("/api/jukebox/") {
+            EnvelopeKind::Detail
+        } else if path.starts_with("/api/cloudsave/") {
+            EnvelopeKind::Cloud
+        } else {
+            EnvelopeKind::Success
+        }
+    }
+
+    /// Answer `status` with the stable machine `code` and a `message` for people.
+    pub fn reject(self, status: StatusCode, code: &str, message: &str) -> Response {
+        match self {
+            EnvelopeKind::Success => SuccessEnvelope::reject(status, code, message),
+            EnvelopeKind::Ok => OkEnvelope::reject(status, code, message),
+            EnvelopeKind::Detail => DetailEnvelope::reject(status, code, message),
+            EnvelopeKind::Cloud => {
+                CloudError::new(&Self::cloud_code(code), message, None).status(status)
+            }
+        }
+    }
+
+    /// The value a machine `code` takes in this envelope's code field
+    /// (cloud save spells it `CLOUDSAVE_<CODE>`).
+    pub fn code_value(self, code: &str) -> String {
+        match self {
+            EnvelopeKind::Cloud => Self::cloud_code(code),
+            _ => code.to_string(),
+        }
+    }
+
+    fn cloud_code(code: &str) -> String {
+        format!("CLOUDSAVE_{}", code.to_ascii_uppercase())
     }
 }
 

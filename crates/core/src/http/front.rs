@@ -28,9 +28,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures::FutureExt;
 
-use super::envelope::{
-    no_store, CloudError, DetailEnvelope, Envelope, OkEnvelope, SuccessEnvelope,
-};
+use super::envelope::{no_store, EnvelopeKind};
 pub use crate::hosts::HostPolicy;
 
 /// The request-facing half of [`HostPolicy`] (the names themselves are in `crate::hosts`).
@@ -65,24 +63,10 @@ impl HostPolicy {
 }
 
 /// Answer `status` in the envelope of the family that owns `path`
-/// (the `/api/game/` and `/api/icebreaker/` `{ok, reason}`, the jukebox `{detail}`,
-/// cloud save's own, `{success, error_code}` elsewhere), so a client reads a refusal the way it reads any
+/// ([`EnvelopeKind::for_path`]), so a client reads a refusal the way it reads any
 /// other error of that route.
 pub fn reject_for_path(path: &str, status: StatusCode, code: &str, message: &str) -> Response {
-    if path.starts_with("/api/game/") || path.starts_with("/api/icebreaker/") {
-        OkEnvelope::reject(status, code, message)
-    } else if path.starts_with("/api/jukebox/") {
-        DetailEnvelope::reject(status, code, message)
-    } else if path.starts_with("/api/cloudsave/") {
-        CloudError::new(
-            &format!("CLOUDSAVE_{}", code.to_ascii_uppercase()),
-            message,
-            None,
-        )
-        .status(status)
-    } else {
-        SuccessEnvelope::reject(status, code, message)
-    }
+    EnvelopeKind::for_path(path).reject(status, code, message)
 }
 
 fn is_websocket_upgrade(headers: &HeaderMap) -> bool {

@@ -3,6 +3,7 @@
 //! imports from here; see docs/ARCHITECTURE.md.
 //!
 //! * [`api`]: the route builder that keeps the router and `/openapi.json` in step;
+//! * [`openapi`]: the OpenAPI 3.1 document built from what each route states;
 //! * [`front`]: the front door (Host allowlist, cross-site writes, WebSocket
 //!   Origin, panics) every request passes;
 //! * [`guards`]: the loopback guard and the CSRF guard;
@@ -24,6 +25,7 @@ mod ext;
 pub mod front;
 pub mod guards;
 pub mod multipart;
+pub mod openapi;
 pub mod static_files;
 
 pub use ext::Ext;
