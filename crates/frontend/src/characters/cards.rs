@@ -292,8 +292,25 @@ pub(crate) async fn rename(
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         _ => return bad("new_name (non-empty string) is required"),
     };
-    match companiond_memory::rename_character(&st, &old, &new).await {
+    match companiond_core::rename::rename_character(&st, &old, &new).await {
         Ok(v) => ok_json(v),
-        Err(e) => axum::response::IntoResponse::into_response(e),
+        Err(e) => rename_failed(e),
     }
+}
+
+/// A failed rename in the envelope of the interface's rename route.
+fn rename_failed(e: companiond_core::rename::RenameError) -> Response {
+    use companiond_core::rename::RenameFailure::*;
+    let status = match e.kind {
+        Invalid => StatusCode::BAD_REQUEST,
+        NotFound => StatusCode::NOT_FOUND,
+        Conflict => StatusCode::CONFLICT,
+        Upstream => StatusCode::BAD_GATEWAY,
+        Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Failed => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let mut body = SuccessError::new(e.message);
+    body.error_code = e.code;
+    body.extra = e.fields;
+    body.status(status)
 }

@@ -23,6 +23,14 @@ pub const WITH_CONFIG: &[companiond_core::server::Family] = &[
     companiond_frontend::FAMILY,
 ];
 
+/// With the memory family too (the rename transaction behind the original
+/// pages' rename route).
+pub const WITH_MEMORY: &[companiond_core::server::Family] = &[
+    companiond_system::FAMILY,
+    companiond_memory::FAMILY,
+    companiond_frontend::FAMILY,
+];
+
 pub fn front_of(bundle: &Path) -> PathBuf {
     bundle.parent().map(|p| p.join("front")).unwrap_or_default()
 }
