@@ -272,13 +272,8 @@ async fn card_manager_creates_edits_switches_and_deletes() {
 #[tokio::test]
 async fn rename_without_the_memory_family_is_a_clear_error() {
     let s = start_front(None).await;
-    let (st, body) = send_json(
-        &s,
-        Method::POST,
-        "/api/characters/catgirl/Companion/rename",
-        json!({"new_name": "Mimi"}),
-    )
-    .await;
+    let path = "/api/characters/catgirl/Companion/rename";
+    let (st, body) = s.post(path, json!({"new_name": "Mimi"})).await;
     assert_eq!(st, 503, "{body}");
     assert_eq!(body["success"], false);
     assert_eq!(body["error_code"], "rename_unavailable");
