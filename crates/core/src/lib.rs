@@ -9,7 +9,8 @@
 //!   request-supplied paths), [`sink`] (the file writer behind every streamed
 //!   upload), [`characters`] (the registry and the name rules), [`sessions`]
 //!   (per-character session managers), [`turn`] (one chat turn), [`history`],
-//!   [`llm`], [`tools`], [`usage`], [`state`] (the [`AppState`] that holds them);
+//!   [`llm`], [`tools`], [`usage`], [`rename`] (the character rename hook),
+//!   [`state`] (the [`AppState`] that holds them);
 //! * [`http`]: the route builder [`api`], the front door, [`guards`], the
 //!   [`envelope`]s, [`multipart`], the characters routes, the chat WebSocket and
 //!   the static files. Its modules are re-exported here under their old paths
@@ -30,6 +31,7 @@ pub mod notices;
 pub mod options;
 pub mod paths;
 pub mod providers;
+pub mod rename;
 pub mod server;
 pub mod sessions;
 pub mod sink;

@@ -80,6 +80,17 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// One model call: where it goes, which slot it is for (usage bookkeeping),
+/// the conversation, the tools offered and the call's options.
+#[derive(Clone, Copy)]
+pub struct ModelCall<'a> {
+    pub ep: &'a Endpoint,
+    pub slot: Slot,
+    pub messages: &'a [ChatMessage],
+    pub tools: &'a [ToolSpec],
+    pub options: &'a CallOptions,
+}
+
 /// What a completion produced.
 #[derive(Clone, Debug, Default)]
 pub struct Completion {
@@ -204,14 +215,14 @@ impl LlmClient {
         providers::resolve(&cfg, &catalog, slot)
     }
 
-    fn body(
-        &self,
-        ep: &Endpoint,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-        stream: bool,
-        o: &CallOptions,
-    ) -> Value {
+    fn body(&self, call: &ModelCall<'_>, stream: bool) -> Value {
+        let ModelCall {
+            ep,
+            messages,
+            tools,
+            options: o,
+            ..
+        } = *call;
         let mut body = json!({"model": ep.model, "messages": messages, "stream": stream});
         if stream {
             body["stream_options"] = json!({"include_usage": true});
@@ -287,19 +298,40 @@ impl LlmClient {
         o: &CallOptions,
     ) -> Result<Completion, LlmError> {
         let ep = self.endpoint(slot).await.ok_or(LlmError::NotConfigured)?;
-        self.complete_at(&ep, slot, messages, &[], o).await
+        self.complete_call(&ModelCall {
+            ep: &ep,
+            slot,
+            messages,
+            tools: &[],
+            options: o,
+        })
+        .await
     }
 
-    /// A non-streaming completion against a known endpoint.
+    /// A non-streaming completion against a known endpoint: [`Self::complete_call`]
+    /// with its fields as arguments.
     pub async fn complete_at(
         &self,
         ep: &Endpoint,
         slot: Slot,
         messages: &[ChatMessage],
         tools: &[ToolSpec],
-        o: &CallOptions,
+        options: &CallOptions,
     ) -> Result<Completion, LlmError> {
-        let body = self.body(ep, messages, tools, false, o);
+        self.complete_call(&ModelCall {
+            ep,
+            slot,
+            messages,
+            tools,
+            options,
+        })
+        .await
+    }
+
+    /// A non-streaming completion of `call`.
+    pub async fn complete_call(&self, call: &ModelCall<'_>) -> Result<Completion, LlmError> {
+        let (ep, o) = (call.ep, call.options);
+        let body = self.body(call, false);
         let work = async {
             let resp = self.send(ep, &body, o.timeout).await?;
             let v: Value = resp
@@ -311,22 +343,19 @@ impl LlmClient {
         let c = tokio::time::timeout(o.timeout, work)
             .await
             .map_err(|_| LlmError::Timeout)??;
-        self.record(slot, ep, messages, &c, o).await;
+        self.record(call, &c).await;
         Ok(c)
     }
 
-    /// A streamed completion: `on_delta` gets each text delta as it arrives; the
-    /// result carries the whole text and any tool calls.
-    pub async fn stream_at(
+    /// A streamed completion of `call`: `on_delta` gets each text delta as it
+    /// arrives; the result carries the whole text and any tool calls.
+    pub async fn stream_call(
         &self,
-        ep: &Endpoint,
-        slot: Slot,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-        o: &CallOptions,
+        call: &ModelCall<'_>,
         on_delta: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Completion, LlmError> {
-        let body = self.body(ep, messages, tools, true, o);
+        let (ep, o) = (call.ep, call.options);
+        let body = self.body(call, true);
         let resp = self.send(ep, &body, o.timeout).await?;
         let is_sse = resp
             .headers()
@@ -343,7 +372,7 @@ impl LlmClient {
             if !c.content.is_empty() {
                 on_delta(&c.content);
             }
-            self.record(slot, ep, messages, &c, o).await;
+            self.record(call, &c).await;
             return Ok(c);
         }
         let mut acc = StreamAccumulator::default();
@@ -382,7 +411,7 @@ impl LlmClient {
             }
         }
         let c = acc.finish();
-        self.record(slot, ep, messages, &c, o).await;
+        self.record(call, &c).await;
         Ok(c)
     }
 
@@ -419,14 +448,14 @@ impl LlmClient {
             .map_err(|_| LlmError::Timeout)?
     }
 
-    async fn record(
-        &self,
-        slot: Slot,
-        ep: &Endpoint,
-        messages: &[ChatMessage],
-        c: &Completion,
-        o: &CallOptions,
-    ) {
+    async fn record(&self, call: &ModelCall<'_>, c: &Completion) {
+        let ModelCall {
+            ep,
+            slot,
+            messages,
+            options: o,
+            ..
+        } = *call;
         let (prompt, completion, total, estimated) = match c.usage {
             Some((p, cpl, t)) => (p, cpl, t, false),
             None => {

@@ -205,6 +205,85 @@ pub async fn split(r: reqwest::Response) -> (u16, Value) {
     )
 }
 
+// ------------------------------------------------------------------ chat socket
+
+/// A client of the chat WebSocket (`/ws/{name}`).
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket frame as the client reads it.
+pub use tokio_tungstenite::tungstenite::Message;
+
+/// How long a test waits for an expected frame before it fails (a liveness
+/// bound for a loaded machine, not a performance figure).
+pub const FRAME_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+impl TestServer {
+    /// Open the chat socket of `name`; nothing is read yet.
+    pub async fn ws(&self, name: &str) -> Ws {
+        let (ws, _) = tokio_tungstenite::connect_async(self.ws_url(&format!("/ws/{name}")))
+            .await
+            .expect("chat socket opens");
+        ws
+    }
+
+    /// Open the chat socket of `name` and read its `session_started` frame.
+    pub async fn chat(&self, name: &str) -> (Ws, Value) {
+        let mut ws = self.ws(name).await;
+        let first = next_frame(&mut ws).await;
+        assert_eq!(first["type"], "session_started", "{first}");
+        (ws, first)
+    }
+}
+
+/// The next text frame as JSON (other frames are skipped); fails the test
+/// when none arrives within [`FRAME_WAIT`] or the socket closes.
+pub async fn next_frame<S>(ws: &mut S) -> Value
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    use futures::StreamExt as _;
+    loop {
+        let m = tokio::time::timeout(FRAME_WAIT, ws.next())
+            .await
+            .expect("a frame in time")
+            .expect("socket open")
+            .expect("frame");
+        if let Message::Text(t) = m {
+            return serde_json::from_str(t.as_str()).expect("JSON frame");
+        }
+    }
+}
+
+/// The next text frame whose `type` is `kind` (other frames are skipped);
+/// fails the test when none arrives within [`FRAME_WAIT`].
+pub async fn next_of_type<S>(ws: &mut S, kind: &str) -> Value
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    tokio::time::timeout(FRAME_WAIT, async {
+        loop {
+            let f = next_frame(ws).await;
+            if f["type"] == kind {
+                return f;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {kind} frame in time"))
+}
+
+/// Whether nothing arrives on the socket within `ms` milliseconds.
+pub async fn quiet<S>(ws: &mut S, ms: u64) -> bool
+where
+    S: futures::Stream + Unpin,
+{
+    use futures::StreamExt as _;
+    tokio::time::timeout(std::time::Duration::from_millis(ms), ws.next())
+        .await
+        .is_err()
+}
+
 // ------------------------------------------------------------------ upstreams
 
 /// A recorded upstream request.

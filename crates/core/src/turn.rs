@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::history::{Entry, Speaker};
-use crate::llm::{CallOptions, ChatMessage, LlmError};
+use crate::llm::{CallOptions, ChatMessage, LlmError, ModelCall};
 use crate::providers::Slot;
 use crate::sessions::{Outbound, SessionManager, CONTEXT_MESSAGES};
 use crate::state::{AppState, InputSource};
@@ -133,7 +133,16 @@ async fn run_turn(
         let on_delta = |d: &str| send(json!({"type": "assistant_delta", "text": d}));
         let c = match st
             .llm
-            .stream_at(&ep, Slot::Conversation, &messages, &tools, &opts, &on_delta)
+            .stream_call(
+                &ModelCall {
+                    ep: &ep,
+                    slot: Slot::Conversation,
+                    messages: &messages,
+                    tools: &tools,
+                    options: &opts,
+                },
+                &on_delta,
+            )
             .await
         {
             Ok(c) => c,

@@ -6,12 +6,13 @@
 use std::sync::Mutex;
 
 use axum::extract::{Path as UrlPath, RawQuery, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
+use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::{AppState, Ext};
 use serde_json::{json, Map, Value};
+
+use crate::error::{Answer, FrontendError, NO_AGENT};
 
 pub(crate) async fn steam_language(State(st): State<AppState>) -> Response {
     let ui = st
@@ -23,7 +24,7 @@ pub(crate) async fn steam_language(State(st): State<AppState>) -> Response {
         .and_then(|v| v.get("uiLanguage").cloned())
         .filter(|v| v.as_str().is_some_and(|s| !s.trim().is_empty()))
         .unwrap_or(Value::Null);
-    no_store(ok_json(json!({
+    no_store(Json(json!({
         "success": false,
         "error": "no game platform client is running (companiond has no Steam integration)",
         "uiLanguage": ui,
@@ -36,29 +37,23 @@ pub(crate) async fn steam_language(State(st): State<AppState>) -> Response {
 
 // ------------------------------------------------------------------ agent
 
-pub(crate) fn agent_down() -> Response {
-    (
-        StatusCode::BAD_GATEWAY,
-        Json(json!({"success": false, "status": "down",
-                    "error": "companiond has no agent server"})),
-    )
-        .into_response()
+/// The agent routes without companiond's (absent) agent server: 502 `down`.
+pub(crate) async fn agent_down() -> FrontendError {
+    FrontendError::AgentDown
 }
 
 /// `GET /api/agent/{capability}/availability` (`computer_use`, `browser_use`,
 /// `user_plugin`, `openclaw`, `mcp`): the original's answer without its tool
 /// server, 502 `{ready:false, reasons}` (`mcp`: 200, it was removed there).
-pub(crate) async fn agent_availability(UrlPath(capability): UrlPath<String>) -> Response {
-    let reasons = json!(["companiond has no agent server"]);
+pub(crate) async fn agent_availability(
+    UrlPath(capability): UrlPath<String>,
+) -> Answer<Json<Value>> {
     if capability == "mcp" {
-        return Json(json!({"ready": false, "capabilities_count": 0, "reasons": reasons}))
-            .into_response();
+        return Ok(Json(
+            json!({"ready": false, "capabilities_count": 0, "reasons": [NO_AGENT]}),
+        ));
     }
-    (
-        StatusCode::BAD_GATEWAY,
-        Json(json!({"ready": false, "reasons": reasons})),
-    )
-        .into_response()
+    Err(FrontendError::AgentUnavailable)
 }
 
 // ------------------------------------------------------------------ widget mode, card drop
@@ -83,7 +78,7 @@ fn widget_json(w: &Widget) -> Value {
 
 pub(crate) async fn widget_get(Ext(extras): Ext<Extras>) -> Response {
     let w = extras.widget.lock().unwrap_or_else(|e| e.into_inner());
-    no_store(ok_json(json!({"success": true, "state": widget_json(&w)})))
+    no_store(Json(json!({"success": true, "state": widget_json(&w)})))
 }
 
 /// Set one widget flag from the body's boolean `enabled`: the new state, or 400.
@@ -91,28 +86,28 @@ fn widget_set(
     extras: &Extras,
     body: &Map<String, Value>,
     flag: fn(&mut Widget) -> &mut bool,
-) -> Response {
+) -> Answer<Json<Value>> {
     let Some(on) = body.get("enabled").and_then(Value::as_bool) else {
-        return SuccessError::new("enabled must be a boolean")
-            .code("invalid_request")
-            .status(StatusCode::BAD_REQUEST);
+        return Err(FrontendError::BadRequest(
+            "enabled must be a boolean".into(),
+        ));
     };
     let mut w = extras.widget.lock().unwrap_or_else(|e| e.into_inner());
     *flag(&mut w) = on;
-    ok_json(json!({"success": true, "state": widget_json(&w)}))
+    Ok(Json(json!({"success": true, "state": widget_json(&w)})))
 }
 
 pub(crate) async fn widget_enabled(
     Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+) -> Answer<Json<Value>> {
     widget_set(&extras, &body, |w| &mut w.enabled)
 }
 
 pub(crate) async fn widget_stealth(
     Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+) -> Answer<Json<Value>> {
     widget_set(&extras, &body, |w| &mut w.stealth)
 }
 
@@ -122,14 +117,12 @@ const MAX_DATA_URL: usize = 8 * 1024 * 1024;
 pub(crate) async fn card_drop_set(
     Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+) -> Answer<Json<Value>> {
     let mut snap = extras.card_drop.lock().unwrap_or_else(|e| e.into_inner());
     let mut next = snap.clone().unwrap_or_default();
     if let Some(n) = body.get("name") {
         let Some(n) = n.as_str() else {
-            return SuccessError::new("name must be a string")
-                .code("invalid_request")
-                .status(StatusCode::BAD_REQUEST);
+            return Err(FrontendError::BadRequest("name must be a string".into()));
         };
         if next.get("name").and_then(Value::as_str) != Some(n) {
             next.clear();
@@ -144,13 +137,13 @@ pub(crate) async fn card_drop_set(
         }
     }
     *snap = Some(next);
-    ok_json(json!({"ok": true}))
+    Ok(Json(json!({"ok": true})))
 }
 
 pub(crate) async fn card_drop_get(
     State(st): State<AppState>,
     Ext(extras): Ext<Extras>,
-) -> Response {
+) -> Json<Value> {
     let name = extras
         .card_drop
         .lock()
@@ -159,12 +152,14 @@ pub(crate) async fn card_drop_get(
         .and_then(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
         .filter(|n| st.characters.exists(n))
         .unwrap_or_else(|| st.characters.current());
-    ok_json(json!({"name": name}))
+    Json(json!({"name": name}))
 }
 
 // ------------------------------------------------------------------ galgame
 
-pub(crate) async fn galgame_options(JsonBody(body, ..): JsonBody<Map<String, Value>>) -> Response {
+pub(crate) async fn galgame_options(
+    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+) -> Answer<Json<Value>> {
     let has_assistant = body
         .get("messages")
         .and_then(Value::as_array)
@@ -173,32 +168,33 @@ pub(crate) async fn galgame_options(JsonBody(body, ..): JsonBody<Map<String, Val
                 .any(|x| x.get("role").and_then(Value::as_str) == Some("assistant"))
         });
     if !has_assistant {
-        return SuccessError::new("no_assistant_turn")
-            .code("no_assistant_turn")
-            .status(StatusCode::BAD_REQUEST);
+        return Err(FrontendError::Refused {
+            code: "no_assistant_turn",
+            error: "no_assistant_turn".into(),
+        });
     }
-    ok_json(json!({
+    Ok(Json(json!({
         "success": true, "fallback": true, "reason": "not_supported",
         "options": [
             {"label": "继续", "text": "Tell me more."},
             {"label": "好的", "text": "Okay!"},
             {"label": "换话题", "text": "Let's talk about something else."},
         ],
-    }))
+    })))
 }
 
 // ------------------------------------------------------------------ workshop
 
-pub(crate) async fn workshop_meta(UrlPath(_name): UrlPath<String>) -> Response {
-    ok_json(json!({"success": true, "has_uploaded": false, "meta": null}))
+pub(crate) async fn workshop_meta(UrlPath(_name): UrlPath<String>) -> Json<Value> {
+    Json(json!({"success": true, "has_uploaded": false, "meta": null}))
 }
 
-pub(crate) async fn music_search(RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn music_search(RawQuery(q): RawQuery) -> Json<Value> {
     let query = crate::pages::query_param(q.as_deref().unwrap_or(""), "query").unwrap_or_default();
     if query.trim().is_empty() {
-        return ok_json(json!({"success": false, "error": "EMPTY_QUERY", "data": []}));
+        return Json(json!({"success": false, "error": "EMPTY_QUERY", "data": []}));
     }
-    ok_json(
+    Json(
         json!({"success": false, "error": "MUSIC_UNAVAILABLE", "data": [],
                    "message": "companiond has no music search"}),
     )

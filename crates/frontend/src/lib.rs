@@ -9,21 +9,25 @@
 //!   ([`storage`]), `steam_language` and the features companiond does not have,
 //!   answered in the shape the pages read as "unavailable" ([`extras`]).
 //!
+//! Handlers answer `Result<T, FrontendError>` ([`error`]): one enum whose
+//! `IntoResponse` picks the status and the envelope the original pages read.
+//!
 //! Mutations: the routes the original pages call *with* the CSRF token are CSRF-guarded
 //! (`Api::guarded`); the ones they call without it (character edits, model binding,
 //! beacons) are, like every mutation, refused by core's front door when they come from a
 //! page of another site (docs/security.md § Cross-site writes).
 
 mod characters;
+mod error;
 mod extras;
 mod models;
 mod pages;
 mod render;
 mod storage;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::Router;
 use companiond_core::envelope::ok_json;
 use companiond_core::guards::Csrf;
@@ -240,15 +244,13 @@ pub fn api(state: &AppState) -> Api {
             Method::POST,
             "/api/model/vrm/upload",
             "upload a VRM model (multipart part file, .vrm, at most 200 MB) into user_vrm/",
-            post(|State(st): State<AppState>, req: Request| models::vrm_upload(st, req, false))
-                .layer(DefaultBodyLimit::disable()),
+            post(models::vrm_upload_model).layer(DefaultBodyLimit::disable()),
         )
         .route(
             Method::POST,
             "/api/model/vrm/upload_animation",
             "upload a VRM animation (multipart part file, .vrma) into user_vrm/animation/",
-            post(|State(st): State<AppState>, req: Request| models::vrm_upload(st, req, true))
-                .layer(DefaultBodyLimit::disable()),
+            post(models::vrm_upload_animation).layer(DefaultBodyLimit::disable()),
         )
         .delete(
             "/api/model/vrm/model",
@@ -257,8 +259,8 @@ pub fn api(state: &AppState) -> Api {
         )
         .raw(
             Router::new()
-                .route("/user_live2d/{*path}", get(models::user_live2d))
-                .route("/user_vrm/{*path}", get(models::user_vrm)),
+                .route("/user_live2d/{*path}", models::user_files(models::USER_LIVE2D))
+                .route("/user_vrm/{*path}", models::user_files(models::USER_VRM)),
         )
 .get(
             "/api/config/steam_language",
@@ -268,14 +270,10 @@ pub fn api(state: &AppState) -> Api {
         .get(
             "/api/agent/health",
             "agent server health (none: 502 down)",
-            || async { extras::agent_down() },
+            extras::agent_down,
         )
-        .get("/api/agent/flags", "agent flags (none: 502)", || async {
-            extras::agent_down()
-        })
-        .get("/api/agent/state", "agent state (none: 502)", || async {
-            extras::agent_down()
-        })
+        .get("/api/agent/flags", "agent flags (none: 502)", extras::agent_down)
+        .get("/api/agent/state", "agent state (none: 502)", extras::agent_down)
         .get(
             "/api/agent/{capability}/availability",
             "availability of an agent capability (none: 502 ready false)",
@@ -319,7 +317,7 @@ pub fn api(state: &AppState) -> Api {
             "/api/agent/flags",
             "set agent flags (none: 502)",
             Csrf::Success,
-            || async { extras::agent_down() },
+            extras::agent_down,
         )
         .guarded(
             Method::POST,

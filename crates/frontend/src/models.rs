@@ -11,12 +11,14 @@
 use std::path::{Path, PathBuf};
 
 use axum::extract::{Path as UrlPath, RawQuery, Request, State};
-use axum::http::StatusCode;
-use axum::response::Response;
-use companiond_core::envelope::{ok_json, JsonBody, SuccessError};
+use axum::routing::{get, MethodRouter};
+use axum::Json;
+use companiond_core::envelope::JsonBody;
 use companiond_core::static_files::serve_contained;
 use companiond_core::AppState;
 use serde_json::{json, Value};
+
+use crate::error::{Answer, FrontendError};
 
 /// Data-dir folder of user Live2D models (`/user_live2d/...`).
 pub const USER_LIVE2D: &str = "user_live2d";
@@ -154,7 +156,10 @@ pub async fn live2d_path_of(st: &AppState, name: &str) -> Option<String> {
         .and_then(|m| m.get("path").and_then(Value::as_str).map(str::to_string))
 }
 
-pub(crate) async fn live2d_models(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn live2d_models(
+    State(st): State<AppState>,
+    RawQuery(q): RawQuery,
+) -> Json<Value> {
     let models = live2d_all(&st).await;
     let simple = crate::pages::query_param(q.as_deref().unwrap_or(""), "simple")
         .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
@@ -163,9 +168,9 @@ pub(crate) async fn live2d_models(State(st): State<AppState>, RawQuery(q): RawQu
             .iter()
             .filter_map(|m| m.get("name").cloned())
             .collect();
-        return ok_json(json!({"success": true, "models": names}));
+        return Json(json!({"success": true, "models": names}));
     }
-    ok_json(Value::Array(models))
+    Json(Value::Array(models))
 }
 
 fn files_with_ext(dir: &Path, ext: &str) -> Vec<(String, u64)> {
@@ -186,7 +191,7 @@ fn files_with_ext(dir: &Path, ext: &str) -> Vec<(String, u64)> {
     v
 }
 
-pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Response {
+pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Json<Value> {
     let data = st.data_dir().to_path_buf();
     let models = tokio::task::spawn_blocking(move || {
         let root = data.join(USER_LIVE2D);
@@ -217,7 +222,7 @@ pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Response {
     })
     .await
     .unwrap_or_default();
-    ok_json(json!({"success": true, "models": models}))
+    Json(json!({"success": true, "models": models}))
 }
 
 /// The folder of the Live2D model `name` on disk, with its model file.
@@ -281,7 +286,7 @@ fn walk_files(dir: &Path, suffix: &str, depth: usize) -> Vec<String> {
 pub(crate) async fn live2d_model_files(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
+) -> Answer<Json<Value>> {
     let r = in_live2d_dir(&st, name, |dir| {
         (
             walk_files(dir, ".motion3.json", 3),
@@ -290,19 +295,15 @@ pub(crate) async fn live2d_model_files(
     })
     .await;
     match r {
-        Some((motions, exps)) => {
-            ok_json(json!({"success": true, "motion_files": motions, "expression_files": exps}))
-        }
-        None => companiond_core::envelope::SuccessError::new("no Live2D model of that name")
-            .code("model_not_found")
-            .with("motion_files", Vec::<String>::new())
-            .with("expression_files", Vec::<String>::new())
-            .status(axum::http::StatusCode::NOT_FOUND),
+        Some((motions, exps)) => Ok(Json(
+            json!({"success": true, "motion_files": motions, "expression_files": exps}),
+        )),
+        None => Err(FrontendError::Live2dModelNotFound),
     }
 }
 
-pub(crate) async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Response {
-    ok_json(json!({"success": true, "config": {"motions": {}, "expressions": {}}}))
+pub(crate) async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Json<Value> {
+    Json(json!({"success": true, "config": {"motions": {}, "expressions": {}}}))
 }
 
 /// `<model dir>/parameters.json` of a Live2D model (what the parameter editor
@@ -311,7 +312,7 @@ pub(crate) async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> R
 pub(crate) async fn live2d_load_parameters(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
+) -> Json<Value> {
     let r = in_live2d_dir(&st, name, |dir| {
         std::fs::read(dir.join("parameters.json"))
             .ok()
@@ -321,8 +322,8 @@ pub(crate) async fn live2d_load_parameters(
     })
     .await;
     match r {
-        Some(p) => ok_json(json!({"success": true, "parameters": p})),
-        None => ok_json(
+        Some(p) => Json(json!({"success": true, "parameters": p})),
+        None => Json(
             json!({"success": false, "error": "no Live2D model of that name",
                                "parameters": {}}),
         ),
@@ -333,7 +334,7 @@ pub(crate) async fn live2d_load_parameters(
 pub(crate) async fn live2d_model_parameters(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
+) -> Json<Value> {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let r = tokio::task::spawn_blocking(move || {
@@ -376,31 +377,41 @@ pub(crate) async fn live2d_model_parameters(
     .await
     .unwrap_or(Err("the model could not be read"));
     match r {
-        Ok(v) => ok_json(v),
-        Err(e) => ok_json(json!({"success": false, "error": e})),
+        Ok(v) => Json(v),
+        Err(e) => Json(json!({"success": false, "error": e})),
     }
 }
 
 /// Largest VRM model or animation accepted by an upload (the original's 200 MB).
 pub const MAX_VRM_BYTES: u64 = 200 << 20;
 
-fn upload_refused(msg: impl Into<String>, code: &str) -> Response {
-    companiond_core::multipart::with_drain_cap(
-        SuccessError::new(msg)
-            .code(code)
-            .status(StatusCode::BAD_REQUEST),
-        companiond_core::multipart::DrainCap {
-            bytes: MAX_VRM_BYTES,
-            time: std::time::Duration::from_secs(30),
-        },
-    )
+fn upload_refused(msg: impl Into<String>, code: &'static str) -> FrontendError {
+    FrontendError::UploadRefused {
+        code,
+        error: msg.into(),
+    }
 }
 
 /// `POST /api/model/vrm/upload` (`.vrm` into `<data>/user_vrm/`) and
 /// `/upload_animation` (`.vrma` into `<data>/user_vrm/animation/`): the part named
 /// `file`, stored under its base name; a taken name, a wrong extension, a bad
 /// name or more than [`MAX_VRM_BYTES`] → 400, nothing stored.
-pub(crate) async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Response {
+pub(crate) async fn vrm_upload_model(
+    State(st): State<AppState>,
+    req: Request,
+) -> Answer<Json<Value>> {
+    vrm_upload(st, req, false).await
+}
+
+/// `POST /api/model/vrm/upload_animation`: [`vrm_upload`] of a `.vrma` animation.
+pub(crate) async fn vrm_upload_animation(
+    State(st): State<AppState>,
+    req: Request,
+) -> Answer<Json<Value>> {
+    vrm_upload(st, req, true).await
+}
+
+async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Answer<Json<Value>> {
     use futures::StreamExt as _;
     use tokio::io::AsyncWriteExt as _;
     let (ext, label) = if animation {
@@ -410,15 +421,23 @@ pub(crate) async fn vrm_upload(st: AppState, req: Request, animation: bool) -> R
     };
     let mut mp = match companiond_core::multipart::multipart(req).await {
         Ok(m) => m,
-        Err(e) => return upload_refused(e, "invalid_multipart"),
+        Err(e) => return Err(upload_refused(e, "invalid_multipart")),
     };
     let mut field = loop {
         match mp.next_field().await {
             Ok(Some(f)) if f.name() == Some("file") => break f,
             Ok(Some(_)) => continue,
-            Ok(None) => return upload_refused("no file was uploaded (part \"file\")", "no_file"),
+            Ok(None) => {
+                return Err(upload_refused(
+                    "no file was uploaded (part \"file\")",
+                    "no_file",
+                ))
+            }
             Err(e) => {
-                return upload_refused(format!("invalid multipart body: {e}"), "invalid_multipart")
+                return Err(upload_refused(
+                    format!("invalid multipart body: {e}"),
+                    "invalid_multipart",
+                ))
             }
         }
     };
@@ -430,13 +449,16 @@ pub(crate) async fn vrm_upload(st: AppState, req: Request, animation: bool) -> R
         .trim()
         .to_string();
     if !name.to_ascii_lowercase().ends_with(ext) || name.len() <= ext.len() {
-        return upload_refused(
+        return Err(upload_refused(
             format!("the file must be a {ext} file"),
             "invalid_extension",
-        );
+        ));
     }
     if let Err(e) = companiond_core::paths::check_file_name(&name) {
-        return upload_refused(format!("invalid file name: {e}"), "invalid_name");
+        return Err(upload_refused(
+            format!("invalid file name: {e}"),
+            "invalid_name",
+        ));
     }
     let mut dir = st.data_dir().join(USER_VRM);
     if animation {
@@ -490,17 +512,17 @@ pub(crate) async fn vrm_upload(st: AppState, req: Request, animation: bool) -> R
     .await;
     let _ = tokio::fs::remove_file(&tmp).await;
     match written {
-        Ok(Ok(size)) if animation => ok_json(json!({"success": true,
+        Ok(Ok(size)) if animation => Ok(Json(json!({"success": true,
             "message": format!("{label} {name} uploaded"), "filename": name,
-            "file_path": format!("/user_vrm/animation/{name}"), "file_size": size})),
-        Ok(Ok(size)) => ok_json(json!({"success": true,
+            "file_path": format!("/user_vrm/animation/{name}"), "file_size": size}))),
+        Ok(Ok(size)) => Ok(Json(json!({"success": true,
             "message": format!("{label} {name} uploaded"),
             "model_name": name[..name.len() - ext.len()].to_string(),
-            "model_url": format!("/user_vrm/{name}"), "file_size": size})),
-        Ok(Err(msg)) => upload_refused(msg, "upload_refused"),
-        Err(e) => SuccessError::new(format!("cannot store the {label}: {e}"))
-            .code("storage_error")
-            .status(StatusCode::INTERNAL_SERVER_ERROR),
+            "model_url": format!("/user_vrm/{name}"), "file_size": size}))),
+        Ok(Err(msg)) => Err(upload_refused(msg, "upload_refused")),
+        Err(e) => Err(FrontendError::Storage(format!(
+            "cannot store the {label}: {e}"
+        ))),
     }
 }
 
@@ -508,12 +530,8 @@ pub(crate) async fn vrm_upload(st: AppState, req: Request, animation: bool) -> R
 pub(crate) async fn vrm_delete(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Value>,
-) -> Response {
-    let bad = |m: &str| {
-        SuccessError::new(m)
-            .code("invalid_request")
-            .status(StatusCode::BAD_REQUEST)
-    };
+) -> Answer<Json<Value>> {
+    let bad = |m: &str| Err(FrontendError::BadRequest(m.into()));
     let Some(url) = body
         .get("url")
         .and_then(Value::as_str)
@@ -532,20 +550,18 @@ pub(crate) async fn vrm_delete(
     }
     let target = st.data_dir().join(USER_VRM).join(rel);
     match tokio::fs::remove_file(&target).await {
-        Ok(()) => ok_json(json!({"success": true,
-            "message": format!("VRM model {} deleted", &rel[..rel.len() - 4])})),
+        Ok(()) => Ok(Json(json!({"success": true,
+            "message": format!("VRM model {} deleted", &rel[..rel.len() - 4])}))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            SuccessError::new("no such model file")
-                .code("not_found")
-                .status(StatusCode::NOT_FOUND)
+            Err(FrontendError::NotFound("no such model file".into()))
         }
-        Err(e) => SuccessError::new(format!("cannot delete the model: {e}"))
-            .code("storage_error")
-            .status(StatusCode::INTERNAL_SERVER_ERROR),
+        Err(e) => Err(FrontendError::Storage(format!(
+            "cannot delete the model: {e}"
+        ))),
     }
 }
 
-pub(crate) async fn vrm_models(State(st): State<AppState>) -> Response {
+pub(crate) async fn vrm_models(State(st): State<AppState>) -> Json<Value> {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let models = tokio::task::spawn_blocking(move || {
@@ -570,10 +586,10 @@ pub(crate) async fn vrm_models(State(st): State<AppState>) -> Response {
     })
     .await
     .unwrap_or_default();
-    ok_json(json!({"success": true, "models": models}))
+    Json(json!({"success": true, "models": models}))
 }
 
-pub(crate) async fn vrm_animations(State(st): State<AppState>) -> Response {
+pub(crate) async fn vrm_animations(State(st): State<AppState>) -> Json<Value> {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let anims = tokio::task::spawn_blocking(move || {
@@ -592,31 +608,25 @@ pub(crate) async fn vrm_animations(State(st): State<AppState>) -> Response {
     })
     .await
     .unwrap_or_default();
-    ok_json(json!({"success": true, "animations": anims}))
+    Json(json!({"success": true, "animations": anims}))
 }
 
-pub(crate) async fn vrm_config() -> Response {
-    ok_json(json!({"success": true, "paths": {
+pub(crate) async fn vrm_config() -> Json<Value> {
+    Json(json!({"success": true, "paths": {
         "user_vrm": "/user_vrm", "static_vrm": "/static/vrm",
         "static_animation": "/static/vrm/animation", "user_animation": "/user_vrm/animation"}}))
 }
 
-pub(crate) async fn vrm_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Response {
-    ok_json(json!({"success": true, "config": {}}))
+pub(crate) async fn vrm_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Json<Value> {
+    Json(json!({"success": true, "config": {}}))
 }
 
-pub(crate) async fn user_live2d(
-    State(st): State<AppState>,
-    UrlPath(rel): UrlPath<String>,
-    req: Request,
-) -> Response {
-    serve_contained(st.data_dir().join(USER_LIVE2D), &rel, req).await
-}
-
-pub(crate) async fn user_vrm(
-    State(st): State<AppState>,
-    UrlPath(rel): UrlPath<String>,
-    req: Request,
-) -> Response {
-    serve_contained(st.data_dir().join(USER_VRM), &rel, req).await
+/// `GET /user_live2d/{*path}`, `/user_vrm/{*path}`: a file below
+/// `<data>/<dir>`, served by core's contained static-file route.
+pub(crate) fn user_files(dir: &'static str) -> MethodRouter<AppState> {
+    get(
+        move |State(st): State<AppState>, UrlPath(rel): UrlPath<String>, req: Request| async move {
+            serve_contained(st.data_dir().join(dir), &rel, req).await
+        },
+    )
 }

@@ -6,7 +6,7 @@
 //! data dir). Relocating storage is not supported: the mutations answer 409
 //! `{ok:false, error_code:"storage_relocation_unsupported", error}`.
 
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::state::StorageStatus;
@@ -112,14 +112,7 @@ pub(crate) async fn retained_source() -> Response {
     )
 }
 
-pub(crate) async fn unsupported() -> Response {
-    (
-        StatusCode::CONFLICT,
-        Json(json!({
-            "ok": false,
-            "error_code": "storage_relocation_unsupported",
-            "error": "companiond keeps its data in --data-dir; restart it with another --data-dir to move storage",
-        })),
-    )
-        .into_response()
+/// Relocating storage: 409, not supported.
+pub(crate) async fn unsupported() -> crate::error::FrontendError {
+    crate::error::FrontendError::RelocationUnsupported
 }

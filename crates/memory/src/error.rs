@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::SuccessError;
+use companiond_core::rename::{RenameError, RenameFailure};
 use serde::Serialize;
 
 /// Every failure of the memory routes.
@@ -151,12 +152,12 @@ fn coded(e: SuccessError, code: &str) -> SuccessError {
     e.code(code).with("code", code)
 }
 
-impl IntoResponse for MemoryError {
-    fn into_response(self) -> Response {
+impl MemoryError {
+    /// The `{success:false, error, error_code?, code?, ...}` envelope of this error.
+    fn envelope(self) -> SuccessError {
         use MemoryError::*;
-        let status = self.status();
         let base = SuccessError::new(self.to_string());
-        let body = match self {
+        match self {
             Invalid { code, .. } | Exists { code, .. } => coded(base, code),
             Conflict {
                 fingerprint,
@@ -198,8 +199,36 @@ impl IntoResponse for MemoryError {
                 coded(base, "MEMORY_SERVER_RELEASE_FAILED").with("memory_server_released", false)
             }
             BadRequest(_) | NotFound(_) | MissingTokens | Storage(_) | Internal(_) => base,
+        }
+    }
+}
+
+impl IntoResponse for MemoryError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        self.envelope().status(status)
+    }
+}
+
+/// A failed rename as other families see it through core's rename hook: the
+/// kind follows this error's status, the code and fields its envelope.
+impl From<MemoryError> for RenameError {
+    fn from(e: MemoryError) -> Self {
+        let kind = match e.status() {
+            StatusCode::BAD_REQUEST => RenameFailure::Invalid,
+            StatusCode::NOT_FOUND => RenameFailure::NotFound,
+            StatusCode::CONFLICT => RenameFailure::Conflict,
+            StatusCode::BAD_GATEWAY => RenameFailure::Upstream,
+            StatusCode::SERVICE_UNAVAILABLE => RenameFailure::Unavailable,
+            _ => RenameFailure::Failed,
         };
-        body.status(status)
+        let envelope = e.envelope();
+        RenameError {
+            kind,
+            message: envelope.error,
+            code: envelope.error_code,
+            fields: envelope.extra,
+        }
     }
 }
 

@@ -21,8 +21,10 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use companiond_core::rename::{CharacterRename, RenameError};
 use companiond_core::state::MemoryService;
 use futures::future::BoxFuture;
+use serde_json::Value;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
@@ -99,14 +101,23 @@ where
 }
 
 /// The rename transaction of `POST /api/characters/profile/{old_name}/rename`
-/// (configuration, memory storage and chat session together), for the
-/// original pages' route of the same job: `Ok` is the success body.
-pub async fn rename_character(
-    state: &AppState,
-    old_name: &str,
-    new_name: &str,
-) -> Result<serde_json::Value, MemoryError> {
-    rename::rename(state, &MemoryRuntime::of(state), old_name, new_name).await
+/// (configuration, memory storage and chat session together) as core's rename
+/// hook, for the other families' routes of the same job (the original pages').
+struct Renamer {
+    state: Weak<Inner>,
+}
+
+impl CharacterRename for Renamer {
+    fn rename(&self, old: String, new: String) -> BoxFuture<'static, Result<Value, RenameError>> {
+        let state = self.state.upgrade().map(AppState);
+        Box::pin(async move {
+            let Some(state) = state else {
+                return Err(MemoryError::Busy("the server is stopping".into()).into());
+            };
+            let rt = MemoryRuntime::of(&state);
+            Ok(rename::rename(&state, &rt, &old, &new).await?)
+        })
+    }
 }
 
 /// How long a release waits for in-flight memory work to stop.
@@ -418,6 +429,11 @@ pub fn start(state: &AppState) {
     state.hooks.set_memory_recall(Arc::new(recall::Recall {
         state: Arc::downgrade(&state.0),
     }));
+    state.provide(Arc::new(companiond_core::rename::Renamer::new(Arc::new(
+        Renamer {
+            state: Arc::downgrade(&state.0),
+        },
+    ))));
     match ensure_units(state) {
         // The watcher and the catch-up start once the units are complete.
         Some(names) => complete_units(state, names),

@@ -3,10 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use companiond_core::testkit::{TestOptions, TestServer};
-use futures::StreamExt;
 use serde_json::{json, Value};
 
 pub async fn server_with_cloud(cloud: Option<String>) -> TestServer {
@@ -305,16 +303,8 @@ pub fn payload_ids(s: &companiond_core::testkit::TestServer, name: &str) -> Vec<
 pub async fn open_chat(
     s: &companiond_core::testkit::TestServer,
     name: &str,
-) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{name}")))
-        .await
-        .unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(5), ws.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(first.to_text().unwrap().contains("session_started"));
+) -> companiond_core::testkit::Ws {
+    let (ws, _) = s.chat(name).await;
     assert!(s.state.sessions.is_active(name));
     ws
 }

@@ -87,25 +87,7 @@ pub async fn wait_active(s: &TestServer, name: &str) {
     }
 }
 
-pub async fn next_of_type<S>(ws: &mut S, ty: &str) -> Value
-where
-    S: StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    let deadline = Duration::from_secs(5);
-    loop {
-        let m = tokio::time::timeout(deadline, ws.next())
-            .await
-            .expect("a frame")
-            .expect("open")
-            .expect("frame");
-        if let Message::Text(t) = m {
-            let v: Value = serde_json::from_str(&t).unwrap();
-            if v["type"] == ty {
-                return v;
-            }
-        }
-    }
-}
+pub use companiond_core::testkit::next_of_type;
 
 pub async fn model_upstream() -> Upstream {
     let router = Router::new()

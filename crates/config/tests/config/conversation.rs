@@ -288,9 +288,7 @@ async fn noise_reduction_is_applied_to_active_sessions_only() {
         .post("/api/characters/profile", json!({"name": "Idle"}))
         .await;
     assert_eq!(st, 200);
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Companion"))
-        .await
-        .unwrap();
+    let mut ws = s.ws("Companion").await;
     wait_active(&s, "Companion").await;
     let (st, _, v) = post_with(&s, CS, &[], json!({"noiseReductionEnabled": false})).await;
     assert_eq!(st, 200, "{v}");

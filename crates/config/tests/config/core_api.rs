@@ -169,9 +169,7 @@ async fn provider_change_keeps_old_key_and_notifies_active_sessions() {
         )
         .await;
     assert_eq!(st, 200);
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Companion"))
-        .await
-        .unwrap();
+    let mut ws = s.ws("Companion").await;
     wait_active(&s, "Companion").await;
     let (st, v) = s
         .post(

@@ -5,21 +5,18 @@ use std::time::Duration;
 
 use axum::routing::post;
 use axum::Router;
+use companiond_core::testkit::Message;
 use companiond_core::testkit::{MockLlm, MockReply, TestOptions, TestServer, Upstream};
 use companiond_core::tools::RegisteredTool;
 use futures::SinkExt;
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::*;
 
 #[tokio::test]
 async fn chat_without_provider_answers_an_error_frame_and_stays_open() {
     let s = TestServer::start(&[]).await;
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Companion"))
-        .await
-        .unwrap();
-    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
+    let (mut ws, _) = s.chat("Companion").await;
     assert!(s.state.sessions.is_active("Companion"));
     ws.send(Message::Text(
         json!({"type": "user_text", "text": "hi"}).to_string(),
@@ -75,10 +72,7 @@ async fn chat_turn_with_a_tool_call_round_trip() {
     )]));
     llm.push(MockReply::Text("The answer is 42.".into()));
 
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Companion"))
-        .await
-        .unwrap();
-    next_frame(&mut ws).await;
+    let (mut ws, _) = s.chat("Companion").await;
     ws.send(Message::Text(
         json!({"type": "user_text", "text": "double 21"}).to_string(),
     ))
@@ -144,10 +138,7 @@ async fn model_errors_reach_the_socket() {
     let s = TestServer::start(&[]).await;
     s.configure_llm(&llm.base()).await;
     llm.push(MockReply::Status(401, "{\"error\":\"bad key\"}".into()));
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Companion"))
-        .await
-        .unwrap();
-    next_frame(&mut ws).await;
+    let (mut ws, _) = s.chat("Companion").await;
     ws.send(Message::Text(
         json!({"type": "user_text", "text": "hi"}).to_string(),
     ))

@@ -1,15 +1,13 @@
 //! Fixtures shared by every resource: a probe family exercising the guards and
 //! extractors, and helpers to read chat frames and run one chat turn.
 
-use std::time::Duration;
-
 use axum::http::Method;
 use axum::response::Response;
 use companiond_core::envelope::{ok_json, JsonBody, OkEnvelope};
 use companiond_core::guards::{Csrf, LoopbackPeer};
 use companiond_core::testkit::TestServer;
 use companiond_core::{Api, AppState};
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -53,28 +51,11 @@ pub fn probe(state: &AppState) -> Api {
         )
 }
 
-pub async fn next_frame<S>(ws: &mut S) -> Value
-where
-    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("frame in time")
-            .unwrap()
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
+pub use companiond_core::testkit::next_frame;
 
 /// One chat turn on a fresh socket; returns the streamed reply.
 pub async fn one_turn(s: &TestServer, text: &str) -> String {
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Companion"))
-        .await
-        .unwrap();
-    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
+    let (mut ws, _) = s.chat("Companion").await;
     ws.send(Message::Text(
         json!({"type": "user_text", "text": text}).to_string(),
     ))

@@ -1,9 +1,8 @@
 //! The model bound to a character (Live2D, VRM, MMD or PNGTuber) and the
 //! Live2D model a page shows for it.
 
-use axum::extract::{Path as UrlPath, RawQuery, State};
-use axum::response::Response;
-use companiond_core::envelope::{ok_json, JsonBody};
+use axum::extract::{RawQuery, State};
+use axum::Json;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
@@ -41,12 +40,9 @@ fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 
 pub(crate) async fn bind_model(
     State(st): State<AppState>,
-    UrlPath(name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
-    if !st.characters.exists(&name) {
-        return not_found(&name);
-    }
+    CharacterEdit { name, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
+    existing(&st, &name)?;
     let mut set = Map::new();
     let model_type = str_field(&body, "model_type").map(str::to_ascii_lowercase);
     let idle_only = model_type.is_none()
@@ -66,16 +62,16 @@ pub(crate) async fn bind_model(
             None | Some("live2d") => "live2d",
             Some("live3d" | "vrm" | "mmd") => "live3d",
             Some("pngtuber") => "pngtuber",
-            Some(other) => return bad(format!("unknown model_type {other:?}")),
+            Some(other) => return Err(bad(format!("unknown model_type {other:?}"))),
         };
         set.insert("model_type".into(), json!(model_type));
         match model_type {
             "live2d" => {
                 let Some(l2d) = str_field(&body, "live2d") else {
-                    return bad("live2d (the model name) is required");
+                    return Err(bad("live2d (the model name) is required"));
                 };
                 if l2d.contains("..") || l2d.contains("://") {
-                    return bad("invalid Live2D model name");
+                    return Err(bad("invalid Live2D model name"));
                 }
                 let path = crate::models::live2d_path_of(&st, l2d).await;
                 set.insert(
@@ -93,12 +89,10 @@ pub(crate) async fn bind_model(
                 let vrm = str_field(&body, "vrm");
                 let mmd = str_field(&body, "mmd");
                 match (vrm, mmd) {
-                    (Some(_), Some(_)) => return bad("give either vrm or mmd, not both"),
-                    (None, None) => return bad("vrm or mmd (the model path) is required"),
+                    (Some(_), Some(_)) => return Err(bad("give either vrm or mmd, not both")),
+                    (None, None) => return Err(bad("vrm or mmd (the model path) is required")),
                     (Some(v), None) => {
-                        if let Err(e) = check_model_path(v, "vrm") {
-                            return bad(e);
-                        }
+                        check_model_path(v, "vrm").map_err(bad)?;
                         set.insert("live3d_sub_type".into(), json!("vrm"));
                         set.insert("vrm".into(), json!(v));
                         for k in ["vrm_animation"] {
@@ -106,40 +100,20 @@ pub(crate) async fn bind_model(
                                 set.insert(k.into(), x.clone());
                             }
                         }
-                        if let Some(idle) = body.get("idle_animation") {
-                            let list = match idle {
-                                Value::Array(a) => a.clone(),
-                                Value::String(s) if !s.is_empty() => vec![json!(s)],
-                                _ => vec![],
-                            };
-                            set.insert(
-                                "idleAnimation".into(),
-                                list.first().cloned().unwrap_or(json!("")),
-                            );
-                            set.insert("idleAnimations".into(), Value::Array(list));
-                        }
+                        set_idle(&mut set, body.get("idle_animation"), "idleAnimation");
                     }
                     (None, Some(m)) => {
-                        if let Err(e) = check_model_path(m, "mmd") {
-                            return bad(e);
-                        }
+                        check_model_path(m, "mmd").map_err(bad)?;
                         set.insert("live3d_sub_type".into(), json!("mmd"));
                         set.insert("mmd".into(), json!(m));
                         if let Some(x) = body.get("mmd_animation") {
                             set.insert("mmd_animation".into(), x.clone());
                         }
-                        if let Some(idle) = body.get("mmd_idle_animation") {
-                            let list = match idle {
-                                Value::Array(a) => a.clone(),
-                                Value::String(s) if !s.is_empty() => vec![json!(s)],
-                                _ => vec![],
-                            };
-                            set.insert(
-                                "mmd_idle_animation".into(),
-                                list.first().cloned().unwrap_or(json!("")),
-                            );
-                            set.insert("mmd_idle_animations".into(), Value::Array(list));
-                        }
+                        set_idle(
+                            &mut set,
+                            body.get("mmd_idle_animation"),
+                            "mmd_idle_animation",
+                        );
                     }
                 }
             }
@@ -158,7 +132,9 @@ pub(crate) async fn bind_model(
                 for (k, v) in &png {
                     if let Some(s) = v.as_str() {
                         if s.contains("..") || s.contains("://") {
-                            return bad(format!("pngtuber.{k} must be a local path without .."));
+                            return Err(bad(format!(
+                                "pngtuber.{k} must be a local path without .."
+                            )));
                         }
                     }
                 }
@@ -166,22 +142,34 @@ pub(crate) async fn bind_model(
             }
         }
     }
-    answer(
-        update_profile(&st, &name, move |p| {
-            for (k, v) in set {
-                p.insert(k, v);
-            }
-            Ok(())
-        })
-        .await,
-        |()| ok_json(json!({"success": true, "message": "model saved"})),
-    )
+    update_profile(&st, &name, move |p| {
+        for (k, v) in set {
+            p.insert(k, v);
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"success": true, "message": "model saved"})))
+}
+
+/// Store an idle-animation setting given as a list or one name: its first
+/// entry under `one`, the list under `one` + `s` (`idleAnimations`,
+/// `mmd_idle_animations`); absent, nothing changes.
+fn set_idle(set: &mut Map<String, Value>, idle: Option<&Value>, one: &str) {
+    let Some(idle) = idle else { return };
+    let list = match idle {
+        Value::Array(a) => a.clone(),
+        Value::String(s) if !s.is_empty() => vec![json!(s)],
+        _ => vec![],
+    };
+    set.insert(one.into(), list.first().cloned().unwrap_or(json!("")));
+    set.insert(format!("{one}s"), Value::Array(list));
 }
 
 pub(crate) async fn current_live2d_model(
     State(st): State<AppState>,
     RawQuery(q): RawQuery,
-) -> Response {
+) -> Json<Value> {
     let q = q.unwrap_or_default();
     let asked = crate::pages::query_param(&q, "catgirl_name").unwrap_or_default();
     let name = st
@@ -207,12 +195,12 @@ pub(crate) async fn current_live2d_model(
             }),
     };
     match model {
-        Some(m) => ok_json(json!({
+        Some(m) => Json(json!({
             "success": true, "catgirl_name": name,
             "model_name": m.get("name").cloned().unwrap_or(Value::Null),
             "model_info": m,
         })),
-        None => ok_json(json!({
+        None => Json(json!({
             "success": false, "catgirl_name": name,
             "model_name": crate::models::DEFAULT_LIVE2D_NAME,
             "model_info": Value::Null,

@@ -2,9 +2,9 @@
 //! master profile (`主人`) and rename.
 
 use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
 use axum::response::Response;
-use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
+use axum::Json;
+use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
@@ -13,13 +13,13 @@ use super::*;
 // ------------------------------------------------------------------ current
 
 pub(crate) async fn current_get(State(st): State<AppState>) -> Response {
-    no_store(ok_json(json!({"current_catgirl": st.characters.current()})))
+    no_store(Json(json!({"current_catgirl": st.characters.current()})))
 }
 
 pub(crate) async fn current_set(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+) -> Answer<Json<Value>> {
     let Some(name) = body
         .get("catgirl_name")
         .or_else(|| body.get("name"))
@@ -27,20 +27,18 @@ pub(crate) async fn current_set(
         .map(str::trim)
         .filter(|n| !n.is_empty())
     else {
-        return bad("catgirl_name is required");
+        return Err(bad("catgirl_name is required"));
     };
     let old = st.characters.current();
-    match st.characters.set_current(name).await {
-        Ok(new) => {
-            if new != old {
-                st.sessions.notify_all(
-                    json!({"type": "catgirl_switched", "new_catgirl": new, "old_catgirl": old}),
-                );
-            }
-            ok_json(json!({"success": true, "current": new, "current_catgirl": new}))
-        }
-        Err(e) => e.into_response(),
+    let new = st.characters.set_current(name).await?;
+    if new != old {
+        st.sessions.notify_all(
+            json!({"type": "catgirl_switched", "new_catgirl": new, "old_catgirl": old}),
+        );
     }
+    Ok(Json(
+        json!({"success": true, "current": new, "current_catgirl": new}),
+    ))
 }
 
 // ------------------------------------------------------------------ create / save / delete
@@ -75,14 +73,11 @@ fn field_order(body: &Map<String, Value>) -> Option<Value> {
 pub(crate) async fn create(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+) -> Answer<Json<Value>> {
     let Some(raw) = body.get("档案名").and_then(Value::as_str) else {
-        return bad("档案名 (the character name) is required");
+        return Err(bad("档案名 (the character name) is required"));
     };
-    let base = match validate_name(raw, NameRules::NEW) {
-        Ok(n) => n,
-        Err(e) => return CharacterError::Invalid(e).into_response(),
-    };
+    let base = validate_name(raw, NameRules::NEW).map_err(CharacterError::Invalid)?;
     let (mut fields, _) = form_fields(&body);
     if let Some(order) = field_order(&body) {
         reserved_obj(&mut fields).insert("field_order".into(), order);
@@ -97,24 +92,23 @@ pub(crate) async fn create(
         match st.characters.create(&candidate, fields.clone()).await {
             Ok(name) => {
                 st.sessions.ensure(&name);
-                return ok_json(json!({"success": true, "character_name": name,
-                                      "memory_server_reloaded": false}));
+                return Ok(Json(json!({"success": true, "character_name": name,
+                                      "memory_server_reloaded": false})));
             }
             Err(CharacterError::Exists(_)) => continue,
-            Err(e) => return e.into_response(),
+            Err(e) => return Err(e.into()),
         }
     }
-    bad("no free name for this character")
+    Err(bad("no free name for this character"))
 }
 
 pub(crate) async fn save(
     State(st): State<AppState>,
-    UrlPath(name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+    CharacterEdit { name, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
     let (fields, ignored) = form_fields(&body);
     let order = field_order(&body);
-    let r = update_profile(&st, &name, move |p| {
+    let voice_changed = update_profile(&st, &name, move |p| {
         let old_voice = p.get("voice_id").cloned();
         let mut next = Map::new();
         for (k, v) in &fields {
@@ -132,52 +126,46 @@ pub(crate) async fn save(
         *p = next;
         Ok(voice_changed)
     })
-    .await;
-    match r {
-        Ok(voice_changed) => ok_json(json!({
-            "success": true, "character_name": name, "voice_id_changed": voice_changed,
-            "session_restarted": false, "context_refreshed": false,
-            "ignored_reserved_fields": ignored,
-        })),
-        Err(e) => e.into_response(),
-    }
+    .await?;
+    Ok(Json(json!({
+        "success": true, "character_name": name, "voice_id_changed": voice_changed,
+        "session_restarted": false, "context_refreshed": false,
+        "ignored_reserved_fields": ignored,
+    })))
 }
 
-pub(crate) async fn remove(st: &AppState, name: &str) -> Response {
-    if !st.characters.exists(name) {
-        return not_found(name);
-    }
+pub(crate) async fn remove(st: &AppState, name: &str) -> Answer<Json<Value>> {
+    existing(st, name)?;
     if st.characters.current() == name {
-        return SuccessError::new("the current character cannot be deleted; switch first")
-            .code("current_character")
-            .status(StatusCode::BAD_REQUEST);
+        return Err(FrontendError::Refused {
+            code: "current_character",
+            error: "the current character cannot be deleted; switch first".into(),
+        });
     }
-    match st.characters.delete(name).await {
-        Ok(()) => {
-            if let Some(m) = st.sessions.get(name) {
-                m.terminate(std::time::Duration::from_secs(3)).await;
-            }
-            st.sessions.remove(name);
-            ok_json(json!({"success": true, "memory_server_reloaded": false}))
-        }
-        Err(e) => e.into_response(),
+    st.characters.delete(name).await?;
+    if let Some(m) = st.sessions.get(name) {
+        m.terminate(std::time::Duration::from_secs(3)).await;
     }
+    st.sessions.remove(name);
+    Ok(Json(
+        json!({"success": true, "memory_server_reloaded": false}),
+    ))
 }
 
 pub(crate) async fn delete_path(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
+) -> Answer<Json<Value>> {
     remove(&st, &name).await
 }
 
 pub(crate) async fn delete_body(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+) -> Answer<Json<Value>> {
     match body.get("name").and_then(Value::as_str) {
         Some(n) => remove(&st, n).await,
-        None => bad("name is required"),
+        None => Err(bad("name is required")),
     }
 }
 
@@ -186,11 +174,9 @@ pub(crate) async fn delete_body(
 pub(crate) async fn master_set(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
-    let name = match master_name(&body, "档案名", "档案名 (the master's name) is required") {
-        Ok(n) => n,
-        Err(e) => return bad(e),
-    };
+) -> Answer<Json<Value>> {
+    let name =
+        master_name(&body, "档案名", "档案名 (the master's name) is required").map_err(bad)?;
     let mut doc = Map::new();
     doc.insert("档案名".into(), json!(name));
     for (k, v) in &body {
@@ -224,31 +210,30 @@ fn master_name<'a, 'm>(
 }
 
 /// Replace the master profile (`主人`) document: `{success:true}`, or 500 in the envelope.
-async fn save_master(st: &AppState, doc: Map<String, Value>) -> Response {
-    match st.store.write(MASTER_DOC, Value::Object(doc)).await {
-        Ok(()) => ok_json(json!({"success": true})),
-        Err(e) => master_storage_error(e),
-    }
+async fn save_master(st: &AppState, doc: Map<String, Value>) -> Answer<Json<Value>> {
+    st.store
+        .write(MASTER_DOC, Value::Object(doc))
+        .await
+        .map_err(master_storage_error)?;
+    Ok(Json(json!({"success": true})))
 }
 
 /// 500 `storage_error`: the master profile could not be saved.
-fn master_storage_error(e: companiond_core::store::StoreError) -> Response {
-    SuccessError::new(format!("cannot save the master profile: {e}"))
-        .code("storage_error")
-        .status(StatusCode::INTERNAL_SERVER_ERROR)
+fn master_storage_error(e: companiond_core::store::StoreError) -> FrontendError {
+    FrontendError::Storage(format!("cannot save the master profile: {e}"))
 }
 
 /// `POST /api/characters/master/{old}/rename` `{new_name}`: the master's name
 /// (`档案名` of the master profile); 404 when `old` is not the master's name.
 pub(crate) async fn master_rename(
     State(st): State<AppState>,
-    UrlPath(old_name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
-    let new = match master_name(&body, "new_name", "new_name (non-empty string) is required") {
-        Ok(n) => n,
-        Err(e) => return bad(e),
-    };
+    CharacterEdit {
+        name: old_name,
+        body,
+    }: CharacterEdit,
+) -> Answer<Json<Value>> {
+    let new =
+        master_name(&body, "new_name", "new_name (non-empty string) is required").map_err(bad)?;
     // One read-modify-write under the document's lock: a save beside it is
     // never lost.
     let old = old_name.trim().to_string();
@@ -268,16 +253,14 @@ pub(crate) async fn master_rename(
         })
         .await;
     match renamed {
-        Ok(Ok(())) => ok_json(json!({"success": true})),
-        Ok(Err(())) => SuccessError::new(format!("the master is not named {:?}", old_name))
-            .code("not_found")
-            .status(StatusCode::NOT_FOUND),
-        Err(e @ companiond_core::store::StoreError::Corrupt(_)) => {
-            SuccessError::new(format!("cannot read the master profile: {e}"))
-                .code("storage_error")
-                .status(StatusCode::INTERNAL_SERVER_ERROR)
-        }
-        Err(e) => master_storage_error(e),
+        Ok(Ok(())) => Ok(Json(json!({"success": true}))),
+        Ok(Err(())) => Err(FrontendError::NotFound(format!(
+            "the master is not named {old_name:?}"
+        ))),
+        Err(e @ companiond_core::store::StoreError::Corrupt(_)) => Err(FrontendError::Storage(
+            format!("cannot read the master profile: {e}"),
+        )),
+        Err(e) => Err(master_storage_error(e)),
     }
 }
 
@@ -285,15 +268,13 @@ pub(crate) async fn master_rename(
 /// transaction of `/api/characters/profile/{old_name}/rename` (crates/memory).
 pub(crate) async fn rename(
     State(st): State<AppState>,
-    UrlPath(old): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+    CharacterEdit { name: old, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
     let new = match body.get("new_name") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        _ => return bad("new_name (non-empty string) is required"),
+        _ => return Err(bad("new_name (non-empty string) is required")),
     };
-    match companiond_memory::rename_character(&st, &old, &new).await {
-        Ok(v) => ok_json(v),
-        Err(e) => axum::response::IntoResponse::into_response(e),
-    }
+    Ok(Json(
+        companiond_core::rename::rename_character(&st, &old, &new).await?,
+    ))
 }

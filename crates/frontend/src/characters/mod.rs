@@ -18,14 +18,16 @@ pub(crate) mod cards;
 pub(crate) mod onboarding;
 pub(crate) mod settings;
 
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::extract::{FromRequest, FromRequestParts, Path as UrlPath, Request};
+use axum::response::{IntoResponse, Response};
 pub(crate) use companiond_core::characters::{
     validate_name, CharacterError, NameRules, MASTER_DOC, SYSTEM_RESERVED,
 };
-use companiond_core::envelope::SuccessError;
+use companiond_core::envelope::JsonBody;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
+
+pub(crate) use crate::error::{Answer, FrontendError};
 
 /// Profile keys owned by the system besides core's [`SYSTEM_RESERVED`] (never
 /// replaced by a form save).
@@ -46,14 +48,48 @@ pub(crate) fn is_empty_value(v: &Value) -> bool {
     }
 }
 
-pub(crate) fn bad(msg: impl Into<String>) -> Response {
-    SuccessError::new(msg)
-        .code("invalid_request")
-        .status(StatusCode::BAD_REQUEST)
+/// The request of a per-character edit (`.../{name}...` with a JSON object
+/// body): the path's name, then the body, each refused as its own extractor
+/// refuses it (`UrlPath`, then `JsonBody`'s 422).
+pub(crate) struct CharacterEdit {
+    pub name: String,
+    pub body: Map<String, Value>,
 }
 
-pub(crate) fn not_found(name: &str) -> Response {
-    CharacterError::NotFound(name.to_string()).into_response()
+impl FromRequest<AppState> for CharacterEdit {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, st: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let UrlPath(name) = UrlPath::<String>::from_request_parts(&mut parts, st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let JsonBody(body, ..) =
+            JsonBody::<Map<String, Value>>::from_request(Request::from_parts(parts, body), st)
+                .await?;
+        Ok(CharacterEdit { name, body })
+    }
+}
+
+/// 400 `invalid_request` with `msg`.
+pub(crate) fn bad(msg: impl Into<String>) -> FrontendError {
+    FrontendError::BadRequest(msg.into())
+}
+
+/// The character `name` exists; else its 404.
+pub(crate) fn existing(st: &AppState, name: &str) -> Answer<()> {
+    if st.characters.exists(name) {
+        Ok(())
+    } else {
+        Err(CharacterError::NotFound(name.to_string()).into())
+    }
+}
+
+/// The profile of character `name`; else its 404.
+pub(crate) fn profile_of(st: &AppState, name: &str) -> Answer<Value> {
+    st.characters
+        .profile(name)
+        .ok_or_else(|| CharacterError::NotFound(name.to_string()).into())
 }
 
 /// Change one profile atomically; 404 when the character is missing.
@@ -77,15 +113,6 @@ pub(crate) async fn update_profile<R>(
             }
         })
         .await
-}
-
-/// The answer to a profile change: `ok` of its result, or the character's
-/// error envelope (404 when the character is missing).
-pub(crate) fn answer<R>(r: Result<R, CharacterError>, ok: impl FnOnce(R) -> Response) -> Response {
-    match r {
-        Ok(v) => ok(v),
-        Err(e) => e.into_response(),
-    }
 }
 
 pub(crate) fn reserved_obj(m: &mut Map<String, Value>) -> &mut Map<String, Value> {

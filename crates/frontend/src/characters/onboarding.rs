@@ -1,9 +1,9 @@
 //! First-run personality onboarding and presets.
 
 use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
 use axum::response::Response;
-use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
+use axum::Json;
+use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
@@ -26,36 +26,33 @@ pub(crate) async fn onboarding_get(State(st): State<AppState>) -> Response {
         json!({"version": 1, "status": "completed", "handled_at": null,
                "manual_reselect_character_name": null, "manual_reselect_requested_at": null})
     });
-    no_store(ok_json(json!({"success": true, "state": state})))
+    no_store(Json(json!({"success": true, "state": state})))
 }
 
 pub(crate) async fn onboarding_set(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+) -> Answer<Json<Value>> {
     let status = body.get("status").and_then(Value::as_str).unwrap_or("");
     if !matches!(status, "pending" | "completed" | "skipped") {
-        return bad("status must be pending, completed or skipped");
+        return Err(bad("status must be pending, completed or skipped"));
     }
     let state = json!({"version": 1, "status": status, "handled_at": companiond_core::now_rfc3339(),
                        "manual_reselect_character_name": null, "manual_reselect_requested_at": null});
-    match st.store.write(ONBOARDING_DOC, state.clone()).await {
-        Ok(()) => ok_json(json!({"success": true, "state": state})),
-        Err(e) => SuccessError::new(format!("cannot save: {e}"))
-            .code("storage_error")
-            .status(StatusCode::INTERNAL_SERVER_ERROR),
-    }
+    st.store
+        .write(ONBOARDING_DOC, state.clone())
+        .await
+        .map_err(|e| FrontendError::Storage(format!("cannot save: {e}")))?;
+    Ok(Json(json!({"success": true, "state": state})))
 }
 
 pub(crate) async fn persona_selection_get(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
-    if !st.characters.exists(&name) {
-        return not_found(&name);
-    }
-    ok_json(
+) -> Answer<Json<Value>> {
+    existing(&st, &name)?;
+    Ok(Json(
         json!({"success": true, "selection": {"mode": "default", "preset_id": null,
                    "source": null, "selected_at": null, "profile": null}}),
-    )
+    ))
 }

@@ -2,9 +2,9 @@
 //! settings, lighting, touch reactions, reply language and voices.
 
 use axum::extract::{Path as UrlPath, State};
-use axum::http::StatusCode;
 use axum::response::Response;
-use companiond_core::envelope::{no_store, ok_json, JsonBody, SuccessError};
+use axum::Json;
+use companiond_core::envelope::no_store;
 use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
@@ -27,7 +27,7 @@ pub(crate) async fn voice_mode_status(
     if !valid {
         body["invalid_name"] = json!(true);
     }
-    no_store(ok_json(body))
+    no_store(Json(body))
 }
 
 fn mmd_defaults() -> Value {
@@ -106,63 +106,48 @@ fn mmd_settings_of(profile: &Value) -> Value {
 pub(crate) async fn mmd_settings_get(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
-    let Some(profile) = st.characters.profile(&name) else {
-        return not_found(&name);
-    };
-    let settings = mmd_settings_of(&profile);
-    ok_json(json!({"success": true, "settings": settings}))
+) -> Answer<Json<Value>> {
+    let settings = mmd_settings_of(&profile_of(&st, &name)?);
+    Ok(Json(json!({"success": true, "settings": settings})))
 }
 
 pub(crate) async fn mmd_settings_put(
     State(st): State<AppState>,
-    UrlPath(name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
-    let Some(profile) = st.characters.profile(&name) else {
-        return not_found(&name);
-    };
-    let mut settings = mmd_settings_of(&profile);
-    if let Err(e) = merge_mmd(&mut settings, &body) {
-        return bad(e);
-    }
+    CharacterEdit { name, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
+    let mut settings = mmd_settings_of(&profile_of(&st, &name)?);
+    merge_mmd(&mut settings, &body).map_err(bad)?;
     let to_store = settings.clone();
-    answer(
-        update_profile(&st, &name, move |p| {
-            reserved_obj(p).insert("mmd_settings".into(), to_store);
-            Ok(())
-        })
-        .await,
-        |()| ok_json(json!({"success": true, "settings": settings})),
-    )
+    update_profile(&st, &name, move |p| {
+        reserved_obj(p).insert("mmd_settings".into(), to_store);
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"success": true, "settings": settings})))
 }
 
 pub(crate) async fn lighting_put(
     State(st): State<AppState>,
-    UrlPath(name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+    CharacterEdit { name, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
     let Some(lighting) = body.get("lighting").and_then(Value::as_object).cloned() else {
-        return bad("lighting must be an object");
+        return Err(bad("lighting must be an object"));
     };
     if lighting.values().any(|v| !v.is_number()) {
-        return bad("every lighting value must be a number");
+        return Err(bad("every lighting value must be a number"));
     }
-    answer(
-        update_profile(&st, &name, move |p| {
-            p.insert("lighting".into(), Value::Object(lighting));
-            Ok(())
-        })
-        .await,
-        |()| ok_json(json!({"success": true})),
-    )
+    update_profile(&st, &name, move |p| {
+        p.insert("lighting".into(), Value::Object(lighting));
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"success": true})))
 }
 
 pub(crate) async fn touch_set_patch(
     State(st): State<AppState>,
-    UrlPath(name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+    CharacterEdit { name, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
     let Some(model) = body
         .get("model_name")
         .and_then(Value::as_str)
@@ -170,26 +155,24 @@ pub(crate) async fn touch_set_patch(
         .filter(|m| !m.is_empty())
         .map(str::to_string)
     else {
-        return bad("model_name is required");
+        return Err(bad("model_name is required"));
     };
     let Some(set) = body.get("touch_set").filter(|v| v.is_object()).cloned() else {
-        return bad("touch_set must be an object");
+        return Err(bad("touch_set must be an object"));
     };
-    answer(
-        update_profile(&st, &name, move |p| {
-            let r = reserved_obj(p);
-            let ts = r.entry("touch_set").or_insert_with(|| json!({}));
-            if !ts.is_object() {
-                *ts = json!({});
-            }
-            if let Some(o) = ts.as_object_mut() {
-                o.insert(model, set);
-            }
-            Ok(())
-        })
-        .await,
-        |()| ok_json(json!({"success": true})),
-    )
+    update_profile(&st, &name, move |p| {
+        let r = reserved_obj(p);
+        let ts = r.entry("touch_set").or_insert_with(|| json!({}));
+        if !ts.is_object() {
+            *ts = json!({});
+        }
+        if let Some(o) = ts.as_object_mut() {
+            o.insert(model, set);
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"success": true})))
 }
 
 // ------------------------------------------------------------------ language preference
@@ -211,11 +194,8 @@ pub(crate) async fn ui_language(st: &AppState) -> String {
 pub(crate) async fn language_get(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
-    let Some(profile) = st.characters.profile(&name) else {
-        return not_found(&name);
-    };
-    let lang = reserved_get(&profile, "language_preference")
+) -> Answer<Response> {
+    let lang = reserved_get(&profile_of(&st, &name)?, "language_preference")
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
     let effective = if lang.is_empty() {
@@ -223,55 +203,52 @@ pub(crate) async fn language_get(
     } else {
         lang.clone()
     };
-    no_store(ok_json(
+    Ok(no_store(Json(
         json!({"success": true, "language": lang, "effective_language": effective}),
-    ))
+    )))
 }
 
 pub(crate) async fn language_put(
     State(st): State<AppState>,
-    UrlPath(name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
+    CharacterEdit { name, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
     let lang = match body.get("language") {
         Some(Value::String(s)) => s.trim().to_string(),
         Some(Value::Null) | None => String::new(),
-        Some(_) => return bad("language must be a string"),
+        Some(_) => return Err(bad("language must be a string")),
     };
     if lang.len() > 16
         || !lang
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
-        return bad("language must be a language code such as en or zh-CN");
+        return Err(bad("language must be a language code such as en or zh-CN"));
     }
     let l = lang.clone();
-    answer(
-        update_profile(&st, &name, move |p| {
-            let r = reserved_obj(p);
-            if l.is_empty() {
-                r.remove("language_preference");
-            } else {
-                r.insert("language_preference".into(), json!(l));
-            }
-            Ok(())
-        })
-        .await,
-        |()| ok_json(json!({"success": true, "language": lang})),
-    )
+    update_profile(&st, &name, move |p| {
+        let r = reserved_obj(p);
+        if l.is_empty() {
+            r.remove("language_preference");
+        } else {
+            r.insert("language_preference".into(), json!(l));
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(Json(json!({"success": true, "language": lang})))
 }
 
 // ------------------------------------------------------------------ cards, voices
 
-pub(crate) async fn card_list() -> Response {
-    ok_json(json!({"success": true, "character_cards": []}))
+pub(crate) async fn card_list() -> Json<Value> {
+    Json(json!({"success": true, "character_cards": []}))
 }
 
-pub(crate) async fn card_faces() -> Response {
-    ok_json(json!({"success": true, "names": []}))
+pub(crate) async fn card_faces() -> Json<Value> {
+    Json(json!({"success": true, "names": []}))
 }
 
-pub(crate) async fn card_metas(State(st): State<AppState>) -> Response {
+pub(crate) async fn card_metas(State(st): State<AppState>) -> Json<Value> {
     let doc = st.characters.snapshot();
     let metas: Map<String, Value> = doc
         .characters
@@ -285,7 +262,7 @@ pub(crate) async fn card_metas(State(st): State<AppState>) -> Response {
             (name.clone(), meta)
         })
         .collect();
-    ok_json(json!({"success": true, "metas": metas}))
+    Json(json!({"success": true, "metas": metas}))
 }
 
 /// Custom (GPT-SoVITS) voices: companiond has no voice server for characters, so
@@ -293,22 +270,22 @@ pub(crate) async fn card_metas(State(st): State<AppState>) -> Response {
 /// one-line hint under the voice list.
 /// (The original answers 400; 200 with `success:false` reads the same to the page
 /// and keeps a "failed to load resource" line out of its console.)
-pub(crate) async fn custom_tts_voices() -> Response {
-    ok_json(json!({"success": false, "code": "GPTSOVITS_NOT_ENABLED",
+pub(crate) async fn custom_tts_voices() -> Json<Value> {
+    Json(json!({"success": false, "code": "GPTSOVITS_NOT_ENABLED",
                    "error_code": "GPTSOVITS_NOT_ENABLED",
                    "error": "custom voices (GPT-SoVITS) are not enabled: companiond has no voice server for characters",
                    "voices": []}))
 }
 
-pub(crate) async fn voices() -> Response {
-    ok_json(
+pub(crate) async fn voices() -> Json<Value> {
+    Json(
         json!({"success": true, "voices": {}, "native_voices": {}, "free_voices": {},
                    "pinned_voices": [], "voice_owners": {}}),
     )
 }
 
-pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Response {
-    let r = st
+pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Answer<Json<Value>> {
+    let n = st
         .characters
         .mutate(|doc| {
             let mut n = 0;
@@ -321,47 +298,34 @@ pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Response {
             }
             Ok(n)
         })
-        .await;
-    match r {
-        Ok(n) => ok_json(json!({"success": true, "cleared_count": n,
-                                "message": format!("cleared the voice of {n} character(s)")})),
-        Err(e) => e.into_response(),
-    }
+        .await?;
+    Ok(Json(json!({"success": true, "cleared_count": n,
+                   "message": format!("cleared the voice of {n} character(s)")})))
 }
 
 pub(crate) async fn voice_id_put(
     State(st): State<AppState>,
-    UrlPath(name): UrlPath<String>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
-    if !st.characters.exists(&name) {
-        return not_found(&name);
-    }
+    CharacterEdit { name, body }: CharacterEdit,
+) -> Answer<Json<Value>> {
+    existing(&st, &name)?;
     let voice = body.get("voice_id").and_then(Value::as_str).unwrap_or("");
-    SuccessError::new(format!(
+    Err(FrontendError::VoiceUnavailable(format!(
         "voice {voice:?} is not available: companiond has no text-to-speech voices"
-    ))
-    .code("voice_unavailable")
-    .with("available_voices", Vec::<String>::new())
-    .status(StatusCode::BAD_REQUEST)
+    )))
 }
 
 pub(crate) async fn unregister_voice(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Response {
-    let r = update_profile(&st, &name, |p| {
+) -> Answer<Json<Value>> {
+    let had_voice = update_profile(&st, &name, |p| {
         Ok(p.remove("voice_id").is_some_and(|v| !is_empty_value(&v)))
     })
-    .await;
-    match r {
-        Ok(true) => {
-            ok_json(json!({"success": true, "session_restarted": false, "voice_id_changed": true}))
-        }
-        Ok(false) => SuccessError::new("this character has no voice")
-            .code("TTS_VOICE_NOT_REGISTERED")
-            .with("code", "TTS_VOICE_NOT_REGISTERED")
-            .status(StatusCode::BAD_REQUEST),
-        Err(e) => e.into_response(),
+    .await?;
+    if !had_voice {
+        return Err(FrontendError::VoiceNotRegistered);
     }
+    Ok(Json(
+        json!({"success": true, "session_restarted": false, "voice_id_changed": true}),
+    ))
 }

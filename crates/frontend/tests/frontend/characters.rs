@@ -270,8 +270,21 @@ async fn card_manager_creates_edits_switches_and_deletes() {
 }
 
 #[tokio::test]
-async fn rename_through_the_original_path_is_the_rename_transaction() {
+async fn rename_without_the_memory_family_is_a_clear_error() {
     let s = start_front(None).await;
+    let path = "/api/characters/catgirl/Companion/rename";
+    let (st, body) = s.post(path, json!({"new_name": "Mimi"})).await;
+    assert_eq!(st, 503, "{body}");
+    assert_eq!(body["success"], false);
+    assert_eq!(body["error_code"], "rename_unavailable");
+    // Nothing changed.
+    let (_, doc) = s.get("/api/characters").await;
+    assert!(doc["猫娘"].get("Companion").is_some() && doc["猫娘"].get("Mimi").is_none());
+}
+
+#[tokio::test]
+async fn rename_through_the_original_path_is_the_rename_transaction() {
+    let s = start_front_with(WITH_MEMORY, None).await;
     let (st, _) = send_json(
         &s,
         Method::POST,

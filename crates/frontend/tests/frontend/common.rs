@@ -2,17 +2,12 @@
 //! over it, HTTP helpers and the chat socket.
 
 pub use std::path::{Path, PathBuf};
-pub use std::time::Duration;
 
 pub use axum::http::Method;
+pub use companiond_core::testkit::{Message, Ws};
 pub use companiond_core::testkit::{MockLlm, TestOptions, TestServer, CSRF};
 pub use futures::{SinkExt, StreamExt};
 pub use serde_json::{json, Value};
-use tokio::net::TcpStream;
-pub use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 pub const FAMILIES: &[companiond_core::server::Family] =
     &[companiond_system::FAMILY, companiond_frontend::FAMILY];
@@ -20,6 +15,14 @@ pub const FAMILIES: &[companiond_core::server::Family] =
 pub const WITH_CONFIG: &[companiond_core::server::Family] = &[
     companiond_system::FAMILY,
     companiond_config::FAMILY,
+    companiond_frontend::FAMILY,
+];
+
+/// With the memory family too (the rename transaction behind the original
+/// pages' rename route).
+pub const WITH_MEMORY: &[companiond_core::server::Family] = &[
+    companiond_system::FAMILY,
+    companiond_memory::FAMILY,
     companiond_frontend::FAMILY,
 ];
 
@@ -150,33 +153,12 @@ pub async fn upload(
     companiond_core::testkit::split(r).await
 }
 
-pub async fn connect(s: &TestServer, name: &str) -> Ws {
-    let (ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{name}")))
-        .await
-        .expect("connect");
-    ws
-}
+pub use companiond_core::testkit::{next_frame, quiet};
 
-pub async fn next_frame(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(15), ws.next())
-            .await
-            .expect("frame in time")
-            .expect("socket open")
-            .expect("frame");
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).expect("JSON frame");
-        }
-    }
+pub async fn connect(s: &TestServer, name: &str) -> Ws {
+    s.ws(name).await
 }
 
 pub async fn send(ws: &mut Ws, v: Value) {
     ws.send(Message::Text(v.to_string())).await.unwrap();
-}
-
-/// Nothing arrives within `ms`.
-pub async fn quiet(ws: &mut Ws, ms: u64) -> bool {
-    tokio::time::timeout(Duration::from_millis(ms), ws.next())
-        .await
-        .is_err()
 }

@@ -6,12 +6,11 @@ use std::time::Duration;
 use companiond_core::testkit::TestServer;
 use companiond_core::AppState;
 use companiond_games::GamesConfig;
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-pub type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub use companiond_core::testkit::{next_frame, next_of_type as frame_of, quiet as silent, Ws};
 
 /// Short timings for the heartbeat-lapse and score-session-expiry tests.
 pub fn fast_start(s: &AppState) {
@@ -33,41 +32,7 @@ pub async fn server() -> TestServer {
 }
 
 pub async fn ws_open(s: &TestServer, name: &str) -> Ws {
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{name}")))
-        .await
-        .expect("ws connect");
-    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
-    ws
-}
-
-pub async fn next_frame(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(5), ws.next())
-            .await
-            .expect("a frame in time")
-            .expect("stream open")
-            .expect("frame");
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).expect("json frame");
-        }
-    }
-}
-
-/// The next frame whose type is `kind` (other frames are skipped).
-pub async fn frame_of(ws: &mut Ws, kind: &str) -> Value {
-    loop {
-        let f = next_frame(ws).await;
-        if f["type"] == kind {
-            return f;
-        }
-    }
-}
-
-/// No frame arrives within `ms`.
-pub async fn silent(ws: &mut Ws, ms: u64) -> bool {
-    tokio::time::timeout(Duration::from_millis(ms), ws.next())
-        .await
-        .is_err()
+    s.chat(name).await.0
 }
 
 pub async fn send_text(ws: &mut Ws, kind: &str, text: &str) {

@@ -144,28 +144,11 @@ pub fn copy_dir(src: &Path, dst: &Path) {
     }
 }
 
-pub async fn next_frame<S>(ws: &mut S) -> Value
-where
-    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("frame in time")
-            .unwrap()
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
+pub use companiond_core::testkit::next_frame;
 
 /// One chat turn on a fresh socket: the streamed reply and every frame.
 pub async fn turn(s: &TestServer, name: &str, text: &str) -> (String, Vec<Value>) {
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{name}")))
-        .await
-        .unwrap();
-    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
+    let (mut ws, _) = s.chat(name).await;
     ws.send(Message::Text(
         json!({"type": "user_text", "text": text}).to_string(),
     ))

@@ -49,11 +49,7 @@ async fn rename_moves_everything_and_repeats_as_a_no_op() {
     std::fs::remove_file(s.data.join("memory/Mika/surfaced.json")).unwrap();
 
     // An open chat session follows the rename.
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url("/ws/Mika"))
-        .await
-        .unwrap();
-    let first = ws.next().await.unwrap().unwrap();
-    assert!(first.to_string().contains("session_started"));
+    let (mut ws, _) = s.chat("Mika").await;
     assert!(s.state.sessions.is_active("Mika"));
 
     let (st, b) = s

@@ -48,33 +48,12 @@ pub fn png(extra: usize) -> Vec<u8> {
     v
 }
 
-pub type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub use companiond_core::testkit::{next_of_type, Ws};
 
 pub async fn ws(s: &TestServer, name: &str) -> Ws {
-    let (mut w, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{name}")))
-        .await
-        .unwrap();
-    let first = next_of_type(&mut w, "session_started").await;
+    let (w, first) = s.chat(name).await;
     assert_eq!(first["persona_name"], name);
     w
-}
-
-pub async fn next_of_type(w: &mut Ws, kind: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let msg = tokio::time::timeout_at(deadline, w.next())
-            .await
-            .unwrap_or_else(|_| panic!("no {kind} frame"))
-            .unwrap()
-            .unwrap();
-        if let Message::Text(t) = msg {
-            let v: Value = serde_json::from_str(t.as_str()).unwrap();
-            if v["type"] == kind {
-                return v;
-            }
-        }
-    }
 }
 
 pub fn survey_file() -> Vec<u8> {

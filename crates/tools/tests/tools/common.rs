@@ -6,14 +6,10 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use companiond_core::testkit::{MockLlm, TestServer, Upstream};
-use futures::{SinkExt, StreamExt};
+pub use companiond_core::testkit::Ws;
+use companiond_core::testkit::{Message, MockLlm, TestServer, Upstream};
+use futures::SinkExt;
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 pub async fn server() -> TestServer {
     TestServer::start(&[companiond_tools::FAMILY]).await
@@ -72,25 +68,10 @@ pub fn closed_port() -> u16 {
     port
 }
 
-pub async fn connect(s: &TestServer, role: &str) -> Ws {
-    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&format!("/ws/{role}")))
-        .await
-        .expect("ws connect");
-    assert_eq!(next_frame(&mut ws).await["type"], "session_started");
-    ws
-}
+pub use companiond_core::testkit::next_frame;
 
-pub async fn next_frame(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(15), ws.next())
-            .await
-            .expect("frame in time")
-            .expect("socket open")
-            .expect("frame");
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).expect("JSON frame");
-        }
-    }
+pub async fn connect(s: &TestServer, role: &str) -> Ws {
+    s.chat(role).await.0
 }
 
 /// One chat turn: every frame up to and including `turn_end`.
