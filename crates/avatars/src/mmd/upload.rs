@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use std::fmt::Display;
+
 use bytes::Bytes;
 use futures::Stream;
 use serde::Serialize;
@@ -15,9 +17,10 @@ use companiond_core::text::human_size;
 use companiond_core::staging::hidden_name;
 
 use crate::error::AvatarError;
-use crate::fsutil::{ext_lower, stem, stream_to_file, Cleanup, StreamStop};
+use crate::fsutil::{ext_lower, stem, stream_to_file, StreamStop};
 use crate::layout::ANIMATION_DIR;
 use crate::zipimport;
+use companiond_core::staging::Cleanup;
 
 use super::{url_of, Mmd};
 
@@ -115,18 +118,14 @@ impl Mmd {
     /// Stream `body` into the new file `dir/name` (size limit and header check
     /// `(magic, format name)` while streaming, synced) and move it into place
     /// under the folder lock. Returns the size.
-    async fn store_upload<S, E>(
+    async fn store_upload(
         &self,
         dir: &Path,
         name: &str,
         (magic, what): (&'static [u8], &'static str),
-        body: &mut S,
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
         label: &str,
-    ) -> Result<u64, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+    ) -> Result<u64, AvatarError> {
         self.ensure_dirs().await?;
         let dest = safe_join(dir, name)?;
         if dest.symlink_metadata().is_ok() {
@@ -164,15 +163,11 @@ impl Mmd {
     }
 
     /// `POST /upload`: a `.pmx`/`.pmd` model streamed into the user folder.
-    pub async fn upload_model<S, E>(
+    pub async fn upload_model(
         &self,
         file_name: Option<&str>,
-        body: &mut S,
-    ) -> Result<ModelUploaded, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
+    ) -> Result<ModelUploaded, AvatarError> {
         let name = client_file_name(file_name)?;
         let ext = ext_lower(&name);
         let (magic, what): (&'static [u8], &'static str) = match ext.as_str() {
@@ -197,15 +192,11 @@ impl Mmd {
     }
 
     /// `POST /upload_animation`: a `.vmd` streamed into the user `animation/` folder.
-    pub async fn upload_animation<S, E>(
+    pub async fn upload_animation(
         &self,
         file_name: Option<&str>,
-        body: &mut S,
-    ) -> Result<AnimationUploaded, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
+    ) -> Result<AnimationUploaded, AvatarError> {
         let name = client_file_name(file_name)?;
         if ext_lower(&name) != "vmd" {
             return Err(AvatarError::invalid(
@@ -225,15 +216,11 @@ impl Mmd {
 
     /// `POST /upload_zip`: a ZIP of a model and its textures, extracted while it
     /// streams in, checked, staged and moved into place.
-    pub async fn upload_zip<S, E>(
+    pub async fn upload_zip(
         &self,
         file_name: Option<&str>,
-        body: &mut S,
-    ) -> Result<ZipImported, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
+    ) -> Result<ZipImported, AvatarError> {
         let archive_name = match file_name {
             Some(n) if !n.trim().is_empty() => {
                 let n = client_file_name(Some(n))?;
