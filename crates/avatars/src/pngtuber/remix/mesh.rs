@@ -44,18 +44,29 @@ pub(super) const BINDING_KEYS: &[&str] = &[
 pub(super) const MESH_HINT_KEYS: &[&str] =
     &["tip_point", "mesh_phys_x", "mesh_phys_y", "use_object_pos"];
 
+/// `a` as a flat list of numbers read `N` at a time, when every item is a
+/// number `num` reads (`Some(None)` when the count is not a multiple of `N`);
+/// `None` when an item is not, so the caller tries its other forms.
+fn flat_groups<T: Copy, const N: usize>(
+    a: &[Variant],
+    num: fn(&Variant) -> Option<T>,
+) -> Option<Option<Vec<[T; N]>>> {
+    let nums = a.iter().map(num).collect::<Option<Vec<T>>>()?;
+    if nums.len() % N != 0 {
+        return Some(None);
+    }
+    Some(Some(
+        nums.chunks_exact(N)
+            .map(|c| std::array::from_fn(|i| c[i]))
+            .collect(),
+    ))
+}
+
 /// Points as flat `[x, y, ...]`, pairs, vectors or `{x, y}`/`{u, v}` objects.
 fn points(v: &Variant) -> Option<Vec<[f64; 2]>> {
     let a = v.as_array()?;
-    if a.iter().all(|x| x.as_f64().is_some()) {
-        if a.len() % 2 != 0 {
-            return None;
-        }
-        return Some(
-            a.chunks(2)
-                .map(|c| [c[0].as_f64().unwrap_or(0.0), c[1].as_f64().unwrap_or(0.0)])
-                .collect(),
-        );
+    if let Some(flat) = flat_groups(a, Variant::as_f64) {
+        return flat;
     }
     a.iter()
         .map(|p| {
@@ -70,21 +81,8 @@ fn points(v: &Variant) -> Option<Vec<[f64; 2]>> {
 
 fn triangles(v: &Variant) -> Option<Vec<[i64; 3]>> {
     let a = v.as_array()?;
-    if a.iter().all(|x| x.as_i64().is_some()) {
-        if a.len() % 3 != 0 {
-            return None;
-        }
-        return Some(
-            a.chunks(3)
-                .map(|c| {
-                    [
-                        c[0].as_i64().unwrap_or(-1),
-                        c[1].as_i64().unwrap_or(-1),
-                        c[2].as_i64().unwrap_or(-1),
-                    ]
-                })
-                .collect(),
-        );
+    if let Some(flat) = flat_groups(a, Variant::as_i64) {
+        return flat;
     }
     a.iter()
         .map(|t| {
@@ -176,4 +174,30 @@ pub(super) fn extract_mesh(sprite: &Variant, state: Option<&Variant>) -> Option<
         "source_fields": fields,
         "degrade_reason": reason,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_and_triangles_read_flat_and_nested_forms() {
+        let ints = |v: &[i64]| Variant::Array(v.iter().map(|i| Variant::Int(*i)).collect());
+        assert_eq!(
+            points(&ints(&[1, 2, 3, 4])),
+            Some(vec![[1.0, 2.0], [3.0, 4.0]])
+        );
+        assert_eq!(points(&ints(&[1, 2, 3])), None);
+        assert_eq!(
+            points(&Variant::Array(vec![Variant::Tuple(vec![0.5, 1.5])])),
+            Some(vec![[0.5, 1.5]])
+        );
+        assert_eq!(triangles(&ints(&[0, 1, 2])), Some(vec![[0, 1, 2]]));
+        assert_eq!(triangles(&ints(&[0, 1, 2, 3])), None);
+        assert_eq!(
+            triangles(&Variant::Array(vec![ints(&[2, 1, 0])])),
+            Some(vec![[2, 1, 0]])
+        );
+        assert_eq!(triangles(&Variant::Array(vec![ints(&[2, 1])])), None);
+    }
 }
