@@ -318,26 +318,16 @@ impl<'a> Reader<'a> {
                 self.pad(n)?;
                 Variant::Bytes(b)
             }
-            30 | 32 => {
-                let n = self.count(4)?;
+            // Packed int32, int64, float32 and float64 arrays.
+            30..=33 => {
+                let n = self.count(if ty % 2 == 0 { 4 } else { 8 })?;
                 let mut v = Vec::with_capacity(n);
                 for _ in 0..n {
-                    v.push(if ty == 30 {
-                        Variant::Int(i64::from(self.i32()?))
-                    } else {
-                        Variant::Float(self.f32()?)
-                    });
-                }
-                Variant::Array(v)
-            }
-            31 | 33 => {
-                let n = self.count(8)?;
-                let mut v = Vec::with_capacity(n);
-                for _ in 0..n {
-                    v.push(if ty == 31 {
-                        Variant::Int(self.i64()?)
-                    } else {
-                        Variant::Float(self.f64()?)
+                    v.push(match ty {
+                        30 => Variant::Int(i64::from(self.i32()?)),
+                        31 => Variant::Int(self.i64()?),
+                        32 => Variant::Float(self.f32()?),
+                        _ => Variant::Float(self.f64()?),
                     });
                 }
                 Variant::Array(v)
@@ -525,6 +515,29 @@ mod tests {
         assert_eq!(
             decode(&dict).unwrap(),
             Variant::Dict(vec![(Variant::Nil, Variant::Nil)])
+        );
+        // Packed arrays: int32, int64, float32, float64.
+        let mut packed = words(&[30, 2, 7, (-1i32) as u32]);
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Int(7), Variant::Int(-1)])
+        );
+        packed = words(&[31, 1]);
+        packed.extend((-3i64).to_le_bytes());
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Int(-3)])
+        );
+        packed = words(&[32, 1, 0.5f32.to_bits()]);
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Float(0.5)])
+        );
+        packed = words(&[33, 1]);
+        packed.extend(0.25f64.to_le_bytes());
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Float(0.25)])
         );
         // A description cut short is an error.
         assert!(decode(&words(&[28 | (2 << 16), 9])).is_err());

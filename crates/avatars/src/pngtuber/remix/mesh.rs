@@ -44,55 +44,41 @@ pub(super) const BINDING_KEYS: &[&str] = &[
 pub(super) const MESH_HINT_KEYS: &[&str] =
     &["tip_point", "mesh_phys_x", "mesh_phys_y", "use_object_pos"];
 
-/// `a` as a flat list of numbers read `N` at a time, when every item is a
-/// number `num` reads (`Some(None)` when the count is not a multiple of `N`);
-/// `None` when an item is not, so the caller tries its other forms.
-fn flat_groups<T: Copy, const N: usize>(
-    a: &[Variant],
+/// A list of groups of `N` numbers, either flat (every item a number `num`
+/// reads; its length a multiple of `N`) or one item per group read by `group`.
+fn groups<T: Copy, const N: usize>(
+    v: &Variant,
     num: fn(&Variant) -> Option<T>,
-) -> Option<Option<Vec<[T; N]>>> {
-    let nums = a.iter().map(num).collect::<Option<Vec<T>>>()?;
-    if nums.len() % N != 0 {
-        return Some(None);
+    group: impl Fn(&Variant) -> Option<[T; N]>,
+) -> Option<Vec<[T; N]>> {
+    let a = v.as_array()?;
+    if let Some(nums) = a.iter().map(num).collect::<Option<Vec<T>>>() {
+        if nums.len() % N != 0 {
+            return None;
+        }
+        let flat = nums.chunks_exact(N).map(|c| std::array::from_fn(|i| c[i]));
+        return Some(flat.collect());
     }
-    Some(Some(
-        nums.chunks_exact(N)
-            .map(|c| std::array::from_fn(|i| c[i]))
-            .collect(),
-    ))
+    a.iter().map(group).collect()
 }
 
 /// Points as flat `[x, y, ...]`, pairs, vectors or `{x, y}`/`{u, v}` objects.
 fn points(v: &Variant) -> Option<Vec<[f64; 2]>> {
-    let a = v.as_array()?;
-    if let Some(flat) = flat_groups(a, Variant::as_f64) {
-        return flat;
-    }
-    a.iter()
-        .map(|p| {
-            p.as_vec2().map(|(x, y)| [x, y]).or_else(|| {
-                let x = p.get("x").or_else(|| p.get("u"))?.as_f64()?;
-                let y = p.get("y").or_else(|| p.get("v"))?.as_f64()?;
-                Some([x, y])
-            })
+    groups(v, Variant::as_f64, |p| {
+        p.as_vec2().map(|(x, y)| [x, y]).or_else(|| {
+            let x = p.get("x").or_else(|| p.get("u"))?.as_f64()?;
+            let y = p.get("y").or_else(|| p.get("v"))?.as_f64()?;
+            Some([x, y])
         })
-        .collect()
+    })
 }
 
+/// Triangles as flat `[a, b, c, ...]` vertex indexes or `[a, b, c]` triples.
 fn triangles(v: &Variant) -> Option<Vec<[i64; 3]>> {
-    let a = v.as_array()?;
-    if let Some(flat) = flat_groups(a, Variant::as_i64) {
-        return flat;
-    }
-    a.iter()
-        .map(|t| {
-            let t = t.as_array()?;
-            if t.len() != 3 {
-                return None;
-            }
-            Some([t[0].as_i64()?, t[1].as_i64()?, t[2].as_i64()?])
-        })
-        .collect()
+    groups(v, Variant::as_i64, |t| match t.as_array()? {
+        [a, b, c] => Some([a.as_i64()?, b.as_i64()?, c.as_i64()?]),
+        _ => None,
+    })
 }
 
 /// Mesh of a sprite/state: real geometry only when vertices, matching UVs and
