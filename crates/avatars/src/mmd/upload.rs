@@ -60,6 +60,25 @@ pub struct ZipImported {
     pub renamed_entries: usize,
 }
 
+/// The plain file name a client sent ([`client_file_name`]) and its lower-case
+/// extension, which must be one of `exts` (else 400 `unsupported_file_type`:
+/// "only `accepted` are accepted").
+fn typed_file_name(
+    raw: Option<&str>,
+    exts: &[&str],
+    accepted: &str,
+) -> Result<(String, String), AvatarError> {
+    let name = client_file_name(raw)?;
+    let ext = ext_lower(&name);
+    if !exts.contains(&ext.as_str()) {
+        return Err(AvatarError::invalid(
+            "unsupported_file_type",
+            format!("only {accepted} are accepted"),
+        ));
+    }
+    Ok((name, ext))
+}
+
 /// The plain file name a client sent (browsers may include folders).
 fn client_file_name(raw: Option<&str>) -> Result<String, AvatarError> {
     let raw = raw.unwrap_or("").trim();
@@ -168,17 +187,11 @@ impl Mmd {
         file_name: Option<&str>,
         body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
     ) -> Result<ModelUploaded, AvatarError> {
-        let name = client_file_name(file_name)?;
-        let ext = ext_lower(&name);
-        let (magic, what): (&'static [u8], &'static str) = match ext.as_str() {
-            "pmx" => (PMX_MAGIC, "PMX"),
-            "pmd" => (PMD_MAGIC, "PMD"),
-            _ => {
-                return Err(AvatarError::invalid(
-                    "unsupported_file_type",
-                    "only .pmx and .pmd model files are accepted",
-                ))
-            }
+        let (name, ext) = typed_file_name(file_name, &["pmx", "pmd"], ".pmx and .pmd model files")?;
+        let (magic, what): (&'static [u8], &'static str) = if ext == "pmx" {
+            (PMX_MAGIC, "PMX")
+        } else {
+            (PMD_MAGIC, "PMD")
         };
         let size = self
             .store_upload(&self.user, &name, (magic, what), body, "the model file")
@@ -197,13 +210,7 @@ impl Mmd {
         file_name: Option<&str>,
         body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
     ) -> Result<AnimationUploaded, AvatarError> {
-        let name = client_file_name(file_name)?;
-        if ext_lower(&name) != "vmd" {
-            return Err(AvatarError::invalid(
-                "unsupported_file_type",
-                "only .vmd animation files are accepted",
-            ));
-        }
+        let (name, _) = typed_file_name(file_name, &["vmd"], ".vmd animation files")?;
         let dir = self.user.join(ANIMATION_DIR);
         self.store_upload(&dir, &name, (VMD_MAGIC, "VMD"), body, "the animation file")
             .await?;
@@ -223,14 +230,7 @@ impl Mmd {
     ) -> Result<ZipImported, AvatarError> {
         let archive_name = match file_name {
             Some(n) if !n.trim().is_empty() => {
-                let n = client_file_name(Some(n))?;
-                if ext_lower(&n) != "zip" {
-                    return Err(AvatarError::invalid(
-                        "unsupported_file_type",
-                        "only .zip archives are accepted",
-                    ));
-                }
-                n
+                typed_file_name(Some(n), &["zip"], ".zip archives")?.0
             }
             _ => "model.zip".to_string(),
         };
