@@ -57,14 +57,8 @@ impl AvatarError {
     /// A storage failure (500), except when the file system refused a *name*
     /// (too long, invalid there): that is the client's input, 400 `invalid_filename`.
     pub fn io<E: std::fmt::Display + 'static>(context: &str, e: E) -> Self {
-        let refused = (&e as &dyn std::any::Any)
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(companiond_core::paths::is_name_refused);
-        if refused {
-            return AvatarError::invalid(
-                "invalid_filename",
-                format!("{context}: the file system refused the name ({e})"),
-            );
+        if let Some(m) = companiond_core::paths::name_refused_message(context, &e) {
+            return AvatarError::invalid("invalid_filename", m);
         }
         AvatarError::Internal(format!("{context}: {e}"))
     }
@@ -160,19 +154,18 @@ mod tests {
 
     #[test]
     fn a_refused_name_from_the_file_system_is_the_clients_error() {
-        let e = AvatarError::io(
-            "cannot store the file",
-            std::io::Error::from(std::io::ErrorKind::InvalidFilename),
+        let refused = std::io::Error::from(std::io::ErrorKind::InvalidFilename);
+        let e = AvatarError::io("cannot store the file", refused);
+        let code = match &e {
+            AvatarError::Invalid { code, .. } => *code,
+            _ => "",
+        };
+        assert_eq!(
+            (e.status(), code),
+            (StatusCode::BAD_REQUEST, "invalid_filename")
         );
-        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
-        assert!(matches!(
-            e,
-            AvatarError::Invalid {
-                code: "invalid_filename",
-                ..
-            }
-        ));
         let e = AvatarError::io("x", std::io::Error::other("disk on fire"));
+        assert!(matches!(e, AvatarError::Internal(_)));
         assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(
             companiond_core::text::shown_name(&"a".repeat(100))

@@ -1,56 +1,19 @@
 //! File-system helpers shared by the MMD and PNGTuber modules: streaming a body
-//! to disk under a size limit, clean-up guards for partial files, the recursive
-//! walk used by the listings and percent-decoding of URL paths.
+//! to disk under a size limit, the recursive walk used by the listings and the
+//! path part of URLs. (Clean-up guards for partial files are core's
+//! [`Cleanup`](companiond_core::staging::Cleanup).)
 
 use std::path::{Path, PathBuf};
+
+use std::fmt::Display;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
+use companiond_core::paths::percent_decode_once;
 use companiond_core::staging::{StageError, Staging};
 
 use crate::error::AvatarError;
-
-/// Removes a file or folder when dropped, unless disarmed. Partial uploads,
-/// temporary archives and staging folders are held by one of these so that any
-/// failure, including a dropped request future (client gone), cleans up.
-pub struct Cleanup {
-    path: Option<PathBuf>,
-}
-
-impl Cleanup {
-    pub fn new(path: PathBuf) -> Self {
-        Cleanup { path: Some(path) }
-    }
-    pub fn path(&self) -> &Path {
-        self.path.as_deref().unwrap_or_else(|| Path::new(""))
-    }
-    /// Keep the file: the caller has moved it into place.
-    pub fn disarm(&mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(p) = self.path.take() {
-            remove_any(&p);
-        }
-    }
-}
-
-/// Remove a file, a symlink or a whole folder; errors are ignored (best effort).
-pub fn remove_any(p: &Path) {
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => {
-            let _ = std::fs::remove_dir_all(p);
-        }
-        Ok(_) => {
-            let _ = std::fs::remove_file(p);
-        }
-        Err(_) => {}
-    }
-}
 
 /// A shared byte budget (the PNGTuber package limit across files).
 pub struct Budget {
@@ -84,19 +47,15 @@ impl From<StageError> for StreamStop {
 /// file is refused before it is stored. On any failure the partial file is
 /// removed. `durable` syncs the file before returning (files that are kept).
 /// Returns the number of bytes written.
-pub async fn stream_to_file<S, E>(
-    body: &mut S,
+pub async fn stream_to_file(
+    body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
     path: &Path,
     limit: u64,
     budget: Option<&mut Budget>,
     head_len: usize,
     check_head: &(dyn Fn(&[u8]) -> Result<(), AvatarError> + Sync),
     durable: bool,
-) -> Result<u64, StreamStop>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: std::fmt::Display,
-{
+) -> Result<u64, StreamStop> {
     // An existing file is an error and left alone (it may be someone else's).
     let mut staging = Staging::create(path, limit, durable).map_err(StreamStop::Io)?;
     if let Err(stop) = feed(body, &mut staging, limit, budget, head_len, check_head).await {
@@ -111,18 +70,14 @@ where
 
 /// Pull chunks from `body`, enforce the limits and the header check, and push
 /// the chunks to the staged file.
-async fn feed<S, E>(
-    body: &mut S,
+async fn feed(
+    body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
     staging: &mut Staging,
     limit: u64,
     mut budget: Option<&mut Budget>,
     head_len: usize,
     check_head: &(dyn Fn(&[u8]) -> Result<(), AvatarError> + Sync),
-) -> Result<(), StreamStop>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: std::fmt::Display,
-{
+) -> Result<(), StreamStop> {
     let mut head: Vec<u8> = Vec::with_capacity(head_len);
     let mut head_checked = head_len == 0;
     while let Some(chunk) = body.next().await {
@@ -156,26 +111,6 @@ where
     Ok(())
 }
 
-/// Decode `%XX` escapes of a URL path (invalid escapes stay as they are).
-pub fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
-            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The path part of a URL or URL path: scheme and host dropped, query and
 /// fragment cut, backslashes turned into slashes.
 pub fn url_path(raw: &str) -> String {
@@ -190,7 +125,7 @@ pub fn url_path(raw: &str) -> String {
     if let Some(i) = s.find(['?', '#']) {
         s.truncate(i);
     }
-    percent_decode(&s)
+    percent_decode_once(&s)
 }
 
 /// One file found by [`walk_files`].

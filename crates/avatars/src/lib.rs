@@ -11,8 +11,9 @@
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::handler::Handler;
 use axum::http::Method;
-use axum::routing::post;
+use axum::routing::{post, MethodRouter};
 use companiond_core::server::Family;
 use companiond_core::{Api, AppState};
 
@@ -93,27 +94,32 @@ pub fn start_with(state: &AppState, limits: Limits) {
     state.provide(Arc::new(avatars));
 }
 
-/// The routes of this family. Uploads are streamed and limited by the domain,
-/// so axum's body limit is off for them.
+/// `POST` of an upload: streamed and limited by the domain, so axum's body
+/// limit is off.
+fn streamed_post<H: Handler<T, AppState>, T: 'static>(h: H) -> MethodRouter<AppState> {
+    post(h).layer(DefaultBodyLimit::disable())
+}
+
+/// The routes of this family (uploads through [`streamed_post`]).
 pub fn api(state: &AppState) -> Api {
     Api::new(state, "avatars")
         .route(
             Method::POST,
             "/api/model/mmd/upload",
             "Upload a .pmx/.pmd model (multipart field file, streamed, at most 500 MB)",
-            post(http::mmd::upload_model).layer(DefaultBodyLimit::disable()),
+            streamed_post(http::mmd::upload_model),
         )
         .route(
             Method::POST,
             "/api/model/mmd/upload_animation",
             "Upload a .vmd animation into the user animation/ folder (multipart field file)",
-            post(http::mmd::upload_animation).layer(DefaultBodyLimit::disable()),
+            streamed_post(http::mmd::upload_animation),
         )
         .route(
             Method::POST,
             "/api/model/mmd/upload_zip",
             "Import a ZIP of a .pmx/.pmd model and its textures (multipart field file)",
-            post(http::mmd::upload_zip).layer(DefaultBodyLimit::disable()),
+            streamed_post(http::mmd::upload_zip),
         )
         .get(
             "/api/model/mmd/models",
@@ -159,7 +165,7 @@ pub fn api(state: &AppState) -> Api {
             Method::POST,
             "/api/model/pngtuber/upload_model",
             "Upload a PNGTuber package (multipart parts files, relative paths as file names)",
-            post(http::pngtuber::upload).layer(DefaultBodyLimit::disable()),
+            streamed_post(http::pngtuber::upload),
         )
         .get(
             "/api/model/pngtuber/models",

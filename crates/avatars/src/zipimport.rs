@@ -20,6 +20,8 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
+use std::fmt::Display;
+
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
@@ -29,10 +31,11 @@ use encoding_rs::{Encoding, BIG5, EUC_KR, GB18030, GBK, SHIFT_JIS};
 use companiond_core::staging::hidden_name;
 
 use crate::error::AvatarError;
-use crate::fsutil::{ext_lower, stem, Cleanup};
+use crate::fsutil::{ext_lower, stem};
 use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 use crate::zipstream::{bad_zip, cp437, read_archive, Input, Streamed};
 use crate::Limits;
+use companiond_core::staging::Cleanup;
 use companiond_core::text::human_size;
 
 /// A finished extraction, still in its staging folder.
@@ -159,16 +162,12 @@ fn is_model(name: &str) -> bool {
 
 /// Receive the archive from `body` and extract it into a staging folder under
 /// `user_root`. Returns the staged model and the archive's size.
-pub async fn import<S, E>(
-    body: &mut S,
+pub async fn import(
+    body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
     user_root: &Path,
     limits: &Limits,
     archive_stem: &str,
-) -> Result<(Staged, u64), AvatarError>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: std::fmt::Display,
-{
+) -> Result<(Staged, u64), AvatarError> {
     let work = Cleanup::new(user_root.join(hidden_name("zipwork", "")));
     tokio::fs::create_dir(work.path())
         .await

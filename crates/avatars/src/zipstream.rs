@@ -21,19 +21,34 @@ use tokio::sync::mpsc;
 use crate::error::AvatarError;
 use companiond_core::text::human_size;
 
-const SIG_LOCAL: u32 = 0x0403_4b50;
-const SIG_CENTRAL: u32 = 0x0201_4b50;
-const SIG_DESCRIPTOR: u32 = 0x0807_4b50;
-const SIG_END: u32 = 0x0605_4b50;
-const FLAG_ENCRYPTED: u16 = 1;
-const FLAG_DESCRIPTOR: u16 = 1 << 3;
-const FLAG_UTF8: u16 = 1 << 11;
+/// Record signatures: "PK" followed by the record's two kind bytes.
+mod sig {
+    const fn pk(kind: [u8; 2]) -> u32 {
+        u32::from_le_bytes([b'P', b'K', kind[0], kind[1]])
+    }
+    pub const LOCAL: u32 = pk([3, 4]);
+    pub const CENTRAL: u32 = pk([1, 2]);
+    pub const DESCRIPTOR: u32 = pk([7, 8]);
+    pub const END: u32 = pk([5, 6]);
+}
+/// Bits of the general purpose flag word.
+mod flag {
+    pub const ENCRYPTED: u16 = 1;
+    pub const DESCRIPTOR: u16 = 1 << 3;
+    pub const UTF8: u16 = 1 << 11;
+}
+/// The compression methods read here; any other is refused.
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;
-const ZIP64_EXTRA: u16 = 0x0001;
-const UNICODE_PATH_EXTRA: u16 = 0x7075;
+/// Ids of the extra fields read here.
+mod extra_id {
+    pub const ZIP64: u16 = 0x0001;
+    pub const UNICODE_PATH: u16 = 0x7075;
+}
+/// "Made by" host system whose external attributes carry a Unix mode.
 const UNIX_HOST: u16 = 3;
-const U32_MAX: u64 = 0xFFFF_FFFF;
+/// A 32-bit size or offset with this value is stored in the Zip64 extra field.
+const U32_MAX: u64 = u32::MAX as u64;
 /// The central directory and the end records are kept in memory: at most this much.
 const MAX_DIRECTORY: usize = 16 << 20;
 /// Output buffer of the inflater (each filled buffer is one write).
@@ -187,7 +202,7 @@ pub fn read_archive(
             });
         };
         match sig {
-            SIG_LOCAL => {
+            sig::LOCAL => {
                 if locals.len() >= max_entries {
                     return Err(AvatarError::invalid(
                         "too_many_entries",
@@ -198,7 +213,7 @@ pub fn read_archive(
                 total += e.size;
                 locals.push(e);
             }
-            SIG_CENTRAL | SIG_END => break,
+            sig::CENTRAL | sig::END => break,
             _ if at == 0 => return Err(bad_zip("the upload is not a ZIP archive")),
             _ => {
                 return Err(bad_zip(format!(
@@ -280,7 +295,7 @@ fn read_entry(
     let name_raw = input.take(name_len).ok_or_else(truncated)?;
     let extra = input.take(extra_len).ok_or_else(truncated)?;
     let name = String::from_utf8_lossy(&name_raw).into_owned();
-    let zip64 = find_extra(&extra, ZIP64_EXTRA);
+    let zip64 = find_extra(&extra, extra_id::ZIP64);
     if let Some(z) = zip64 {
         let mut at = 0;
         if usize == U32_MAX {
@@ -291,7 +306,7 @@ fn read_entry(
             csize = le64(z, at).ok_or_else(|| corrupt(&name, "bad Zip64 field"))?;
         }
     }
-    if flags & FLAG_ENCRYPTED != 0 {
+    if flags & flag::ENCRYPTED != 0 {
         return Err(bad_zip(format!("entry {name:?} is encrypted")));
     }
     if method != STORED && method != DEFLATED {
@@ -300,7 +315,7 @@ fn read_entry(
              are supported (re-pack the archive as a standard ZIP)"
         )));
     }
-    let descriptor = flags & FLAG_DESCRIPTOR != 0;
+    let descriptor = flags & flag::DESCRIPTOR != 0;
     if !descriptor && usize > budget {
         return Err(too_large(limit));
     }
@@ -419,7 +434,7 @@ fn read_descriptor(
     uncompressed: u64,
     name: &str,
 ) -> Result<(u32, u64, u64), AvatarError> {
-    if input.peek(4).map(|b| le32(b, 0)) == Some(SIG_DESCRIPTOR) {
+    if input.peek(4).map(|b| le32(b, 0)) == Some(sig::DESCRIPTOR) {
         input.advance(4);
     }
     let widths: [bool; 2] = [wide, !wide];
@@ -498,7 +513,7 @@ pub fn parse_central(dir: &[u8]) -> Result<Vec<Central>, AvatarError> {
     let damaged = || bad_zip("the archive's central directory is damaged");
     let mut out = Vec::new();
     let mut at = 0usize;
-    while le32(dir, at) == SIG_CENTRAL {
+    while le32(dir, at) == sig::CENTRAL {
         let h = dir.get(at..at + 46).ok_or_else(damaged)?;
         let made_by = le16(h, 4);
         let flags = le16(h, 8);
@@ -518,7 +533,7 @@ pub fn parse_central(dir: &[u8]) -> Result<Vec<Central>, AvatarError> {
         if end > dir.len() {
             return Err(damaged());
         }
-        if let Some(z) = find_extra(extra, ZIP64_EXTRA) {
+        if let Some(z) = find_extra(extra, extra_id::ZIP64) {
             let mut p = 0;
             if size == U32_MAX {
                 size = le64(z, p).ok_or_else(damaged)?;
@@ -531,19 +546,19 @@ pub fn parse_central(dir: &[u8]) -> Result<Vec<Central>, AvatarError> {
                 offset = le64(z, p).ok_or_else(damaged)?;
             }
         }
-        let unicode = find_extra(extra, UNICODE_PATH_EXTRA).and_then(|u| {
+        let unicode = find_extra(extra, extra_id::UNICODE_PATH).and_then(|u| {
             let ok = u.first() == Some(&1) && le32(u, 1) == crc32fast::hash(&name_raw);
             ok.then(|| u.get(5..).and_then(|n| String::from_utf8(n.to_vec()).ok()))
                 .flatten()
         });
-        let flagged = (flags & FLAG_UTF8 != 0)
+        let flagged = (flags & flag::UTF8 != 0)
             .then(|| String::from_utf8(name_raw.clone()).ok())
             .flatten();
         out.push(Central {
             utf8_name: unicode.or(flagged),
             name_raw,
             unix_mode: (made_by >> 8 == UNIX_HOST).then_some(external >> 16),
-            encrypted: flags & FLAG_ENCRYPTED != 0,
+            encrypted: flags & flag::ENCRYPTED != 0,
             crc,
             size,
             offset,

@@ -76,7 +76,7 @@ fn percent_decode(s: &str) -> String {
     // Decode repeatedly so that double encodings (%252e) are seen too.
     let mut cur = s.to_string();
     for _ in 0..3 {
-        let next = decode_once(&cur);
+        let next = percent_decode_once(&cur);
         if next == cur {
             break;
         }
@@ -85,7 +85,9 @@ fn percent_decode(s: &str) -> String {
     cur
 }
 
-fn decode_once(s: &str) -> String {
+/// Decode the `%XX` escapes of `s` once (invalid escapes stay as they are;
+/// bytes that are not UTF-8 become U+FFFD).
+pub fn percent_decode_once(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -279,9 +281,37 @@ pub fn is_name_refused(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::InvalidFilename
 }
 
+/// For an error `e` met while `context`: when it is an I/O error by which the
+/// file system refused a name ([`is_name_refused`]), the client's message for
+/// it; `None` for any other error (the server's).
+pub fn name_refused_message<E: std::fmt::Display + 'static>(
+    context: &str,
+    e: &E,
+) -> Option<String> {
+    (e as &dyn std::any::Any)
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(is_name_refused)
+        .then(|| format!("{context}: the file system refused the name ({e})"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refused_name_gets_the_clients_message() {
+        let refused = std::io::Error::from(std::io::ErrorKind::InvalidFilename);
+        let m = name_refused_message("cannot store the file", &refused);
+        assert_eq!(
+            m.as_deref(),
+            Some(&*format!(
+                "cannot store the file: the file system refused the name ({refused})"
+            ))
+        );
+        let other = std::io::Error::other("disk on fire");
+        assert_eq!(name_refused_message("x", &other), None);
+        assert_eq!(name_refused_message("x", &"not an io::Error"), None);
+    }
 
     const HOSTILE: &[&str] = &[
         "..",

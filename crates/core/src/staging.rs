@@ -56,31 +56,86 @@ impl std::fmt::Display for StageError {
     }
 }
 
+/// Removes a file or a whole folder when dropped, unless disarmed: partial
+/// uploads, temporary archives and work folders are held by one of these so
+/// that any failure, a dropped request future (client gone) included, cleans up.
+#[derive(Debug)]
+pub struct Cleanup {
+    path: Option<PathBuf>,
+}
+
+impl Cleanup {
+    pub fn new(path: PathBuf) -> Cleanup {
+        Cleanup { path: Some(path) }
+    }
+
+    /// The guarded path (empty once disarmed).
+    pub fn path(&self) -> &Path {
+        self.path.as_deref().unwrap_or_else(|| Path::new(""))
+    }
+
+    /// Keep what is there: the caller has moved it into place or took charge of
+    /// it. The path, unless already disarmed.
+    pub fn disarm(&mut self) -> Option<PathBuf> {
+        self.path.take()
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(p) = self.path.take() {
+            remove_any(&p);
+        }
+    }
+}
+
+/// Remove a file, a symlink or a whole folder; errors are ignored (best effort).
+pub fn remove_any(p: &Path) {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir_all(p);
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(p);
+        }
+        Err(_) => {}
+    }
+}
+
 /// A file that is removed when dropped, unless kept or persisted.
 #[derive(Debug)]
 pub struct StagedFile {
-    path: Option<PathBuf>,
+    guard: Cleanup,
 }
 
 impl StagedFile {
     /// Take charge of `path`: it is removed when this value is dropped.
     pub fn new(path: PathBuf) -> StagedFile {
-        StagedFile { path: Some(path) }
+        StagedFile {
+            guard: Cleanup::new(path),
+        }
+    }
+
+    /// Nothing to remove (what is left behind once the file was handed on).
+    fn none() -> StagedFile {
+        StagedFile {
+            guard: Cleanup { path: None },
+        }
     }
 
     pub fn path(&self) -> &Path {
-        self.path.as_deref().unwrap_or_else(|| Path::new(""))
+        self.guard.path()
     }
 
     /// Keep the file where it is; its path.
     pub fn keep(mut self) -> PathBuf {
-        self.path.take().unwrap_or_default()
+        self.guard.disarm().unwrap_or_default()
     }
 
     /// Move the file to `target` unless something already exists there (the
     /// error then gives the file back with an `AlreadyExists` error).
     pub fn persist_noclobber(mut self, target: &Path) -> Result<(), (StagedFile, io::Error)> {
-        let Some(path) = self.path.take() else {
+        let Some(path) = self.guard.disarm() else {
             return Err((self, io::Error::other("the staged file is gone")));
         };
         match std::fs::hard_link(&path, target) {
@@ -89,14 +144,6 @@ impl StagedFile {
                 Ok(())
             }
             Err(e) => Err((StagedFile::new(path), e)),
-        }
-    }
-}
-
-impl Drop for StagedFile {
-    fn drop(&mut self) {
-        if let Some(p) = self.path.take() {
-            let _ = std::fs::remove_file(p);
         }
     }
 }
@@ -280,7 +327,7 @@ impl<T: Tap> Staging<T> {
             }
             _ => return Err(StageError::Io(io::Error::other("the tap is gone"))),
         };
-        let file = std::mem::replace(&mut self.file, StagedFile { path: None });
+        let file = std::mem::replace(&mut self.file, StagedFile::none());
         Ok(Staged { file, size, tap })
     }
 
@@ -293,7 +340,7 @@ impl<T: Tap> Staging<T> {
             drop(tx);
             let _ = handle.await;
         }
-        let file = std::mem::replace(&mut self.file, StagedFile { path: None });
+        let file = std::mem::replace(&mut self.file, StagedFile::none());
         drop(file);
     }
 }

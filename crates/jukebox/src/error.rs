@@ -45,13 +45,8 @@ impl JukeboxError {
     /// A storage failure (500), except when the file system refused a *name*
     /// (too long, invalid there): that is the client's input (400).
     pub fn io<E: std::fmt::Display + 'static>(context: &str, e: E) -> Self {
-        let refused = (&e as &dyn std::any::Any)
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(companiond_core::paths::is_name_refused);
-        if refused {
-            return JukeboxError::BadRequest(format!(
-                "{context}: the file system refused the name ({e})"
-            ));
+        if let Some(m) = companiond_core::paths::name_refused_message(context, &e) {
+            return JukeboxError::BadRequest(m);
         }
         JukeboxError::Storage(format!("{context}: {e}"))
     }

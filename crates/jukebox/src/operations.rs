@@ -267,19 +267,13 @@ impl Jukebox {
         visible: bool,
     ) -> Result<VisibilitySet, JukeboxError> {
         self.mutate(move |lib, _, _| {
-            let missing = || JukeboxError::not_found(format!("{} does not exist", kind.word()));
-            let record = match kind {
-                Kind::Song => {
-                    let s = lib.song_mut(&id).ok_or_else(missing)?;
-                    s.visible = visible;
-                    Record::Song(s.clone())
-                }
-                Kind::Action => {
-                    let a = lib.action_mut(&id).ok_or_else(missing)?;
-                    a.visible = visible;
-                    Record::Action(a.clone())
-                }
-            };
+            let record = edit_record(
+                lib,
+                kind,
+                &id,
+                |s| s.visible = visible,
+                |a| a.visible = visible,
+            )?;
             Ok(VisibilitySet { visible, record })
         })
         .await
@@ -294,26 +288,20 @@ impl Jukebox {
         artist: Option<String>,
     ) -> Result<Record, JukeboxError> {
         self.mutate(move |lib, _, _| {
-            let missing = || JukeboxError::not_found(format!("{} does not exist", kind.word()));
-            match kind {
-                Kind::Song => {
-                    let s = lib.song_mut(&id).ok_or_else(missing)?;
-                    if let Some(n) = name {
-                        s.name = n;
-                    }
-                    if let Some(a) = artist {
-                        s.artist = a;
-                    }
-                    Ok(Record::Song(s.clone()))
+            let name = name.as_ref();
+            let song = |s: &mut Song| {
+                if let Some(n) = name {
+                    s.name.clone_from(n);
                 }
-                Kind::Action => {
-                    let a = lib.action_mut(&id).ok_or_else(missing)?;
-                    if let Some(n) = name {
-                        a.name = n;
-                    }
-                    Ok(Record::Action(a.clone()))
+                if let Some(a) = artist {
+                    s.artist = a;
                 }
-            }
+            };
+            edit_record(lib, kind, &id, song, |a| {
+                if let Some(n) = name {
+                    a.name.clone_from(n);
+                }
+            })
         })
         .await
     }
@@ -380,6 +368,30 @@ impl Jukebox {
 enum Deleted {
     Hidden,
     Removed,
+}
+
+/// Change the song or action `id` (whichever `kind` names) with `song` or
+/// `action`; the changed record.
+fn edit_record(
+    lib: &mut Library,
+    kind: Kind,
+    id: &str,
+    song: impl FnOnce(&mut Song),
+    action: impl FnOnce(&mut Action),
+) -> Result<Record, JukeboxError> {
+    let missing = || JukeboxError::not_found(format!("{} does not exist", kind.word()));
+    Ok(match kind {
+        Kind::Song => {
+            let s = lib.song_mut(id).ok_or_else(missing)?;
+            song(s);
+            Record::Song(s.clone())
+        }
+        Kind::Action => {
+            let a = lib.action_mut(id).ok_or_else(missing)?;
+            action(a);
+            Record::Action(a.clone())
+        }
+    })
 }
 
 fn check_pair(lib: &Library, song_id: &str, action_id: &str) -> Result<(), JukeboxError> {

@@ -133,12 +133,11 @@ pub fn start(
     state: &AppState,
     name: &str,
 ) -> Result<oneshot::Receiver<Result<Outcome, Failure>>, Refused> {
-    let rt = MemoryRuntime::of(state);
-    let st = state.clone();
-    let n = name.to_string();
-    let (_info, rx) = rt
-        .tasks
-        .spawn(name, TaskKind::Extraction, move |cancel| async move {
+    let (_info, rx) = crate::spawn_task(
+        state,
+        name,
+        TaskKind::Extraction,
+        |st, n, cancel| async move {
             let r = run(&st, &n, &cancel).await;
             match &r {
                 Err(Failure::Model(e)) | Err(Failure::Storage(e)) => {
@@ -148,7 +147,8 @@ pub fn start(
                 _ => {}
             }
             r
-        })?;
+        },
+    )?;
     Ok(rx)
 }
 

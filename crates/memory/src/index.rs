@@ -37,8 +37,24 @@ use crate::stores::{self, str_of, Stores};
 use crate::timefmt;
 use crate::unit;
 
+/// The statement creating the FTS5 index `$name`: contentless (rowid = the
+/// indexed row's id, so rows can be deleted), over the one column `body`.
+macro_rules! fts5_index {
+    ($name:literal) => {
+        concat!(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS ",
+            $name,
+            " USING fts5(
+    body, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2'
+);
+"
+        )
+    };
+}
+
 /// Tables of companiond's index (the original's tables come from [`unit::TIME_INDEX_SCHEMA`]).
-pub const SCHEMA: &str = "
+pub const SCHEMA: &str = concat!(
+    "
 CREATE TABLE IF NOT EXISTS memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_lines (
     id INTEGER PRIMARY KEY,
@@ -48,10 +64,9 @@ CREATE TABLE IF NOT EXISTS memory_lines (
     ts INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memory_lines_ts ON memory_lines(ts);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_lines_fts USING fts5(
-    body, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2'
-);
-CREATE TABLE IF NOT EXISTS memory_docs (
+",
+    fts5_index!("memory_lines_fts"),
+    "CREATE TABLE IF NOT EXISTS memory_docs (
     id INTEGER PRIMARY KEY,
     kind TEXT NOT NULL,
     ref TEXT NOT NULL,
@@ -62,17 +77,17 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     UNIQUE(kind, ref)
 );
 CREATE INDEX IF NOT EXISTS memory_docs_kind_ts ON memory_docs(kind, ts);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_docs_fts USING fts5(
-    body, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2'
-);
-CREATE TABLE IF NOT EXISTS memory_vectors (
+",
+    fts5_index!("memory_docs_fts"),
+    "CREATE TABLE IF NOT EXISTS memory_vectors (
     doc INTEGER PRIMARY KEY,
     model TEXT NOT NULL,
     sig TEXT NOT NULL,
     dim INTEGER NOT NULL,
     vec BLOB NOT NULL
 );
-";
+"
+);
 
 /// Meta key: last line id the extraction has read.
 pub const META_CURSOR: &str = "extract_cursor";
@@ -1116,6 +1131,17 @@ pub fn rrf<'a>(lists: &[&'a [Hit]]) -> Vec<&'a Hit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The assembled schema is, byte for byte, the text existing databases
+    /// were created with (SQLite keeps each statement in `sqlite_master`).
+    #[test]
+    fn schema_text_is_unchanged() {
+        assert_eq!(SCHEMA.len(), 1118);
+        assert_eq!(
+            hex::encode(Sha256::digest(SCHEMA.as_bytes())),
+            "11529d65e8d0a23a8fb3e4f790d99d6b8cab24f956f1e271dec4a229c59ed698"
+        );
+    }
 
     /// `(added, removed)` of one [`sync_lines`].
     fn synced(c: &mut Connection, d: &Path, now: i64) -> (usize, usize) {

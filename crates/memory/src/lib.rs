@@ -88,6 +88,26 @@ impl MemoryRuntime {
     }
 }
 
+/// Start `work(state, name, cancel)` in the background as `name`'s task of
+/// `kind` ([`tasks::TaskRegistry::spawn`]: refused while one of that kind runs
+/// or while the character is drained); its task and the receiver of its result.
+fn spawn_task<F, Fut, T>(
+    state: &AppState,
+    name: &str,
+    kind: tasks::TaskKind,
+    work: F,
+) -> Result<(tasks::TaskInfo, tokio::sync::oneshot::Receiver<T>), tasks::Refused>
+where
+    F: FnOnce(AppState, String, tokio_util::sync::CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let (st, n) = (state.clone(), name.to_string());
+    MemoryRuntime::of(state)
+        .tasks
+        .spawn(name, kind, move |cancel| work(st, n, cancel))
+}
+
 /// Run `work(state, name)` on the current runtime, beside the caller
 /// (nothing outside a runtime): background memory work of one character.
 fn spawn_for<F, Fut>(state: &AppState, name: &str, work: F)

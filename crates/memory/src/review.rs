@@ -60,12 +60,8 @@ pub struct ReviewHandle {
 
 /// Start a review of `name`'s recent history.
 pub fn start(state: &AppState, name: &str) -> Result<ReviewHandle, Refused> {
-    let rt = MemoryRuntime::of(state);
-    let st = state.clone();
-    let n = name.to_string();
-    let (task, outcome) = rt
-        .tasks
-        .spawn(name, TaskKind::Review, move |cancel| async move {
+    let (task, outcome) =
+        crate::spawn_task(state, name, TaskKind::Review, |st, n, cancel| async move {
             let outcome = run(&st, &n, &cancel).await;
             if let ReviewOutcome::Failed(e) = &outcome {
                 tracing::info!("recent-memory review of {n} failed: {e}");

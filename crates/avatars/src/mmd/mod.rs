@@ -20,9 +20,10 @@ use companiond_core::store::Store;
 use companiond_core::task::blocking;
 
 use crate::error::AvatarError;
-use crate::fsutil::{ext_lower, remove_any};
+use crate::fsutil::ext_lower;
 use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 use crate::Limits;
+use companiond_core::staging::remove_any;
 
 /// URL prefix of the project models.
 pub const STATIC_MMD_URL: &str = "/static/mmd";

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use std::fmt::Display;
+
 use bytes::Bytes;
 use futures::Stream;
 use serde::Serialize;
@@ -15,9 +17,10 @@ use companiond_core::text::human_size;
 use companiond_core::staging::hidden_name;
 
 use crate::error::AvatarError;
-use crate::fsutil::{ext_lower, stem, stream_to_file, Cleanup, StreamStop};
+use crate::fsutil::{ext_lower, stem, stream_to_file, StreamStop};
 use crate::layout::ANIMATION_DIR;
 use crate::zipimport;
+use companiond_core::staging::Cleanup;
 
 use super::{url_of, Mmd};
 
@@ -55,6 +58,25 @@ pub struct ZipImported {
     pub folder: String,
     /// Entry names recovered from a legacy encoding.
     pub renamed_entries: usize,
+}
+
+/// The plain file name a client sent ([`client_file_name`]) and its lower-case
+/// extension, which must be one of `exts` (else 400 `unsupported_file_type`:
+/// "only `accepted` are accepted").
+fn typed_file_name(
+    raw: Option<&str>,
+    exts: &[&str],
+    accepted: &str,
+) -> Result<(String, String), AvatarError> {
+    let name = client_file_name(raw)?;
+    let ext = ext_lower(&name);
+    if !exts.contains(&ext.as_str()) {
+        return Err(AvatarError::invalid(
+            "unsupported_file_type",
+            format!("only {accepted} are accepted"),
+        ));
+    }
+    Ok((name, ext))
 }
 
 /// The plain file name a client sent (browsers may include folders).
@@ -115,18 +137,14 @@ impl Mmd {
     /// Stream `body` into the new file `dir/name` (size limit and header check
     /// `(magic, format name)` while streaming, synced) and move it into place
     /// under the folder lock. Returns the size.
-    async fn store_upload<S, E>(
+    async fn store_upload(
         &self,
         dir: &Path,
         name: &str,
         (magic, what): (&'static [u8], &'static str),
-        body: &mut S,
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
         label: &str,
-    ) -> Result<u64, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+    ) -> Result<u64, AvatarError> {
         self.ensure_dirs().await?;
         let dest = safe_join(dir, name)?;
         if dest.symlink_metadata().is_ok() {
@@ -164,26 +182,16 @@ impl Mmd {
     }
 
     /// `POST /upload`: a `.pmx`/`.pmd` model streamed into the user folder.
-    pub async fn upload_model<S, E>(
+    pub async fn upload_model(
         &self,
         file_name: Option<&str>,
-        body: &mut S,
-    ) -> Result<ModelUploaded, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
-        let name = client_file_name(file_name)?;
-        let ext = ext_lower(&name);
-        let (magic, what): (&'static [u8], &'static str) = match ext.as_str() {
-            "pmx" => (PMX_MAGIC, "PMX"),
-            "pmd" => (PMD_MAGIC, "PMD"),
-            _ => {
-                return Err(AvatarError::invalid(
-                    "unsupported_file_type",
-                    "only .pmx and .pmd model files are accepted",
-                ))
-            }
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
+    ) -> Result<ModelUploaded, AvatarError> {
+        let (name, ext) = typed_file_name(file_name, &["pmx", "pmd"], ".pmx and .pmd model files")?;
+        let (magic, what): (&'static [u8], &'static str) = if ext == "pmx" {
+            (PMX_MAGIC, "PMX")
+        } else {
+            (PMD_MAGIC, "PMD")
         };
         let size = self
             .store_upload(&self.user, &name, (magic, what), body, "the model file")
@@ -197,22 +205,12 @@ impl Mmd {
     }
 
     /// `POST /upload_animation`: a `.vmd` streamed into the user `animation/` folder.
-    pub async fn upload_animation<S, E>(
+    pub async fn upload_animation(
         &self,
         file_name: Option<&str>,
-        body: &mut S,
-    ) -> Result<AnimationUploaded, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
-        let name = client_file_name(file_name)?;
-        if ext_lower(&name) != "vmd" {
-            return Err(AvatarError::invalid(
-                "unsupported_file_type",
-                "only .vmd animation files are accepted",
-            ));
-        }
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
+    ) -> Result<AnimationUploaded, AvatarError> {
+        let (name, _) = typed_file_name(file_name, &["vmd"], ".vmd animation files")?;
         let dir = self.user.join(ANIMATION_DIR);
         self.store_upload(&dir, &name, (VMD_MAGIC, "VMD"), body, "the animation file")
             .await?;
@@ -225,25 +223,14 @@ impl Mmd {
 
     /// `POST /upload_zip`: a ZIP of a model and its textures, extracted while it
     /// streams in, checked, staged and moved into place.
-    pub async fn upload_zip<S, E>(
+    pub async fn upload_zip(
         &self,
         file_name: Option<&str>,
-        body: &mut S,
-    ) -> Result<ZipImported, AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
+    ) -> Result<ZipImported, AvatarError> {
         let archive_name = match file_name {
             Some(n) if !n.trim().is_empty() => {
-                let n = client_file_name(Some(n))?;
-                if ext_lower(&n) != "zip" {
-                    return Err(AvatarError::invalid(
-                        "unsupported_file_type",
-                        "only .zip archives are accepted",
-                    ));
-                }
-                n
+                typed_file_name(Some(n), &["zip"], ".zip archives")?.0
             }
             _ => "model.zip".to_string(),
         };

@@ -182,6 +182,22 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// Skip the type description of a typed container's keys, values or
+    /// elements: none (0), a built-in type (1: its id) or a class or script
+    /// (2, 3: its name).
+    fn skip_type_hint(&mut self, kind: u32) -> Result<(), String> {
+        match kind {
+            1 => {
+                self.u32()?;
+            }
+            2 | 3 => {
+                self.string()?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     fn variant(&mut self, depth: usize) -> Result<Variant, String> {
         if depth > MAX_DEPTH {
             return Err("variant nesting too deep".into());
@@ -275,17 +291,8 @@ impl<'a> Reader<'a> {
             }
             27 => {
                 // Typed dictionaries carry key and value type descriptions.
-                for kind in [flags & 3, (flags >> 2) & 3] {
-                    match kind {
-                        1 => {
-                            self.u32()?;
-                        }
-                        2 | 3 => {
-                            self.string()?;
-                        }
-                        _ => {}
-                    }
-                }
+                self.skip_type_hint(flags & 3)?;
+                self.skip_type_hint((flags >> 2) & 3)?;
                 let n = self.count(8)?;
                 let mut d = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -296,15 +303,8 @@ impl<'a> Reader<'a> {
                 Variant::Dict(d)
             }
             28 => {
-                match flags & 3 {
-                    1 => {
-                        self.u32()?;
-                    }
-                    2 | 3 => {
-                        self.string()?;
-                    }
-                    _ => {}
-                }
+                // A typed array carries its element type description.
+                self.skip_type_hint(flags & 3)?;
                 let n = self.count(4)?;
                 let mut a = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -318,26 +318,16 @@ impl<'a> Reader<'a> {
                 self.pad(n)?;
                 Variant::Bytes(b)
             }
-            30 | 32 => {
-                let n = self.count(4)?;
+            // Packed int32, int64, float32 and float64 arrays.
+            30..=33 => {
+                let n = self.count(if ty % 2 == 0 { 4 } else { 8 })?;
                 let mut v = Vec::with_capacity(n);
                 for _ in 0..n {
-                    v.push(if ty == 30 {
-                        Variant::Int(i64::from(self.i32()?))
-                    } else {
-                        Variant::Float(self.f32()?)
-                    });
-                }
-                Variant::Array(v)
-            }
-            31 | 33 => {
-                let n = self.count(8)?;
-                let mut v = Vec::with_capacity(n);
-                for _ in 0..n {
-                    v.push(if ty == 31 {
-                        Variant::Int(self.i64()?)
-                    } else {
-                        Variant::Float(self.f64()?)
+                    v.push(match ty {
+                        30 => Variant::Int(i64::from(self.i32()?)),
+                        31 => Variant::Int(self.i64()?),
+                        32 => Variant::Float(self.f32()?),
+                        _ => Variant::Float(self.f64()?),
                     });
                 }
                 Variant::Array(v)
@@ -506,5 +496,50 @@ mod tests {
         let mut bad = 28u32.to_le_bytes().to_vec();
         bad.extend_from_slice(&0x7fff_fff0u32.to_le_bytes());
         assert!(decode(&bad).is_err());
+    }
+
+    #[test]
+    fn typed_containers_skip_their_type_descriptions() {
+        let words = |w: &[u32]| w.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        // Array typed by a built-in type id (hint 1), two Nil elements.
+        let array = words(&[28 | (1 << 16), 2, 2, 0, 0]);
+        assert_eq!(
+            decode(&array).unwrap(),
+            Variant::Array(vec![Variant::Nil, Variant::Nil])
+        );
+        // Dictionary: keys typed by a class name (hint 2: "Node" as a string),
+        // values by a type id (hint 1); one Nil → Nil pair.
+        let mut dict = words(&[27 | ((2 | (1 << 2)) << 16), 4]);
+        dict.extend_from_slice(b"Node");
+        dict.extend(words(&[2, 1, 0, 0]));
+        assert_eq!(
+            decode(&dict).unwrap(),
+            Variant::Dict(vec![(Variant::Nil, Variant::Nil)])
+        );
+        // Packed arrays: int32, int64, float32, float64.
+        let mut packed = words(&[30, 2, 7, (-1i32) as u32]);
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Int(7), Variant::Int(-1)])
+        );
+        packed = words(&[31, 1]);
+        packed.extend((-3i64).to_le_bytes());
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Int(-3)])
+        );
+        packed = words(&[32, 1, 0.5f32.to_bits()]);
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Float(0.5)])
+        );
+        packed = words(&[33, 1]);
+        packed.extend(0.25f64.to_le_bytes());
+        assert_eq!(
+            decode(&packed).unwrap(),
+            Variant::Array(vec![Variant::Float(0.25)])
+        );
+        // A description cut short is an error.
+        assert!(decode(&words(&[28 | (2 << 16), 9])).is_err());
     }
 }

@@ -29,8 +29,9 @@ use companiond_core::task::blocking;
 use companiond_core::staging::hidden_name;
 
 use crate::error::AvatarError;
-use crate::fsutil::{remove_any, url_path, Budget, Cleanup};
+use crate::fsutil::{url_path, Budget};
 use crate::Limits;
+use companiond_core::staging::{remove_any, Cleanup};
 
 pub use layered::capabilities;
 use layered::{ADAPTER_VERSION, LAYERED_ADAPTER};

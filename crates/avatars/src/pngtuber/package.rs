@@ -132,26 +132,16 @@ pub fn normalize(model: &Map<String, Value>, folder: &str) -> Map<String, Value>
         _ => json!(1),
     };
     out.insert("scale".into(), scale);
-    out.insert(
-        "offset_x".into(),
-        raw.get("offset_x").cloned().unwrap_or(json!(0)),
-    );
-    out.insert(
-        "offset_y".into(),
-        raw.get("offset_y").cloned().unwrap_or(json!(0)),
-    );
-    out.insert(
-        "mobile_scale".into(),
-        raw.get("mobile_scale").cloned().unwrap_or(mobile_default),
-    );
-    out.insert(
-        "mobile_offset_x".into(),
-        raw.get("mobile_offset_x").cloned().unwrap_or(json!(0)),
-    );
-    out.insert(
-        "mobile_offset_y".into(),
-        raw.get("mobile_offset_y").cloned().unwrap_or(json!(0)),
-    );
+    // Kept as stored, or the default when missing.
+    for (key, default) in [
+        ("offset_x", json!(0)),
+        ("offset_y", json!(0)),
+        ("mobile_scale", mobile_default),
+        ("mobile_offset_x", json!(0)),
+        ("mobile_offset_y", json!(0)),
+    ] {
+        out.insert(key.into(), raw.get(key).cloned().unwrap_or(default));
+    }
     out.insert("mirror".into(), json!(truthy(raw.get("mirror"))));
     let source_type = match raw.get("source_type") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use std::fmt::Display;
+
 use bytes::Bytes;
 use futures::Stream;
 use serde::Serialize;
@@ -15,8 +17,9 @@ use companiond_core::task::blocking;
 use companiond_core::text::human_size;
 
 use crate::error::AvatarError;
-use crate::fsutil::{stream_to_file, Budget, Cleanup, StreamStop};
+use crate::fsutil::{stream_to_file, Budget, StreamStop};
 use crate::Limits;
+use companiond_core::staging::Cleanup;
 
 use super::detect::detect;
 use super::layered::Imported;
@@ -78,15 +81,11 @@ fn stop_error(stop: StreamStop, limits: &Limits) -> AvatarError {
 
 impl StagedUpload {
     /// Stream one `files` part into the staging folder.
-    pub async fn add_file<S, E>(
+    pub async fn add_file(
         &mut self,
         file_name: Option<&str>,
-        body: &mut S,
-    ) -> Result<(), AvatarError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+        body: &mut (impl Stream<Item = Result<Bytes, impl Display>> + Unpin),
+    ) -> Result<(), AvatarError> {
         let raw = file_name.unwrap_or("");
         let norm = raw.replace('\\', "/");
         let norm = norm.trim_matches('/');

@@ -17,8 +17,8 @@ use crate::error::ConfigError;
 use crate::net;
 use crate::net::NetFail;
 
+/// Time budget of one model listing.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(15);
-/// Time budget of one connectivity probe.
 /// The one provider host whose model ids carry a `models/` prefix to remove.
 pub const GEMINI_HOST: &str = "generativelanguage.googleapis.com";
 

@@ -266,6 +266,28 @@ fn imported_name(rec: &Map<String, Value>, exported_file: &str, stored: &str) ->
     }
 }
 
+/// The settings an imported song or action keeps from its exported record:
+/// its [`imported_name`], its upload date (`now` when it has none) and its
+/// visibility (visible when unset).
+struct Kept {
+    name: String,
+    upload_date: String,
+    visible: bool,
+}
+
+fn kept(rec: &Map<String, Value>, exported_file: &str, stored: &str, now: &str) -> Kept {
+    let date = str_field(rec, "uploadDate");
+    Kept {
+        name: imported_name(rec, exported_file, stored),
+        upload_date: if date.is_empty() {
+            now.to_string()
+        } else {
+            date
+        },
+        visible: rec.get("visible").and_then(Value::as_bool).unwrap_or(true),
+    }
+}
+
 fn str_field(rec: &Map<String, Value>, key: &str) -> String {
     rec.get(key)
         .and_then(Value::as_str)
@@ -454,19 +476,16 @@ fn apply_import(
                 skipped += 1;
                 continue;
             };
-            let rec = &item.record;
-            let name = imported_name(rec, &item.file_name, &stored);
+            let k = kept(&item.record, &item.file_name, &stored, &now);
             let song = Song {
                 id: id.clone(),
-                name,
-                artist: str_field(rec, "artist"),
+                name: k.name,
+                artist: str_field(&item.record, "artist"),
                 audio: format!("songs/{stored}"),
                 audio_md5: item.md5.clone(),
                 audio_format: extension(&stored),
-                visible: rec.get("visible").and_then(Value::as_bool).unwrap_or(true),
-                upload_date: Some(str_field(rec, "uploadDate"))
-                    .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| now.clone()),
+                visible: k.visible,
+                upload_date: k.upload_date,
                 default_action: String::new(),
                 is_builtin: false,
                 extra: Default::default(),
@@ -505,18 +524,15 @@ fn apply_import(
             skipped += 1;
             continue;
         };
-        let rec = &item.record;
-        let name = imported_name(rec, &item.file_name, &stored);
+        let k = kept(&item.record, &item.file_name, &stored, &now);
         let action = Action {
             id: id.clone(),
-            name,
+            name: k.name,
             file: format!("actions/{stored}"),
             file_md5: item.md5.clone(),
             format: extension(&stored),
-            upload_date: Some(str_field(rec, "uploadDate"))
-                .filter(|d| !d.is_empty())
-                .unwrap_or_else(|| now.clone()),
-            visible: rec.get("visible").and_then(Value::as_bool).unwrap_or(true),
+            upload_date: k.upload_date,
+            visible: k.visible,
             missing: false,
             is_builtin: false,
             extra: Default::default(),

@@ -6,17 +6,12 @@ use super::*;
 
 /// The bundled library file (`<bundle>/jukebox/config.json`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct BundleDoc {
-    #[serde(default)]
     pub version: Option<Value>,
-    #[serde(default)]
     pub songs: IndexMap<String, Song>,
-    #[serde(default)]
     pub actions: IndexMap<String, Action>,
-    #[serde(default)]
     pub bindings: Bindings,
-    #[serde(default)]
     pub md5_index: Md5Index,
 }
 
@@ -37,37 +32,31 @@ impl BundleDoc {
 
 /// Settings the user changed on built-in resources.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Overrides {
-    #[serde(default)]
     pub songs: IndexMap<String, Map<String, Value>>,
-    #[serde(default)]
     pub actions: IndexMap<String, Map<String, Value>>,
 }
 
 /// The persisted user document (`<data>/jukebox/config.json`): only user
 /// resources and override settings.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 pub struct UserDoc {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    #[serde(default)]
     pub songs: IndexMap<String, Song>,
-    #[serde(default)]
     pub actions: IndexMap<String, Action>,
     /// Per song: the complete binding map that replaces the bundled one
     /// (an empty map removes the bundled bindings of that song).
-    #[serde(default)]
     pub bindings: Bindings,
     /// Written by the original application for built-in pairs; read for compatibility.
-    #[serde(default, skip_serializing)]
+    #[serde(skip_serializing)]
     pub builtin_bindings: Bindings,
-    #[serde(default)]
     pub md5_index: Md5Index,
-    #[serde(default)]
     pub builtin_overrides: Overrides,
     /// Storage generation (absent in files of the first format; see `storage`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageMark>,
 }
 

@@ -44,57 +44,41 @@ pub(super) const BINDING_KEYS: &[&str] = &[
 pub(super) const MESH_HINT_KEYS: &[&str] =
     &["tip_point", "mesh_phys_x", "mesh_phys_y", "use_object_pos"];
 
-/// Points as flat `[x, y, ...]`, pairs, vectors or `{x, y}`/`{u, v}` objects.
-fn points(v: &Variant) -> Option<Vec<[f64; 2]>> {
+/// A list of groups of `N` numbers, either flat (every item a number `num`
+/// reads; its length a multiple of `N`) or one item per group read by `group`.
+fn groups<T: Copy, const N: usize>(
+    v: &Variant,
+    num: fn(&Variant) -> Option<T>,
+    group: impl Fn(&Variant) -> Option<[T; N]>,
+) -> Option<Vec<[T; N]>> {
     let a = v.as_array()?;
-    if a.iter().all(|x| x.as_f64().is_some()) {
-        if a.len() % 2 != 0 {
+    if let Some(nums) = a.iter().map(num).collect::<Option<Vec<T>>>() {
+        if nums.len() % N != 0 {
             return None;
         }
-        return Some(
-            a.chunks(2)
-                .map(|c| [c[0].as_f64().unwrap_or(0.0), c[1].as_f64().unwrap_or(0.0)])
-                .collect(),
-        );
+        let flat = nums.chunks_exact(N).map(|c| std::array::from_fn(|i| c[i]));
+        return Some(flat.collect());
     }
-    a.iter()
-        .map(|p| {
-            p.as_vec2().map(|(x, y)| [x, y]).or_else(|| {
-                let x = p.get("x").or_else(|| p.get("u"))?.as_f64()?;
-                let y = p.get("y").or_else(|| p.get("v"))?.as_f64()?;
-                Some([x, y])
-            })
-        })
-        .collect()
+    a.iter().map(group).collect()
 }
 
-fn triangles(v: &Variant) -> Option<Vec<[i64; 3]>> {
-    let a = v.as_array()?;
-    if a.iter().all(|x| x.as_i64().is_some()) {
-        if a.len() % 3 != 0 {
-            return None;
-        }
-        return Some(
-            a.chunks(3)
-                .map(|c| {
-                    [
-                        c[0].as_i64().unwrap_or(-1),
-                        c[1].as_i64().unwrap_or(-1),
-                        c[2].as_i64().unwrap_or(-1),
-                    ]
-                })
-                .collect(),
-        );
-    }
-    a.iter()
-        .map(|t| {
-            let t = t.as_array()?;
-            if t.len() != 3 {
-                return None;
-            }
-            Some([t[0].as_i64()?, t[1].as_i64()?, t[2].as_i64()?])
+/// Points as flat `[x, y, ...]`, pairs, vectors or `{x, y}`/`{u, v}` objects.
+fn points(v: &Variant) -> Option<Vec<[f64; 2]>> {
+    groups(v, Variant::as_f64, |p| {
+        p.as_vec2().map(|(x, y)| [x, y]).or_else(|| {
+            let x = p.get("x").or_else(|| p.get("u"))?.as_f64()?;
+            let y = p.get("y").or_else(|| p.get("v"))?.as_f64()?;
+            Some([x, y])
         })
-        .collect()
+    })
+}
+
+/// Triangles as flat `[a, b, c, ...]` vertex indexes or `[a, b, c]` triples.
+fn triangles(v: &Variant) -> Option<Vec<[i64; 3]>> {
+    groups(v, Variant::as_i64, |t| match t.as_array()? {
+        [a, b, c] => Some([a.as_i64()?, b.as_i64()?, c.as_i64()?]),
+        _ => None,
+    })
 }
 
 /// Mesh of a sprite/state: real geometry only when vertices, matching UVs and
@@ -176,4 +160,30 @@ pub(super) fn extract_mesh(sprite: &Variant, state: Option<&Variant>) -> Option<
         "source_fields": fields,
         "degrade_reason": reason,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_and_triangles_read_flat_and_nested_forms() {
+        let ints = |v: &[i64]| Variant::Array(v.iter().map(|i| Variant::Int(*i)).collect());
+        assert_eq!(
+            points(&ints(&[1, 2, 3, 4])),
+            Some(vec![[1.0, 2.0], [3.0, 4.0]])
+        );
+        assert_eq!(points(&ints(&[1, 2, 3])), None);
+        assert_eq!(
+            points(&Variant::Array(vec![Variant::Tuple(vec![0.5, 1.5])])),
+            Some(vec![[0.5, 1.5]])
+        );
+        assert_eq!(triangles(&ints(&[0, 1, 2])), Some(vec![[0, 1, 2]]));
+        assert_eq!(triangles(&ints(&[0, 1, 2, 3])), None);
+        assert_eq!(
+            triangles(&Variant::Array(vec![ints(&[2, 1, 0])])),
+            Some(vec![[2, 1, 0]])
+        );
+        assert_eq!(triangles(&Variant::Array(vec![ints(&[2, 1])])), None);
+    }
 }
