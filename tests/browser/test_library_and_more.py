@@ -6,6 +6,7 @@ import zipfile
 
 from playwright.sync_api import expect
 
+from conftest import shot
 from files import vmd, wav
 
 
@@ -118,3 +119,36 @@ def test_mmd_upload_and_delete(page, server, tmp_path):
     page.locator("#mmd-body button.armed").click()
     expect(page.locator("#mmd-result")).to_have_text("Deleted Alice.")
     assert server.get("/api/model/mmd/models").json()["models"] == []
+
+
+def test_api_reference_lists_every_operation(page, server):
+    """The console's API section renders the served OpenAPI document itself
+    (no outside script): every operation, a filter, and per operation its
+    answers with their envelopes."""
+    doc = server.get("/openapi.json").json()
+    n = sum(1 for item in doc["paths"].values() for op in item.values()
+            if isinstance(op, dict) and "responses" in op)
+    assert n > 100
+    page.goto(server.url + "/console/#reference")
+    expect(page.locator("#section-reference")).to_be_visible()
+    expect(page.locator("#ref-info")).to_contain_text(f"{n} operations")
+    expect(page.locator("#ref-ops details.op")).to_have_count(n)
+    page.fill("#ref-filter", "cloudsave summary")
+    shown = page.locator("#ref-ops details.op:not([hidden])")
+    expect(shown.first).to_be_visible()
+    words = shown.evaluate_all("ds => ds.map(d => d.dataset.words)")
+    assert words and all("cloudsave" in w and "summary" in w for w in words), words
+    assert len(words) < n
+    op = page.locator('#ref-ops details.op:not([hidden])', has_text="/api/cloudsave/summary").first
+    op.locator("summary").click()
+    body = op.locator(".op-body")
+    expect(body).to_contain_text("Operation id")
+    expect(body).to_contain_text("403")
+    # The front door's refusal, with the fields of its envelope resolved from
+    # the document's components.
+    # (cloud save's envelope: {success: false, code: "CLOUDSAVE_…", …}).
+    expect(body).to_contain_text("CLOUDSAVE_HOST_NOT_ALLOWED")
+    expect(body.locator("code.prop", has_text="code").first).to_be_visible()
+    shot(page, "reference", full_page=False)
+    page.fill("#ref-filter", "")
+    expect(page.locator("#ref-ops details.op:not([hidden])")).to_have_count(n)

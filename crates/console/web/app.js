@@ -9,8 +9,9 @@ import memory from './memory.js';
 import library from './library.js';
 import cloud from './cloud.js';
 import settings from './settings.js';
+import reference from './reference.js';
 
-const sections = { start, chat, characters, memory, library, cloud, settings };
+const sections = { start, chat, characters, memory, library, cloud, settings, reference };
 let active = null;
 
 /** Shared state and helpers the sections use. */
