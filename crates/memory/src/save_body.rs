@@ -53,35 +53,36 @@ trait FromObject: Sized + Default {
     fn field<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error>;
 }
 
-impl FromObject for SaveFields {
-    fn field<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "filename" => self.filename = Some(map.next_value()?),
-            "chat" => self.chat = Some(map.next_value()?),
-            "fingerprint" => self.fingerprint = Some(map.next_value()?),
-            "identity_token" => self.identity_token = Some(map.next_value()?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
+/// `FromObject` for a struct of `Option` fields, each read from the key of
+/// the same name; other keys are skipped.
+macro_rules! read_fields {
+    ($ty:ty { $($field:ident),* }) => {
+        impl FromObject for $ty {
+            fn field<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+                match key {
+                    $(stringify!($field) => self.$field = Some(map.next_value()?),)*
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(())
             }
         }
-        Ok(())
-    }
+    };
 }
 
-impl FromObject for EntryFields {
-    fn field<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
-        match key {
-            "role" => self.role = Some(map.next_value()?),
-            "text" => self.text = Some(map.next_value()?),
-            "source_index" => self.source_index = Some(map.next_value()?),
-            "theater" => self.theater = Some(map.next_value()?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(())
-    }
-}
+read_fields!(SaveFields {
+    filename,
+    chat,
+    fingerprint,
+    identity_token
+});
+read_fields!(EntryFields {
+    role,
+    text,
+    source_index,
+    theater
+});
 
 /// What a [`Shaped`] visitor does with the value of the expected shape.
 trait Shape<'de>: Sized {
