@@ -140,6 +140,12 @@ fn row(name: &str, size: &str, addr: &str, path: &str) {
     );
 }
 
+/// One POST that must answer 200 (setting up a row).
+fn post_ok(addr: &str, path: &str, body: &serde_json::Value) {
+    let (st, b) = request(addr, "POST", path, Some(&body.to_string()));
+    assert_eq!(st, 200, "{path}: {}", String::from_utf8_lossy(&b));
+}
+
 /// Time `calls()` POSTs of the bodies `body(i)` to `path`; prints the row.
 fn post_row(name: &str, size: &str, addr: &str, path: &str, body: impl Fn(usize) -> String) {
     let mut ms = Vec::new();
@@ -294,13 +300,7 @@ fn main() {
             "callback_url": "http://127.0.0.1:9/cb", "role": null,
             "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
         });
-        let (st, b) = request(
-            &s.addr,
-            "POST",
-            "/api/tools/register",
-            Some(&body.to_string()),
-        );
-        assert_eq!(st, 200, "{}", String::from_utf8_lossy(&b));
+        post_ok(&s.addr, "/api/tools/register", &body);
         row(
             "tools",
             &format!("one role-less tool over {chars}"),
@@ -356,13 +356,7 @@ fn main() {
         std::fs::write(&path, heavy_user::long_history(10_000)).expect("history");
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let start = serde_json::json!({"persona_name": name, "session_id": "bench"});
-        let (st, b) = request(
-            &s.addr,
-            "POST",
-            "/api/icebreaker/route/start",
-            Some(&start.to_string()),
-        );
-        assert_eq!(st, 200, "{}", String::from_utf8_lossy(&b));
+        post_ok(&s.addr, "/api/icebreaker/route/start", &start);
         post_row(
             "history_append",
             &format!("10,000 lines ({size} bytes)"),
