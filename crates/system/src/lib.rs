@@ -68,50 +68,103 @@ fn post_no_store<H: Handler<T, AppState>, T: 'static>(
         .layer(axum::middleware::from_fn_with_state(st, csrf_success))
         .layer(axum::middleware::map_response(http::add_no_store));
     api.route(Method::POST, path, summary, mr)
-        .errors(&["csrf_validation_failed"])
+        .errors("csrf_validation_failed")
 }
 
 /// The failures of a route, by their codes ([`SystemError::answers_of`]).
-trait Fails {
-    fn errors(self, codes: &[&str]) -> Self;
+trait Fails: Sized {
+    /// `codes`: the route's failure codes, separated by spaces.
+    fn errors(self, codes: &str) -> Self;
+    /// Apply the documentation shared by a route and its alias.
+    fn docs(self, f: fn(Self) -> Self) -> Self {
+        f(self)
+    }
+    /// The JSON object body `T` and the failures of reading it ([`BODY`]).
+    fn body<T: utoipa::ToSchema>(self) -> Self;
 }
 
 impl Fails for Api {
-    fn errors(self, codes: &[&str]) -> Api {
-        SystemError::answers_of(codes)
+    fn body<T: utoipa::ToSchema>(self) -> Api {
+        self.json_body::<T>().errors(BODY)
+    }
+
+    fn errors(self, codes: &str) -> Api {
+        let codes: Vec<&str> = codes.split_whitespace().collect();
+        SystemError::answers_of(&codes)
             .into_iter()
             .fold(self, Api::fails_with)
     }
 }
 
 /// The failures of reading a JSON object body.
-const BODY: &[&str] = &["invalid_json", "invalid_body", "body_too_large"];
+const BODY: &str = "invalid_json invalid_body body_too_large";
 /// The failures of the document store and of blocking work.
-const STORE: &[&str] = &["storage_error", "internal_error"];
+const STORE: &str = "storage_error internal_error";
 /// The failures of resolving a path under the approved folders.
-const PATHS: &[&str] = &[
-    "missing_path",
-    "path_traversal",
-    "invalid_path",
-    "forbidden_path",
-    "not_found",
-    "internal_error",
-];
+const PATHS: &str =
+    "missing_path path_traversal invalid_path forbidden_path not_found internal_error";
 /// The failures of the platform routes.
-const PLATFORM: &[&str] = &["platform_unavailable", "storage_error", "internal_error"];
-/// The failures of a handoff create.
-const HANDOFF_CREATE: &[&str] = &["invalid_target_page"];
+const PLATFORM: &str = "platform_unavailable storage_error internal_error";
+/// The failures of an activity push.
+const ACTIVITY: &str = "missing_persona_name invalid_signal missing_signal character_not_found \
+     rate_limited";
+/// The failures of the meme proxy.
+const MEME: &str = "missing_url invalid_url forbidden_target forbidden_redirect \
+     unsupported_content_type not_an_image too_large upstream_unreachable \
+     too_many_redirects invalid_redirect upstream_status upstream_timeout";
+/// The failures of an interactive region capture.
+const REGION_CAPTURE: &str =
+    "forbidden csrf_validation_failed interactive_unsupported capture_unavailable \
+     capture_failed internal_error";
+/// The failures of a proactive round.
+const PROACTIVE: &str = "error_character_not_found pass_busy error_timeout error_model_failed";
+/// The failures of a tutorial write (besides [`BODY`] and [`STORE`]).
+const TUTORIAL_PUT: &str =
+    "invalid_state invalid_expected_revision seven_day_tutorial_revision_conflict";
+/// The failures of a screen capture (besides the CSRF guard's).
+const SCREENSHOT: &str = "forbidden capture_unavailable capture_failed internal_error";
 /// The failures of a handoff consume.
-const HANDOFF_CONSUME: &[&str] = &[
-    "invalid_handoff_token",
-    "invalid_expected_page",
-    "invalid_consumer_id",
-    "handoff_token_not_found",
-    "handoff_signature_mismatch",
-    "handoff_origin_mismatch",
-    "handoff_target_mismatch",
-    "handoff_token_consumed",
-];
+const HANDOFF_CONSUME: &str = "invalid_handoff_token invalid_expected_page invalid_consumer_id \
+     handoff_token_not_found handoff_signature_mismatch handoff_origin_mismatch \
+     handoff_target_mismatch handoff_token_consumed";
+
+// What a route and its alias (the original pages' path) read and answer.
+
+fn proxy_image_docs(api: Api) -> Api {
+    api.query::<http::bodies::ImagePathQuery>()
+        .ok_file("image/*")
+        .errors(PATHS)
+        .errors("remote_url_unsupported not_an_image too_large")
+}
+
+fn set_achievement_docs(api: Api) -> Api {
+    api.ok::<http::platform::AchievementSet>()
+        .errors(PLATFORM)
+        .errors("invalid_achievement achievement_not_found")
+}
+
+fn update_playtime_docs(api: Api) -> Api {
+    api.body::<http::bodies::PlaytimeBody>()
+        .ok::<http::platform::PlaytimeRecorded>()
+        .errors(PLATFORM)
+        .errors("invalid_seconds")
+}
+
+fn list_achievements_docs(api: Api) -> Api {
+    api.ok::<http::platform::Achievements>().errors(PLATFORM)
+}
+
+fn create_handoff_docs(api: Api) -> Api {
+    api.body::<http::bodies::HandoffCreateBody>()
+        .ok::<http::handoff::HandoffToken>()
+        .errors("invalid_target_page")
+}
+
+fn consume_handoff_docs(api: Api) -> Api {
+    api.body::<http::bodies::HandoffConsumeBody>()
+        .ok::<http::handoff::HandoffToken>()
+        .errors(HANDOFF_CONSUME)
+}
 
 /// The system routes; each states what it reads and answers (docs/system.md § OpenAPI).
 pub fn api(state: &AppState) -> Api {
@@ -142,7 +195,7 @@ pub fn api(state: &AppState) -> Api {
         .id("token_usage")
         .query::<TokenUsageQuery>()
         .ok::<crate::token_usage::Statistics>()
-        .errors(&["invalid_days", "usage_unavailable", "internal_error"])
+        .errors("invalid_days usage_unavailable internal_error")
         .get(
             "/api/pending-notices",
             "peek queued notices and the cursor",
@@ -158,9 +211,8 @@ pub fn api(state: &AppState) -> Api {
             status::ack,
         )
         .id("ack_notices")
-        .json_body::<NoticesAckBody>()
+        .body::<NoticesAckBody>()
         .ok::<status::NoticesAcked>()
-        .errors(BODY)
         .guarded(
             Method::POST,
             "/api/activity_signal",
@@ -169,16 +221,9 @@ pub fn api(state: &AppState) -> Api {
             status::activity_signal,
         )
         .id("activity_signal")
-        .json_body::<ActivityBody>()
+        .body::<ActivityBody>()
         .ok::<status::ActivityAccepted>()
-        .errors(BODY)
-        .errors(&[
-            "missing_persona_name",
-            "invalid_signal",
-            "missing_signal",
-            "character_not_found",
-            "rate_limited",
-        ])
+        .errors(ACTIVITY)
         .get(
             "/api/changelog",
             "changelog entries newer than query since (query lang)",
@@ -187,7 +232,7 @@ pub fn api(state: &AppState) -> Api {
         .id("changelog")
         .query::<ChangelogQuery>()
         .ok::<changelog::Changelog>()
-        .errors(&["internal_error"])
+        .errors("internal_error")
         .get(
             "/api/survey",
             "the current-version survey or has_survey false",
@@ -196,7 +241,7 @@ pub fn api(state: &AppState) -> Api {
         .id("survey")
         .query::<SurveyQuery>()
         .ok::<changelog::SurveyAnswer>()
-        .errors(&["internal_error"])
+        .errors("internal_error")
         .guarded(
             Method::POST,
             "/api/survey/submit",
@@ -205,11 +250,10 @@ pub fn api(state: &AppState) -> Api {
             changelog::survey_submit,
         )
         .id("submit_survey")
-        .json_body::<SurveySubmitBody>()
+        .body::<SurveySubmitBody>()
         .ok::<changelog::SurveySubmitted>()
-        .errors(BODY)
         .errors(STORE)
-        .errors(&["no_survey"])
+        .errors("no_survey")
         .guarded(
             Method::POST,
             "/api/emotion/analysis",
@@ -218,10 +262,9 @@ pub fn api(state: &AppState) -> Api {
             emotion::emotion,
         )
         .id("analyse_emotion")
-        .json_body::<EmotionBody>()
+        .body::<EmotionBody>()
         .ok::<emotion::Emotion>()
-        .errors(BODY)
-        .errors(&["missing_text"])
+        .errors("missing_text")
         .guarded(
             Method::POST,
             "/api/translate",
@@ -230,10 +273,9 @@ pub fn api(state: &AppState) -> Api {
             translate::translate,
         )
         .id("translate")
-        .json_body::<TranslateBody>()
+        .body::<TranslateBody>()
         .ok::<translate::Translated>()
-        .errors(BODY)
-        .errors(&["missing_text", "text_too_long"])
+        .errors("missing_text text_too_long")
         .get(
             "/api/file-exists",
             "whether query path is an existing regular file",
@@ -242,12 +284,7 @@ pub fn api(state: &AppState) -> Api {
         .id("file_exists")
         .query::<FileExistsQuery>()
         .ok::<files::FileExists>()
-        .errors(&[
-            "missing_path",
-            "path_traversal",
-            "invalid_path",
-            "internal_error",
-        ])
+        .errors("missing_path path_traversal invalid_path internal_error")
         .get(
             "/api/find-first-image",
             "first preview image under 1 MiB in an approved folder",
@@ -257,7 +294,7 @@ pub fn api(state: &AppState) -> Api {
         .query::<FirstImageQuery>()
         .ok::<files::FirstImage>()
         .errors(PATHS)
-        .errors(&["not_a_folder"])
+        .errors("not_a_folder")
         .get(
             "/api/meme/proxy-image",
             "SSRF-checked HTTP(S) image proxy with cache",
@@ -266,30 +303,14 @@ pub fn api(state: &AppState) -> Api {
         .id("meme_proxy_image")
         .query::<MemeUrlQuery>()
         .ok_file("image/*")
-        .errors(&[
-            "missing_url",
-            "invalid_url",
-            "forbidden_target",
-            "forbidden_redirect",
-            "unsupported_content_type",
-            "not_an_image",
-            "too_large",
-            "upstream_unreachable",
-            "too_many_redirects",
-            "invalid_redirect",
-            "upstream_status",
-            "upstream_timeout",
-        ])
+        .errors(MEME)
         .get(
             "/api/platform/proxy-image",
             "approved local or workshop image",
             files::platform_proxy_image,
         )
         .id("platform_proxy_image")
-        .query::<ImagePathQuery>()
-        .ok_file("image/*")
-        .errors(PATHS)
-        .errors(&["remote_url_unsupported", "not_an_image", "too_large"])
+        .docs(proxy_image_docs)
         .get(
             "/api/get_window_title",
             "active window title when available",
@@ -305,12 +326,7 @@ pub fn api(state: &AppState) -> Api {
     )
     .id("screenshot")
     .ok::<desktop::Screenshot>()
-    .errors(&[
-        "forbidden",
-        "capture_unavailable",
-        "capture_failed",
-        "internal_error",
-    ]);
+    .errors(SCREENSHOT);
     let api = api
         .post(
             "/api/screenshot/interactive",
@@ -319,14 +335,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("screenshot_interactive")
         .ok::<desktop::RegionCapture>()
-        .errors(&[
-            "forbidden",
-            "csrf_validation_failed",
-            "interactive_unsupported",
-            "capture_unavailable",
-            "capture_failed",
-            "internal_error",
-        ])
+        .errors(REGION_CAPTURE)
         .guarded(
             Method::POST,
             "/api/proactive_chat",
@@ -335,15 +344,9 @@ pub fn api(state: &AppState) -> Api {
             proactive::proactive_chat,
         )
         .id("proactive_chat")
-        .json_body::<ProactiveBody>()
+        .body::<ProactiveBody>()
         .ok::<proactive::ProactiveRound>()
-        .errors(BODY)
-        .errors(&[
-            "error_character_not_found",
-            "pass_busy",
-            "error_timeout",
-            "error_model_failed",
-        ])
+        .errors(PROACTIVE)
         .guarded(
             Method::POST,
             "/api/proactive/music_played_through",
@@ -352,10 +355,9 @@ pub fn api(state: &AppState) -> Api {
             proactive::music_played_through,
         )
         .id("music_played_through")
-        .json_body::<MusicPlayedBody>()
+        .body::<MusicPlayedBody>()
         .ok::<proactive::MusicCleared>()
-        .errors(BODY)
-        .errors(&["missing_persona_name"])
+        .errors("missing_persona_name")
         .guarded(
             Method::POST,
             "/api/mini_game/invite/respond",
@@ -364,10 +366,9 @@ pub fn api(state: &AppState) -> Api {
             proactive::invite_respond,
         )
         .id("respond_invite")
-        .json_body::<InviteRespondBody>()
+        .body::<InviteRespondBody>()
         .ok::<proactive::InviteAnswered>()
-        .errors(BODY)
-        .errors(&["missing_persona_name", "invalid_choice"])
+        .errors("missing_persona_name invalid_choice")
         .get(
             "/api/seven-day-tutorial/state",
             "authoritative Day 1 to 7 tutorial progress",
@@ -384,15 +385,10 @@ pub fn api(state: &AppState) -> Api {
             tutorial::put_state,
         )
         .id("put_tutorial_state")
-        .json_body::<TutorialPutBody>()
+        .body::<TutorialPutBody>()
         .ok::<crate::tutorial::Public>()
-        .errors(BODY)
         .errors(STORE)
-        .errors(&[
-            "invalid_state",
-            "invalid_expected_revision",
-            "seven_day_tutorial_revision_conflict",
-        ])
+        .errors(TUTORIAL_PUT)
         .get(
             "/api/autostart-prompt/state",
             "autostart prompt state (public view)",
@@ -409,9 +405,8 @@ pub fn api(state: &AppState) -> Api {
             autostart::heartbeat,
         )
         .id("autostart_heartbeat")
-        .json_body::<AutostartHeartbeatBody>()
+        .body::<AutostartHeartbeatBody>()
         .ok::<autostart::AutostartHeartbeat>()
-        .errors(BODY)
         .errors(STORE)
         .guarded(
             Method::POST,
@@ -421,11 +416,10 @@ pub fn api(state: &AppState) -> Api {
             autostart::shown,
         )
         .id("autostart_shown")
-        .json_body::<AutostartShownBody>()
+        .body::<AutostartShownBody>()
         .ok::<autostart::AutostartShown>()
-        .errors(BODY)
         .errors(STORE)
-        .errors(&["invalid_prompt_token"])
+        .errors("invalid_prompt_token")
         .guarded(
             Method::POST,
             "/api/autostart-prompt/decision",
@@ -434,11 +428,10 @@ pub fn api(state: &AppState) -> Api {
             autostart::decision,
         )
         .id("autostart_decision")
-        .json_body::<AutostartDecisionBody>()
+        .body::<AutostartDecisionBody>()
         .ok::<autostart::AutostartDecided>()
-        .errors(BODY)
         .errors(STORE)
-        .errors(&["invalid_decision", "invalid_prompt_token"])
+        .errors("invalid_decision invalid_prompt_token")
         .guarded(
             Method::POST,
             "/api/platform/set-achievement-status/{name}",
@@ -447,9 +440,7 @@ pub fn api(state: &AppState) -> Api {
             platform::set_achievement,
         )
         .id("set_achievement")
-        .ok::<platform::AchievementSet>()
-        .errors(PLATFORM)
-        .errors(&["invalid_achievement", "achievement_not_found"])
+        .docs(set_achievement_docs)
         .guarded(
             Method::POST,
             "/api/platform/update-playtime",
@@ -458,19 +449,14 @@ pub fn api(state: &AppState) -> Api {
             platform::update_playtime,
         )
         .id("update_playtime")
-        .json_body::<PlaytimeBody>()
-        .ok::<platform::PlaytimeRecorded>()
-        .errors(BODY)
-        .errors(PLATFORM)
-        .errors(&["invalid_seconds"])
+        .docs(update_playtime_docs)
         .get(
             "/api/platform/list-achievements",
             "configured achievements and their state",
             platform::list_achievements,
         )
         .id("list_achievements")
-        .ok::<platform::Achievements>()
-        .errors(PLATFORM)
+        .docs(list_achievements_docs)
         // The original pages' paths of the same routes (docs/frontend.md).
         .guarded(
             Method::POST,
@@ -480,9 +466,7 @@ pub fn api(state: &AppState) -> Api {
             platform::set_achievement,
         )
         .id("steam_set_achievement")
-        .ok::<platform::AchievementSet>()
-        .errors(PLATFORM)
-        .errors(&["invalid_achievement", "achievement_not_found"])
+        .docs(set_achievement_docs)
         .guarded(
             Method::POST,
             "/api/steam/update-playtime",
@@ -491,29 +475,21 @@ pub fn api(state: &AppState) -> Api {
             platform::update_playtime,
         )
         .id("steam_update_playtime")
-        .json_body::<PlaytimeBody>()
-        .ok::<platform::PlaytimeRecorded>()
-        .errors(BODY)
-        .errors(PLATFORM)
-        .errors(&["invalid_seconds"])
+        .docs(update_playtime_docs)
         .get(
             "/api/steam/list-achievements",
             "alias of /api/platform/list-achievements",
             platform::list_achievements,
         )
         .id("steam_list_achievements")
-        .ok::<platform::Achievements>()
-        .errors(PLATFORM)
+        .docs(list_achievements_docs)
         .get(
             "/api/steam/proxy-image",
             "alias of /api/platform/proxy-image",
             files::platform_proxy_image,
         )
         .id("steam_proxy_image")
-        .query::<ImagePathQuery>()
-        .ok_file("image/*")
-        .errors(PATHS)
-        .errors(&["remote_url_unsupported", "not_an_image", "too_large"]);
+        .docs(proxy_image_docs);
     let api = post_no_store(
         api,
         "/api/guide/handoff/create",
@@ -521,10 +497,7 @@ pub fn api(state: &AppState) -> Api {
         handoff::create,
     )
     .id("create_handoff")
-    .json_body::<HandoffCreateBody>()
-    .ok::<handoff::HandoffToken>()
-    .errors(BODY)
-    .errors(HANDOFF_CREATE);
+    .docs(create_handoff_docs);
     let api = post_no_store(
         api,
         "/api/guide/handoff/consume",
@@ -532,10 +505,7 @@ pub fn api(state: &AppState) -> Api {
         handoff::consume,
     )
     .id("consume_handoff")
-    .json_body::<HandoffConsumeBody>()
-    .ok::<handoff::HandoffToken>()
-    .errors(BODY)
-    .errors(HANDOFF_CONSUME);
+    .docs(consume_handoff_docs);
     // The original pages' paths of the same routes (docs/frontend.md).
     let api = post_no_store(
         api,
@@ -544,10 +514,7 @@ pub fn api(state: &AppState) -> Api {
         handoff::create,
     )
     .id("yui_create_handoff")
-    .json_body::<HandoffCreateBody>()
-    .ok::<handoff::HandoffToken>()
-    .errors(BODY)
-    .errors(HANDOFF_CREATE);
+    .docs(create_handoff_docs);
     post_no_store(
         api,
         "/api/yui-guide/handoff/consume",
@@ -555,8 +522,5 @@ pub fn api(state: &AppState) -> Api {
         handoff::consume,
     )
     .id("yui_consume_handoff")
-    .json_body::<HandoffConsumeBody>()
-    .ok::<handoff::HandoffToken>()
-    .errors(BODY)
-    .errors(HANDOFF_CONSUME)
+    .docs(consume_handoff_docs)
 }

@@ -111,6 +111,17 @@ async fn typed_answers_name_the_fields_the_server_sends() {
         assert_eq!(code, 200, "{path}: {answer}");
         assert_eq!(keys(&answer), property_names(&doc, schema), "{path}");
     }
+    // The storage flags of the status (core's type, described in this family).
+    let status = resolve(
+        &doc,
+        &doc["paths"]["/api/system/status"]["get"]["responses"]["200"]["content"]
+            ["application/json"]["schema"],
+    );
+    let (_, answer) = s.get("/api/system/status").await;
+    assert_eq!(
+        keys(&answer["storage"]),
+        property_names(&doc, &status["properties"]["storage"])
+    );
     // Parameters: typed, with the default the handler applies.
     let days = &doc["paths"]["/api/token-usage"]["get"]["parameters"][0];
     assert_eq!(days["name"], "days");
