@@ -66,7 +66,7 @@ impl Config {
 }
 
 /// Funnel counters.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Funnel {
     pub issued: i64,
@@ -80,8 +80,9 @@ pub struct Funnel {
 }
 
 /// The stored state (times in epoch milliseconds).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = AutostartState)]
 pub struct State {
     pub schema_version: i64,
     pub prompt_kind: String,
@@ -145,7 +146,8 @@ impl Default for State {
 }
 
 /// The reduced view of the state that `GET /api/autostart-prompt/state` answers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = AutostartPublicState)]
 pub struct PublicState<'a> {
     pub status: &'a str,
     pub shown_count: i64,

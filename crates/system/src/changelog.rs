@@ -88,7 +88,8 @@ fn read_small(p: &Path) -> Option<String> {
 }
 
 /// One changelog entry.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = ChangelogEntry)]
 pub struct Entry {
     pub version: String,
     /// The Markdown text.

@@ -10,7 +10,8 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use companiond_core::envelope::SuccessError;
+use companiond_core::api::{DocumentedError, ErrorDoc};
+use companiond_core::envelope::{EnvelopeKind, SuccessError};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -448,6 +449,126 @@ impl SystemError {
             }
         }
         e.status(status)
+    }
+}
+
+impl SystemError {
+    /// One sample of every variant, with the message it carries in practice: the
+    /// OpenAPI answers are read from these (status, code), so they cannot drift
+    /// from [`SystemError::status`] and [`SystemError::code`].
+    pub fn samples() -> Vec<SystemError> {
+        use SystemError::*;
+        let s = |m: &str| m.to_string();
+        vec![
+            InvalidBody(s("body must be a JSON object")),
+            InvalidJson(s("invalid JSON body")),
+            InvalidSignal(s("an activity field has the wrong type or range")),
+            InvalidSeconds(s("seconds must be a non-negative integer")),
+            InvalidDays(s("days must be an integer")),
+            InvalidState(s("state must be an object")),
+            InvalidExpectedRevision(s("expectedRevision must be a non-negative integer")),
+            InvalidTargetPage(s("target_page is required")),
+            InvalidExpectedPage(s("expected_page is required")),
+            InvalidHandoffToken(s("token and signature are required")),
+            InvalidConsumerId(s("consumer_id is too long")),
+            InvalidAchievement(s("invalid achievement name")),
+            InvalidDecision(s("invalid decision")),
+            InvalidChoice(s("invalid choice")),
+            InvalidPromptToken(s("invalid prompt_token")),
+            InvalidUrl(s("the URL cannot be proxied")),
+            InvalidPath(s("invalid path")),
+            MissingPath(s("a path is required")),
+            MissingPersonaName(s("persona_name is required")),
+            MissingSignal(s("no activity signal given")),
+            MissingText(s("text is required")),
+            MissingUrl(s("query url is required")),
+            NotAFolder(s("the folder is a file")),
+            NotAnImage(s("not an image")),
+            RemoteUrlUnsupported(s("remote URLs are not proxied here")),
+            TextTooLong(s("text is too long")),
+            TraversalInQuery(s("path traversal")),
+            LoopbackOnly(s("only available from localhost")),
+            CsrfValidationFailed(s("CSRF validation failed")),
+            ForbiddenPath(s("the path is outside the approved folders")),
+            ForbiddenRedirect(s("redirect to a refused target")),
+            ForbiddenTarget(s("the host is refused")),
+            PathTraversal(s("path traversal")),
+            UnsupportedContentType(s("the answer is not an allowed image type")),
+            HandoffSignatureMismatch(s("handoff signature mismatch")),
+            HandoffOriginMismatch(s("handoff origin mismatch")),
+            HandoffTargetMismatch(s("handoff target mismatch")),
+            NotFound(s("file not found")),
+            AchievementNotFound(s("achievement not configured")),
+            CharacterNotFound(s("persona_name not registered")),
+            HandoffTokenNotFound(s("handoff token not found")),
+            NoSurvey(s("no survey for this version")),
+            ProactiveCharacterNotFound(s("character not found")),
+            HandoffTokenConsumed(s("handoff token already consumed")),
+            TutorialRevisionConflict(Box::new(crate::tutorial::empty_store())),
+            ProactiveBusy {
+                message: s("a proactive round is running"),
+                state: BusyState::RoundRunning {
+                    proactive_running: true,
+                    lanlan_name: s("Companion"),
+                },
+            },
+            BodyTooLarge(s("the body is too large")),
+            TooLarge(s("the image is too large")),
+            RateLimited {
+                retry_after_seconds: 1.0,
+            },
+            Storage(s("the document store failed")),
+            Internal(s("a background task failed")),
+            UsageUnavailable(s("the usage database is unavailable")),
+            CaptureFailed(s("the capture failed")),
+            RegionCaptureFailed(s("the region capture failed")),
+            CaptureUnavailable(s("no screen capture tool")),
+            InteractiveUnsupported,
+            UpstreamUnreachable(s("the image host is unreachable")),
+            TooManyRedirects,
+            InvalidRedirect(s("invalid redirect")),
+            UpstreamStatus(404),
+            ProactiveModelFailed {
+                message: s("the model failed"),
+                detail: "not_configured",
+            },
+            PlatformUnavailable(s("the platform integration is not configured")),
+            UpstreamTimeout,
+            ProactiveTimeout(s("the proactive round timed out")),
+        ]
+    }
+
+    /// This failure's OpenAPI answer: status, envelope, code and its message.
+    fn doc(&self) -> ErrorDoc {
+        ErrorDoc::new(
+            self.status().as_u16(),
+            EnvelopeKind::Success,
+            self.message(),
+        )
+        .code(self.code())
+    }
+
+    /// The OpenAPI answers of the variants whose code is one of `codes` (a route
+    /// lists the failures it can give).
+    pub fn answers_of(codes: &[&str]) -> Vec<ErrorDoc> {
+        let samples = Self::samples();
+        debug_assert!(
+            codes.iter().all(|c| samples.iter().any(|e| e.code() == *c)),
+            "unknown system error code in {codes:?}"
+        );
+        samples
+            .iter()
+            .filter(|e| codes.contains(&e.code()))
+            .map(SystemError::doc)
+            .collect()
+    }
+}
+
+/// Every answer a system route can give (`Api::fails`); routes list their own
+/// subset with [`SystemError::answers_of`].
+impl DocumentedError for SystemError {
+    fn answers() -> Vec<ErrorDoc> {
+        Self::samples().iter().map(SystemError::doc).collect()
     }
 }
 

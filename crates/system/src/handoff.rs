@@ -35,7 +35,8 @@ struct Record {
 
 /// A token as its clients see it (the `token` of a create or consume answer);
 /// the source origin stays on the server.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = HandoffPublicToken)]
 pub struct PublicToken {
     pub token: String,
     /// Always 1.

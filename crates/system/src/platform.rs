@@ -167,7 +167,8 @@ pub fn add_playtime(
 }
 
 /// One configured achievement and its state.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = AchievementState)]
 pub struct AchievementState {
     pub name: String,
     pub unlocked: bool,

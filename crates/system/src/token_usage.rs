@@ -27,7 +27,8 @@ pub fn date_of(ts: i64) -> String {
     }
 }
 
-#[derive(Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = UsageBucket)]
 struct Bucket {
     prompt_tokens: i64,
     completion_tokens: i64,
@@ -53,7 +54,8 @@ impl Bucket {
     }
 }
 
-#[derive(Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = UsageDay)]
 pub struct Day {
     total_prompt_tokens: i64,
     total_completion_tokens: i64,
@@ -68,7 +70,8 @@ pub struct Day {
 }
 
 /// The answer of `GET /api/token-usage`.
-#[derive(Debug, PartialEq, Serialize)]
+#[derive(Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = TokenUsage)]
 pub struct Statistics {
     /// The days of the window that have calls, keyed `YYYY-MM-DD`, oldest first
     /// (the dates sort as the days do).
@@ -80,7 +83,8 @@ pub struct Statistics {
 }
 
 /// One call of `recent_records`, under the short keys the clients read.
-#[derive(Debug, PartialEq, Serialize)]
+#[derive(Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = UsageRecord)]
 pub struct Record {
     /// Unix seconds (a float on the wire).
     pub ts: f64,

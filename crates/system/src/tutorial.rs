@@ -129,12 +129,17 @@ pub enum ResetDay {
 /// `storeVersion` and `state` stay open JSON on purpose: a document is answered
 /// as stored, so one written by an earlier version reaches the client unchanged;
 /// the server only ever writes a [`TutorialState`] there.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = TutorialStore)]
 pub struct Store {
+    /// 1 when the server wrote the document.
     #[serde(rename = "storeVersion")]
     pub store_version: Value,
     pub initialized: bool,
     pub revision: i64,
+    /// `null` until the first write; the server writes the normalised state
+    /// (`version`, `firstSeenDate`, `completedRounds`, `skippedRounds`,
+    /// `currentRound`, ...), a document of an earlier version is answered as stored.
     pub state: Value,
 }
 
@@ -164,7 +169,8 @@ impl Store {
 }
 
 /// The answer of the tutorial routes: `{ok, ...store}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = TutorialDocument)]
 pub struct Public {
     pub ok: bool,
     #[serde(flatten)]

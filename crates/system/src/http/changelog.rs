@@ -5,42 +5,89 @@ use axum::extract::{RawQuery, State};
 use axum::Json;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::{body_object, query};
 use crate::error::{SysResult, SystemError};
 use crate::{changelog, survey};
 
+/// `GET /api/changelog`: the entries newer than `since`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"current_version": "0.1.0",
+    "entries": [{"version": "0.1.0", "content": "## New\n- ..."}]}))]
+pub struct Changelog {
+    current_version: &'static str,
+    /// Oldest first.
+    entries: Vec<changelog::Entry>,
+}
+
+/// `GET /api/survey`: this version's survey, when one is due.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"has_survey": false, "survey_version": "0.1.0"}))]
+pub struct SurveyAnswer {
+    has_survey: bool,
+    survey_version: &'static str,
+    /// The survey document as shipped (`questions` list, optional `locales` and
+    /// `expires_at`, and `survey_version`); absent when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    survey: Option<Map<String, Value>>,
+}
+
+/// `POST /api/survey/submit`.
+#[derive(Serialize, ToSchema)]
+pub struct SurveySubmitted {
+    ok: bool,
+    success: bool,
+    /// Whether the answers reached the survey server.
+    uploaded: bool,
+    /// `submit` or `skip`.
+    action: &'static str,
+    survey_version: &'static str,
+}
+
 /// `GET /api/changelog?since=&lang=`.
-pub async fn changelog(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Value>> {
+pub async fn changelog(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Changelog>> {
     let since = query(&q, "since").unwrap_or_default();
     let lang = query(&q, "lang").unwrap_or_default();
     let bundle = st.bundle_dir().to_path_buf();
     let entries =
         blocking(move || Ok::<_, SystemError>(changelog::changelog(&bundle, &since, &lang)))
             .await?;
-    Ok(Json(
-        json!({"current_version": changelog::APP_VERSION, "entries": entries}),
-    ))
+    Ok(Json(Changelog {
+        current_version: changelog::APP_VERSION,
+        entries,
+    }))
 }
 
 /// `GET /api/survey?lang=`.
-pub async fn survey(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Value>> {
+pub async fn survey(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<SurveyAnswer>> {
     let lang = query(&q, "lang").unwrap_or_default();
-    Ok(Json(match survey::current(&st, lang).await? {
-        Some(s) => {
-            json!({"has_survey": true, "survey_version": changelog::APP_VERSION, "survey": s})
-        }
-        None => json!({"has_survey": false, "survey_version": changelog::APP_VERSION}),
+    let survey = survey::current(&st, lang).await?.and_then(|s| match s {
+        Value::Object(m) => Some(m),
+        _ => None,
+    });
+    Ok(Json(SurveyAnswer {
+        has_survey: survey.is_some(),
+        survey_version: changelog::APP_VERSION,
+        survey,
     }))
 }
 
 /// `POST /api/survey/submit`.
-pub async fn survey_submit(State(st): State<AppState>, body: Body) -> SysResult<Json<Value>> {
+pub async fn survey_submit(
+    State(st): State<AppState>,
+    body: Body,
+) -> SysResult<Json<SurveySubmitted>> {
     let b = body_object(body).await?;
     let s = survey::submit(&st, &b).await?;
-    Ok(Json(
-        json!({"ok": true, "success": true, "uploaded": s.uploaded, "action": s.action,
-               "survey_version": changelog::APP_VERSION}),
-    ))
+    Ok(Json(SurveySubmitted {
+        ok: true,
+        success: true,
+        uploaded: s.uploaded,
+        action: s.action,
+        survey_version: changelog::APP_VERSION,
+    }))
 }

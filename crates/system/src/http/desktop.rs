@@ -8,17 +8,60 @@ use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::guards::{token_matches, LoopbackPeer};
 use companiond_core::task::blocking;
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::desktop;
 use crate::error::{SysResult, SystemError};
 
+/// `GET /api/get_window_title`: `success:false` with a null title when the
+/// title cannot be read (no window system, no tool).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "window_title": "Editor"}))]
+pub struct WindowTitle {
+    success: bool,
+    window_title: Option<String>,
+}
+
+/// A capture as a data URL.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "data": "data:image/jpeg;base64,...", "size": 52011}))]
+pub struct Screenshot {
+    success: bool,
+    /// `data:image/jpeg;base64,...` (or PNG).
+    data: String,
+    /// Bytes of the image.
+    size: usize,
+    /// Present (true) for an interactive capture.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interactive: Option<bool>,
+}
+
+/// `POST /api/screenshot/interactive` when the user cancelled the selection.
+#[derive(Serialize, ToSchema)]
+pub struct CaptureCanceled {
+    success: bool,
+    canceled: bool,
+}
+
+/// The answer of `POST /api/screenshot/interactive`: the capture or a cancel.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum RegionCapture {
+    Captured(Screenshot),
+    Canceled(CaptureCanceled),
+}
+
 /// `GET /api/get_window_title`.
-pub async fn window_title() -> Json<Value> {
-    match blocking(|| Ok::<_, SystemError>(desktop::window_title())).await {
-        Ok(Some(t)) => Json(json!({"success": true, "window_title": t})),
-        _ => Json(json!({"success": false, "window_title": null})),
-    }
+pub async fn window_title() -> Json<WindowTitle> {
+    let title = blocking(|| Ok::<_, SystemError>(desktop::window_title()))
+        .await
+        .ok()
+        .flatten();
+    Json(WindowTitle {
+        success: title.is_some(),
+        window_title: title,
+    })
 }
 
 fn loopback_only(peer: Result<LoopbackPeer, Response>) -> SysResult<()> {
@@ -41,9 +84,12 @@ pub async fn screenshot(peer: Result<LoopbackPeer, Response>) -> Result<Response
     let c = blocking(desktop::screenshot)
         .await
         .map_err(no_store_error)?;
-    Ok(no_store(ok_json(
-        json!({"success": true, "data": c.data_url, "size": c.size}),
-    )))
+    Ok(no_store(ok_json(Screenshot {
+        success: true,
+        data: c.data_url,
+        size: c.size,
+        interactive: None,
+    })))
 }
 
 /// `POST /api/screenshot/interactive`: loopback peers only; the CSRF token is
@@ -69,9 +115,15 @@ pub async fn screenshot_interactive(
         .await
         .map_err(no_store_error)?;
     Ok(no_store(ok_json(match capture {
-        Some(c) => {
-            json!({"success": true, "data": c.data_url, "size": c.size, "interactive": true})
-        }
-        None => json!({"success": false, "canceled": true}),
+        Some(c) => RegionCapture::Captured(Screenshot {
+            success: true,
+            data: c.data_url,
+            size: c.size,
+            interactive: Some(true),
+        }),
+        None => RegionCapture::Canceled(CaptureCanceled {
+            success: false,
+            canceled: true,
+        }),
     })))
 }

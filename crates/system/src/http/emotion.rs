@@ -5,15 +5,37 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::AppState;
+use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 use super::body_object;
 use crate::error::SystemError;
 use crate::{emotion, persona};
 
+/// The emotion of a text; `success:false` with `error` and `error_code` when
+/// the model failed and no heuristic answer was possible (`source: failed`).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "emotion": "happy", "confidence": 0.8,
+    "source": "heuristic"}))]
+pub struct Emotion {
+    success: bool,
+    /// `happy`, `sad`, `angry`, `surprised`, `neutral`, ...
+    emotion: String,
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    confidence: f64,
+    /// `blank`, `model`, `heuristic`, `model+heuristic` or `failed`.
+    source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// The model's failure code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<String>,
+}
+
 /// `POST /api/emotion/analysis`: the emotion of `text`; the open chat of the named
 /// character is told the result.
-pub async fn emotion(State(st): State<AppState>, body: Body) -> Result<Json<Value>, Response> {
+pub async fn emotion(State(st): State<AppState>, body: Body) -> Result<Json<Emotion>, Response> {
     let b = body_object(body)
         .await
         .map_err(IntoResponse::into_response)?;
@@ -36,11 +58,13 @@ pub async fn emotion(State(st): State<AppState>, body: Body) -> Result<Json<Valu
             m.notify(json!({"type": "emotion", "emotion": o.emotion, "confidence": o.confidence}));
         }
     }
-    let mut v = json!({"success": o.source != "failed", "emotion": o.emotion,
-                       "confidence": o.confidence, "source": o.source});
-    if let Some((code, msg)) = o.error {
-        v["error"] = json!(msg);
-        v["error_code"] = json!(code);
-    }
-    Ok(Json(v))
+    let (error_code, error) = o.error.unzip();
+    Ok(Json(Emotion {
+        success: o.source != "failed",
+        emotion: o.emotion,
+        confidence: o.confidence,
+        source: o.source,
+        error,
+        error_code,
+    }))
 }

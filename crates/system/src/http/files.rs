@@ -8,32 +8,85 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::task::blocking;
 use companiond_core::{AppState, Ext};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
+use utoipa::ToSchema;
 
 use super::query;
 use crate::error::{SysResult, SystemError};
 use crate::files;
 use crate::state::SystemState;
 
+/// `GET /api/file-exists`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"exists": true}))]
+pub struct FileExists {
+    exists: bool,
+}
+
+/// `GET /api/find-first-image`: the first preview image, or `success:false`
+/// with `error_code: not_found` (status 200) when the folder has none.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum FirstImage {
+    Found(FoundImage),
+    Missing(NoImage),
+}
+
+/// A preview image found.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "imagePath": "static/models/a/preview.png",
+    "url": "/static/models/a/preview.png"}))]
+pub struct FoundImage {
+    success: bool,
+    /// The image's path as shown to the user.
+    #[serde(rename = "imagePath")]
+    image_path: String,
+    /// Where the page loads it from.
+    url: String,
+}
+
+/// No preview image under 1 MiB in the folder.
+#[derive(Serialize, ToSchema)]
+pub struct NoImage {
+    success: bool,
+    /// Always `not_found`.
+    error_code: &'static str,
+    error: &'static str,
+}
+
 /// `GET /api/file-exists?path=`.
-pub async fn file_exists(State(st): State<AppState>, q: RawQuery) -> Result<Json<Value>, Response> {
+pub async fn file_exists(
+    State(st): State<AppState>,
+    q: RawQuery,
+) -> Result<Json<FileExists>, Response> {
     let path = query(&q, "path").unwrap_or_default();
     let bundle = st.bundle_dir().to_path_buf();
     let exists = blocking(move || files::file_exists(&path, &bundle))
         .await
         .map_err(|e| e.with_fields(json!({"exists": false})))?;
-    Ok(Json(json!({"exists": exists})))
+    Ok(Json(FileExists { exists }))
 }
 
 /// `GET /api/find-first-image?folder=`.
-pub async fn find_first_image(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Json<Value>> {
+pub async fn find_first_image(
+    Ext(sys): Ext<SystemState>,
+    q: RawQuery,
+) -> SysResult<Json<FirstImage>> {
     let folder = query(&q, "folder").unwrap_or_default();
     let roots = sys.roots.clone();
     let found = blocking(move || files::find_first_image(&roots, &folder)).await?;
     Ok(Json(match found {
-        Some(loc) => json!({"success": true, "imagePath": loc.display_path(), "url": loc.url()}),
-        None => json!({"success": false, "error_code": "not_found",
-                       "error": "no preview image smaller than 1 MiB was found"}),
+        Some(loc) => FirstImage::Found(FoundImage {
+            success: true,
+            image_path: loc.display_path(),
+            url: loc.url(),
+        }),
+        None => FirstImage::Missing(NoImage {
+            success: false,
+            error_code: "not_found",
+            error: "no preview image smaller than 1 MiB was found",
+        }),
     }))
 }
 

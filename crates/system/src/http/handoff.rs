@@ -5,11 +5,26 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap};
 use axum::Json;
 use companiond_core::{now_millis, Ext};
-use serde_json::{json, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::body_object;
 use crate::error::SysResult;
+use crate::handoff::PublicToken;
 use crate::state::SystemState;
+
+/// A created or consumed handoff token.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "success": true, "token": {"token": "q1…", "token_version": 1,
+    "flow_id": "home_yui_guide_v1", "source_page": "home", "source_path": "", "target_page": "chat",
+    "target_path": "", "resume_scene": null, "created_at": 1764100000000_i64,
+    "expires_at": 1764100120000_i64, "consumed": false, "consumed_by": "", "consumed_at": 0,
+    "signature": "9f…", "authority": "server"}}))]
+pub struct HandoffToken {
+    ok: bool,
+    success: bool,
+    token: PublicToken,
+}
 
 /// The request origin: `Origin`, else the origin of `Referer`, else the server's own.
 fn request_origin(headers: &HeaderMap) -> String {
@@ -50,7 +65,7 @@ async fn answer(
     headers: &HeaderMap,
     body: Body,
     step: Step,
-) -> SysResult<Json<Value>> {
+) -> SysResult<Json<HandoffToken>> {
     let b = body_object(body).await?;
     let origin = request_origin(headers);
     let now = now_millis();
@@ -58,7 +73,11 @@ async fn answer(
         Step::Create => sys.handoff.create(&b, &origin, now).await?,
         Step::Consume => sys.handoff.consume(&b, &origin, now).await?,
     };
-    Ok(Json(json!({"ok": true, "success": true, "token": token})))
+    Ok(Json(HandoffToken {
+        ok: true,
+        success: true,
+        token,
+    }))
 }
 
 /// `POST /api/guide/handoff/create`.
@@ -66,7 +85,7 @@ pub async fn create(
     Ext(sys): Ext<SystemState>,
     headers: HeaderMap,
     body: Body,
-) -> SysResult<Json<Value>> {
+) -> SysResult<Json<HandoffToken>> {
     answer(&sys, &headers, body, Step::Create).await
 }
 
@@ -75,6 +94,6 @@ pub async fn consume(
     Ext(sys): Ext<SystemState>,
     headers: HeaderMap,
     body: Body,
-) -> SysResult<Json<Value>> {
+) -> SysResult<Json<HandoffToken>> {
     answer(&sys, &headers, body, Step::Consume).await
 }

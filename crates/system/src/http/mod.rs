@@ -3,6 +3,7 @@
 //! with the app state and the JSON object body as one [`ObjectCall`].
 
 pub mod autostart;
+pub mod bodies;
 pub mod changelog;
 pub mod desktop;
 pub mod emotion;

@@ -5,43 +5,106 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::body_object;
 use crate::error::SysResult;
-use crate::platform;
+use crate::platform::{self, AchievementState};
+
+/// `POST /api/platform/set-achievement-status/{name}`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "achievement": "FIRST_CHAT", "newlyUnlocked": true,
+    "alreadyUnlocked": false, "message": "achievement unlocked"}))]
+pub struct AchievementSet {
+    success: bool,
+    achievement: String,
+    #[serde(rename = "newlyUnlocked")]
+    newly_unlocked: bool,
+    #[serde(rename = "alreadyUnlocked")]
+    already_unlocked: bool,
+    message: &'static str,
+}
+
+/// `POST /api/platform/update-playtime`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "totalPlayTime": 70, "added": 60,
+    "stat": "PLAY_TIME_SECONDS", "progressUnlocked": []}))]
+pub struct PlaytimeRecorded {
+    success: bool,
+    /// Seconds played in total.
+    #[serde(rename = "totalPlayTime")]
+    total_play_time: i64,
+    /// Seconds counted from this report.
+    added: i64,
+    /// Always `PLAY_TIME_SECONDS`.
+    stat: &'static str,
+    /// The playtime achievements unlocked so far.
+    #[serde(rename = "progressUnlocked")]
+    progress_unlocked: Vec<String>,
+}
+
+/// `GET /api/platform/list-achievements`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "count": 1, "achievements": [{"name": "FIRST_CHAT",
+    "unlocked": false, "unlocked_at": null, "playtime_seconds": null}],
+    "totalPlayTime": 0, "stat": "PLAY_TIME_SECONDS"}))]
+pub struct Achievements {
+    success: bool,
+    count: usize,
+    /// In configuration order.
+    achievements: Vec<AchievementState>,
+    #[serde(rename = "totalPlayTime")]
+    total_play_time: i64,
+    stat: &'static str,
+}
 
 /// `POST /api/platform/set-achievement-status/{name}`.
 pub async fn set_achievement(
     State(st): State<AppState>,
     Path(name): Path<String>,
-) -> SysResult<Json<Value>> {
+) -> SysResult<Json<AchievementSet>> {
     let newly = platform::set_achievement(&st, &name).await?;
-    Ok(Json(json!({
-        "success": true, "achievement": name, "newlyUnlocked": newly,
-        "alreadyUnlocked": !newly,
-        "message": if newly { "achievement unlocked" } else { "achievement was already unlocked" },
-    })))
+    Ok(Json(AchievementSet {
+        success: true,
+        achievement: name,
+        newly_unlocked: newly,
+        already_unlocked: !newly,
+        message: if newly {
+            "achievement unlocked"
+        } else {
+            "achievement was already unlocked"
+        },
+    }))
 }
 
 /// `POST /api/platform/update-playtime` (`{seconds}`).
-pub async fn update_playtime(State(st): State<AppState>, body: Body) -> SysResult<Json<Value>> {
+pub async fn update_playtime(
+    State(st): State<AppState>,
+    body: Body,
+) -> SysResult<Json<PlaytimeRecorded>> {
     // The configuration is checked before the body, as it always was.
     let cfg = platform::configured(&st).await?;
     let b = body_object(body).await?;
     let seconds = platform::parse_seconds(b.get("seconds"))?;
     let (total, unlocked) = platform::record_playtime(&st, cfg, seconds).await?;
-    Ok(Json(
-        json!({"success": true, "totalPlayTime": total, "added": seconds,
-               "stat": platform::STAT, "progressUnlocked": unlocked}),
-    ))
+    Ok(Json(PlaytimeRecorded {
+        success: true,
+        total_play_time: total,
+        added: seconds,
+        stat: platform::STAT,
+        progress_unlocked: unlocked,
+    }))
 }
 
 /// `GET /api/platform/list-achievements`.
-pub async fn list_achievements(State(st): State<AppState>) -> SysResult<Json<Value>> {
-    let (items, total) = platform::listing(&st).await?;
-    Ok(Json(
-        json!({"success": true, "count": items.len(), "achievements": items,
-               "totalPlayTime": total, "stat": platform::STAT}),
-    ))
+pub async fn list_achievements(State(st): State<AppState>) -> SysResult<Json<Achievements>> {
+    let (achievements, total) = platform::listing(&st).await?;
+    Ok(Json(Achievements {
+        success: true,
+        count: achievements.len(),
+        achievements,
+        total_play_time: total,
+        stat: platform::STAT,
+    }))
 }

@@ -3,7 +3,8 @@
 
 use axum::Json;
 use companiond_core::now_millis;
-use serde_json::{json, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::ObjectCall;
 use crate::error::SysResult;
@@ -11,52 +12,163 @@ use crate::persona;
 use crate::proactive::invitations::Resolution;
 use crate::proactive::round::{stage_of, Outcome};
 
+/// The answer of `POST /api/proactive_chat`: a pass (nothing sent, the reason
+/// code says why) or a delivered message.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ProactiveRound {
+    Pass(ProactivePass),
+    Chat(Box<ProactiveDelivered>),
+}
+
+/// Nothing was sent.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "action": "pass", "reason_code": "DELIVERY_FAILED",
+    "stage": "delivery", "message": "no chat connection is open for this character",
+    "next_schedule_fixed_mode": false}))]
+pub struct ProactivePass {
+    success: bool,
+    /// Always `pass`.
+    action: &'static str,
+    /// `PASS_SOURCE_EMPTY`, `DELIVERY_FAILED`, ...
+    reason_code: &'static str,
+    /// The stage the round ended in.
+    stage: &'static str,
+    message: &'static str,
+    next_schedule_fixed_mode: bool,
+}
+
+/// A message (or a mini-game invitation) reached the open chat.
+#[derive(Serialize, ToSchema)]
+pub struct ProactiveDelivered {
+    success: bool,
+    /// Always `chat`.
+    action: &'static str,
+    /// Always `CHAT_DELIVERED`.
+    reason_code: &'static str,
+    /// Always `delivery`.
+    stage: &'static str,
+    /// The text sent.
+    message: String,
+    lanlan_name: String,
+    persona_name: String,
+    /// `music`, `window`, `chat` or `mini_game_invite`.
+    source_mode: &'static str,
+    source_tag: String,
+    /// How many chat connections received it.
+    active_channels: usize,
+    /// Always empty.
+    source_links: Vec<String>,
+    turn_id: String,
+    next_schedule_fixed_mode: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invite: Option<MiniGameInvite>,
+}
+
+/// The mini-game invitation a round delivered.
+#[derive(Serialize, ToSchema)]
+pub struct MiniGameInvite {
+    session_id: String,
+    game_type: String,
+    /// The page that opens the game.
+    game_url: String,
+}
+
+/// `POST /api/proactive/music_played_through`.
+#[derive(Serialize, ToSchema)]
+pub struct MusicCleared {
+    success: bool,
+    /// How many recorded music sources were cleared.
+    cleared: usize,
+    lanlan_name: String,
+    persona_name: String,
+}
+
+/// `POST /api/mini_game/invite/respond`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "action": "expired", "session_id": "abc",
+    "lanlan_name": "Companion", "persona_name": "Companion",
+    "message": "the invitation is no longer pending"}))]
+pub struct InviteAnswered {
+    success: bool,
+    /// `expired` (nothing pending under that session), `open_game`, `cooldown`
+    /// or `suppress`.
+    action: &'static str,
+    session_id: String,
+    lanlan_name: String,
+    persona_name: String,
+    /// For `expired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'static str>,
+    /// For `open_game` (so is `game_url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    game_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    game_url: Option<String>,
+}
+
 /// `POST /api/proactive_chat`: one proactive round.
-pub async fn proactive_chat(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
+pub async fn proactive_chat(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<ProactiveRound>> {
     let outcome = sys.proactive.run(&st, &sys.tracker, &b).await?;
     Ok(Json(match outcome {
-        Outcome::Pass { code, message } => json!({
-            "success": true, "action": "pass", "reason_code": code, "stage": stage_of(code),
-            "message": message, "next_schedule_fixed_mode": false,
+        Outcome::Pass { code, message } => ProactiveRound::Pass(ProactivePass {
+            success: true,
+            action: "pass",
+            reason_code: code,
+            stage: stage_of(code),
+            message,
+            next_schedule_fixed_mode: false,
         }),
-        Outcome::Delivered(d) => {
-            let mut v = json!({
-                "success": true, "action": "chat", "reason_code": "CHAT_DELIVERED",
-                "stage": "delivery", "message": d.text, "lanlan_name": d.name,
-                "persona_name": d.name, "source_mode": d.source_mode,
-                "source_tag": d.source_tag, "active_channels": d.channels, "source_links": [],
-                "turn_id": d.turn_id, "next_schedule_fixed_mode": false,
-            });
-            if let Some(i) = d.invite {
-                v["invite"] = json!({"session_id": i.session_id, "game_type": i.game_type,
-                                     "game_url": i.game_url});
-            }
-            v
-        }
+        Outcome::Delivered(d) => ProactiveRound::Chat(Box::new(ProactiveDelivered {
+            success: true,
+            action: "chat",
+            reason_code: "CHAT_DELIVERED",
+            stage: "delivery",
+            message: d.text,
+            lanlan_name: d.name.clone(),
+            persona_name: d.name,
+            source_mode: d.source_mode,
+            source_tag: d.source_tag,
+            active_channels: d.channels,
+            source_links: Vec::new(),
+            turn_id: d.turn_id,
+            next_schedule_fixed_mode: false,
+            invite: d.invite.map(|i| MiniGameInvite {
+                session_id: i.session_id,
+                game_type: i.game_type,
+                game_url: i.game_url,
+            }),
+        })),
     }))
 }
 
 /// `POST /api/proactive/music_played_through`: the recommended song was heard to
 /// the end, so its source may be used again.
-pub async fn music_played_through(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
+pub async fn music_played_through(
+    ObjectCall(st, sys, b): ObjectCall,
+) -> SysResult<Json<MusicCleared>> {
     let name = persona::named_or_current(&st, &b)?;
     let cleared = sys.proactive.clear_music(&name);
-    Ok(Json(
-        json!({"success": true, "cleared": cleared, "lanlan_name": name, "persona_name": name}),
-    ))
+    Ok(Json(MusicCleared {
+        success: true,
+        cleared,
+        lanlan_name: name.clone(),
+        persona_name: name,
+    }))
 }
 
 /// `POST /api/mini_game/invite/respond`.
-pub async fn invite_respond(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<Value>> {
+pub async fn invite_respond(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<InviteAnswered>> {
     let r: Resolution = sys.proactive.respond(&st, &b, now_millis())?;
-    let mut v = json!({"success": true, "action": r.action, "session_id": r.session_id,
-                       "lanlan_name": r.name, "persona_name": r.name});
-    if r.action == "expired" {
-        v["message"] = json!("the invitation is no longer pending");
-    }
-    if let Some((game, url)) = r.game {
-        v["game_type"] = json!(game);
-        v["game_url"] = json!(url);
-    }
-    Ok(Json(v))
+    let (game_type, game_url) = r.game.unzip();
+    Ok(Json(InviteAnswered {
+        success: true,
+        action: r.action,
+        session_id: r.session_id,
+        lanlan_name: r.name.clone(),
+        persona_name: r.name,
+        message: (r.action == "expired").then_some("the invitation is no longer pending"),
+        game_type,
+        game_url,
+    }))
 }

@@ -7,24 +7,89 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json};
+use companiond_core::state::StorageStatus;
 use companiond_core::task::blocking;
 use companiond_core::{now_millis, AppState, Ext};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::ToSchema;
 
 use super::{body_object, query};
 use crate::error::{SysResult, SystemError};
 use crate::state::SystemState;
 use crate::{activity, status, token_usage};
 
+/// The answer of `GET /api/system/status`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "status": "ready", "ready": true, "storage": {
+    "selection_required": false, "migration_pending": false, "recovery_required": false,
+    "legacy_cleanup_pending": false, "blocking_reason": "", "last_error_summary": "",
+    "stage": ""}}))]
+pub struct SystemStatus {
+    ok: bool,
+    /// `starting`, `migration_required` or `ready`.
+    status: &'static str,
+    ready: bool,
+    #[schema(schema_with = storage_schema)]
+    storage: StorageStatus,
+}
+
+/// The schema of core's `StorageStatus` (the storage-migration flags); the
+/// status test checks that it names every field the server sends.
+fn storage_schema() -> Object {
+    let flag = || ObjectBuilder::new().schema_type(Type::Boolean);
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    let mut o = ObjectBuilder::new().schema_type(Type::Object);
+    for name in [
+        "selection_required",
+        "migration_pending",
+        "recovery_required",
+        "legacy_cleanup_pending",
+    ] {
+        o = o.property(name, flag()).required(name);
+    }
+    for name in ["blocking_reason", "last_error_summary", "stage"] {
+        o = o.property(name, text()).required(name);
+    }
+    o.build()
+}
+
+/// `GET /api/pending-notices`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"notices": [{"type": "info", "message": "Saved"}], "cursor": 1}))]
+pub struct PendingNotices {
+    /// Queued notices as they were pushed (open objects).
+    notices: Vec<Value>,
+    /// The newest notice's cursor (ack up to it).
+    cursor: u64,
+}
+
+/// `POST /api/pending-notices/ack`.
+#[derive(Serialize, ToSchema)]
+pub struct NoticesAcked {
+    success: bool,
+    ok: bool,
+    /// How many notices were drained.
+    acknowledged: usize,
+    cursor: u64,
+}
+
+/// `{success: true}`.
+#[derive(Serialize, ToSchema)]
+pub struct ActivityAccepted {
+    success: bool,
+}
+
 /// `GET /api/system/status`.
 pub async fn status(State(st): State<AppState>) -> Response {
     let s = status::snapshot(&st).await;
-    no_store(ok_json(json!({
-        "ok": true,
-        "status": s.status,
-        "ready": s.status == "ready",
-        "storage": s.storage,
-    })))
+    no_store(ok_json(SystemStatus {
+        ok: true,
+        status: s.status,
+        ready: s.status == "ready",
+        storage: s.storage,
+    }))
 }
 
 /// `GET /api/token-usage?days=`.
@@ -51,11 +116,11 @@ pub async fn token_usage(
 /// `GET /api/pending-notices`.
 pub async fn pending_notices(State(st): State<AppState>) -> Response {
     let (notices, cursor) = st.notices.peek();
-    no_store(ok_json(json!({"notices": notices, "cursor": cursor})))
+    no_store(ok_json(PendingNotices { notices, cursor }))
 }
 
 /// `POST /api/pending-notices/ack`.
-pub async fn ack(State(st): State<AppState>, body: Body) -> SysResult<Json<Value>> {
+pub async fn ack(State(st): State<AppState>, body: Body) -> SysResult<Json<NoticesAcked>> {
     let b = body_object(body).await?;
     let cursor = match b.get("cursor") {
         Some(Value::Number(n)) => n.as_u64().unwrap_or(0),
@@ -64,9 +129,12 @@ pub async fn ack(State(st): State<AppState>, body: Body) -> SysResult<Json<Value
     };
     let drained = st.notices.ack(cursor);
     let (_, cursor) = st.notices.peek();
-    Ok(Json(
-        json!({"success": true, "ok": true, "acknowledged": drained, "cursor": cursor}),
-    ))
+    Ok(Json(NoticesAcked {
+        success: true,
+        ok: true,
+        acknowledged: drained,
+        cursor,
+    }))
 }
 
 async fn push_activity(st: &AppState, sys: &SystemState, body: Body) -> SysResult<()> {
@@ -92,7 +160,7 @@ pub async fn activity_signal(
     body: Body,
 ) -> Response {
     match push_activity(&st, &sys, body).await {
-        Ok(()) => no_store(ok_json(json!({"success": true}))),
+        Ok(()) => no_store(ok_json(ActivityAccepted { success: true })),
         Err(e) => {
             let retry = match &e {
                 SystemError::RateLimited {

@@ -2,14 +2,39 @@
 
 use axum::response::Response;
 use axum::Json;
+use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 use super::ObjectCall;
 use crate::error::SystemError;
 use crate::translate;
 
+/// The answer of `POST /api/translate`; `success:false` with `error_code:
+/// translation_failed` (status 200) and the original text when every
+/// translator failed.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "translated_text": "こんにちは", "source_lang": "en",
+    "target_lang": "ja", "provider": "google"}))]
+pub struct Translated {
+    success: bool,
+    translated_text: String,
+    source_lang: String,
+    target_lang: String,
+    /// `google`, `llm`, `none`, ...
+    provider: &'static str,
+    /// Present when Google was tried: whether it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    google_failed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// `translation_failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<&'static str>,
+}
+
 /// `POST /api/translate`: Google first (unless disabled or skipped), then the model.
-pub async fn translate(ObjectCall(st, sys, b): ObjectCall) -> Result<Json<Value>, Response> {
+pub async fn translate(ObjectCall(st, sys, b): ObjectCall) -> Result<Json<Translated>, Response> {
     let raw_target = b
         .get("target_lang")
         .and_then(Value::as_str)
@@ -39,14 +64,15 @@ pub async fn translate(ObjectCall(st, sys, b): ObjectCall) -> Result<Json<Value>
     let source = b.get("source_lang").and_then(Value::as_str);
     let google = sys.google.as_deref();
     let t = translate::translate(&st, google, text, source, &raw_target, skip_google).await;
-    let mut v = json!({"success": t.failure.is_none(), "translated_text": t.text,
-                       "source_lang": t.source, "target_lang": t.target, "provider": t.provider});
-    if let Some(g) = t.google_failed {
-        v["google_failed"] = json!(g);
-    }
-    if let Some(f) = t.failure {
-        v["error"] = json!(format!("translation failed: {f}"));
-        v["error_code"] = json!("translation_failed");
-    }
-    Ok(Json(v))
+    let failed = t.failure.is_some();
+    Ok(Json(Translated {
+        success: !failed,
+        translated_text: t.text,
+        source_lang: t.source,
+        target_lang: t.target,
+        provider: t.provider,
+        google_failed: t.google_failed,
+        error: t.failure.map(|f| format!("translation failed: {f}")),
+        error_code: failed.then_some("translation_failed"),
+    }))
 }

@@ -13,6 +13,7 @@ mod handoff;
 mod invitations;
 mod meme;
 mod notices;
+mod openapi;
 mod platform;
 mod proactive;
 mod routes;
