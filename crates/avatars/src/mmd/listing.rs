@@ -14,7 +14,7 @@ use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 use super::{is_model, url_of, Mmd, STATIC_MMD_URL, WORKSHOP_URL};
 
 /// One entry of `GET /models`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ModelEntry {
     pub name: String,
     pub filename: String,
@@ -28,16 +28,19 @@ pub struct ModelEntry {
     pub location: &'static str,
     /// A user folder holding no model file.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub broken: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub source: Option<&'static str>,
     /// The workshop item (its folder name).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub item_id: Option<String>,
 }
 
 /// One entry of `GET /animations`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct AnimationEntry {
     pub name: String,
     pub filename: String,
@@ -49,7 +52,7 @@ pub struct AnimationEntry {
 }
 
 /// One entry of `GET /animations/list` (a deletable user animation).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct UserAnimation {
     pub name: String,
     pub filename: String,
