@@ -47,7 +47,7 @@ pub struct AnimationUploaded {
 
 /// `POST /upload_zip`'s answer.
 #[derive(Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"message": "model imported", "model_name": "Miku",
+#[schema(example = json!({"message": "model archive Miku.zip imported into Miku", "model_name": "Miku",
     "model_url": "/user_mmd/Miku/Miku.pmx", "file_count": 12, "file_size": 1048576,
     "extracted_size": 2097152, "folder": "Miku", "renamed_entries": 0}))]
 pub struct ZipImported {

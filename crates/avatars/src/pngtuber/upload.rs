@@ -30,12 +30,12 @@ pub const MAX_FILES: usize = 10_000;
 
 /// `POST /upload_model`'s answer.
 #[derive(Serialize, utoipa::ToSchema)]
-#[schema(example = json!({"message": "PNGTuber model uploaded", "model_type": "pngtuber",
+#[schema(example = json!({"message": "PNGTuber model Bunny uploaded", "model_type": "pngtuber",
     "model_name": "Bunny", "name": "Bunny", "folder": "bunny",
     "url": "/user_pngtuber/bunny/model.json",
     "pngtuber": {"idle_image": "/user_pngtuber/bunny/idle.png", "scale": 1},
     "source_format": "simple_package", "warnings": [], "file_size": 20480,
-    "capabilities": ["idle", "talk"]}))]
+    "capabilities": ["idle_talking_swap", "emotion_image_swap"]}))]
 pub struct PackageUploaded {
     pub message: String,
     pub model_type: &'static str,
@@ -50,6 +50,7 @@ pub struct PackageUploaded {
     pub warnings: Vec<String>,
     /// Bytes received.
     pub file_size: u64,
+    /// What the frontend can animate (e.g. `idle_talking_swap`).
     pub capabilities: &'static [&'static str],
     /// Layered formats only.
     #[serde(skip_serializing_if = "Option::is_none")]
