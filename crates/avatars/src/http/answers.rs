@@ -18,8 +18,8 @@ use crate::pngtuber::{ListedPackage, PackageUploaded};
 /// answer (a named schema each in the OpenAPI document).
 macro_rules! success_with {
     ($(#[$m:meta])* $name:ident, $inner:ty) => {
-        $(#[$m])*
         #[derive(Serialize, ToSchema)]
+        $(#[$m])*
         pub struct $name {
             /// Always `true`.
             pub success: bool,
@@ -64,37 +64,56 @@ success_with!(
     PackageUploaded
 );
 
-/// `GET /api/model/mmd/models`.
-#[derive(Serialize, ToSchema)]
-#[schema(example = json!({"success": true, "models": [{"name": "Miku", "filename": "Miku.pmx",
-    "url": "/user_mmd/Miku/Miku.pmx", "rel_path": "Miku/Miku.pmx", "type": "pmx",
-    "size": 123456, "location": "user"}]}))]
-pub struct ModelList {
-    pub success: bool,
-    pub models: Vec<ModelEntry>,
+/// `{"success": true, <key>: [<entries>]}`: one named type per listing.
+macro_rules! listing {
+    ($(#[$m:meta])* $name:ident, $key:ident, $entry:ty) => {
+        #[derive(Serialize, ToSchema)]
+        $(#[$m])*
+        pub struct $name {
+            /// Always `true`.
+            pub success: bool,
+            pub $key: Vec<$entry>,
+        }
+
+        impl From<Vec<$entry>> for $name {
+            fn from($key: Vec<$entry>) -> Self {
+                $name {
+                    success: true,
+                    $key,
+                }
+            }
+        }
+    };
 }
 
-/// `GET /api/model/mmd/animations`.
-#[derive(Serialize, ToSchema)]
-pub struct AnimationList {
-    pub success: bool,
-    pub animations: Vec<AnimationEntry>,
-}
-
-/// `GET /api/model/mmd/animations/list`: the user animations (deletable).
-#[derive(Serialize, ToSchema)]
-pub struct UserAnimationList {
-    pub success: bool,
-    pub animations: Vec<UserAnimation>,
-}
-
-/// `GET /api/model/pngtuber/models`. The handler writes the cached array
-/// after the bytes of [`PackageList::HEAD`] (a unit test pins them to this type).
-#[derive(Serialize, ToSchema)]
-pub struct PackageList {
-    pub success: bool,
-    pub models: Vec<ListedPackage>,
-}
+listing!(
+    /// `GET /api/model/mmd/models`.
+    #[schema(example = json!({"success": true, "models": [{"name": "Miku",
+        "filename": "Miku.pmx", "url": "/user_mmd/Miku/Miku.pmx", "rel_path": "Miku/Miku.pmx",
+        "type": "pmx", "size": 123456, "location": "user"}]}))]
+    ModelList,
+    models,
+    ModelEntry
+);
+listing!(
+    /// `GET /api/model/mmd/animations`.
+    AnimationList,
+    animations,
+    AnimationEntry
+);
+listing!(
+    /// `GET /api/model/mmd/animations/list`: the user animations (deletable).
+    UserAnimationList,
+    animations,
+    UserAnimation
+);
+listing!(
+    /// `GET /api/model/pngtuber/models`. The handler writes the cached array
+    /// after the bytes of [`PackageList::HEAD`] (a unit test pins them to this type).
+    PackageList,
+    models,
+    ListedPackage
+);
 
 impl PackageList {
     /// The serialised answer up to its `models` array.
@@ -224,11 +243,7 @@ mod tests {
 
     #[test]
     fn the_listing_head_is_the_answers_serialisation() {
-        let empty = serde_json::to_vec(&PackageList {
-            success: true,
-            models: Vec::new(),
-        })
-        .unwrap_or_default();
+        let empty = serde_json::to_vec(&PackageList::from(Vec::new())).unwrap_or_default();
         let mut written = PackageList::HEAD.to_vec();
         written.extend_from_slice(b"[]}");
         assert_eq!(written, empty);

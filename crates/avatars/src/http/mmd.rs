@@ -87,23 +87,12 @@ async fn stream_file_part(mmd: &Mmd, which: Upload, mut mp: Multipart) -> Respon
 
 /// `GET /api/model/mmd/models`.
 pub async fn models(Ext(av): Ext<Avatars>) -> Response {
-    fresh(av.mmd.list_models().await.map(|models| ModelList {
-        success: true,
-        models,
-    }))
+    fresh(av.mmd.list_models().await.map(ModelList::from))
 }
 
 /// `GET /api/model/mmd/animations`.
 pub async fn animations(Ext(av): Ext<Avatars>) -> Response {
-    fresh(
-        av.mmd
-            .list_animations()
-            .await
-            .map(|animations| AnimationList {
-                success: true,
-                animations,
-            }),
-    )
+    fresh(av.mmd.list_animations().await.map(AnimationList::from))
 }
 
 /// `GET /api/model/mmd/animations/list`.
@@ -112,10 +101,7 @@ pub async fn deletable_animations(Ext(av): Ext<Avatars>) -> Response {
         av.mmd
             .deletable_animations()
             .await
-            .map(|animations| UserAnimationList {
-                success: true,
-                animations,
-            }),
+            .map(UserAnimationList::from),
     )
 }
 
