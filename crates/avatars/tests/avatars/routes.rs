@@ -121,3 +121,113 @@ async fn the_openapi_document_types_requests_answers_and_errors() {
         .iter()
         .any(|t| t["name"] == "avatars" && t["description"].is_string()));
 }
+
+/// Properties and required fields of an object schema, through `$ref`s and `allOf`.
+fn fields(doc: &Value, schema: &Value) -> (Vec<String>, Vec<String>) {
+    let schema = resolve(doc, schema);
+    let mut props: Vec<String> = properties(schema).iter().map(|p| p.to_string()).collect();
+    let mut required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        let (p, r) = fields(doc, part);
+        props.extend(p);
+        required.extend(r);
+    }
+    (props, required)
+}
+
+/// `answer` has only fields the 200 schema of `method path` names, and every
+/// field it requires; returns the schema's properties.
+fn conforms(doc: &Value, method: &str, path: &str, answer: &Value) -> Vec<String> {
+    let schema =
+        &doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"];
+    let (props, required) = fields(doc, schema);
+    let got = answer.as_object().unwrap();
+    for k in got.keys() {
+        assert!(props.contains(k), "{method} {path}: {k} is not described");
+    }
+    for r in &required {
+        assert!(got.contains_key(r), "{method} {path}: required {r} missing");
+    }
+    props
+}
+
+/// The entry schema of a listing's array field `key`, checked against `entry`.
+fn entry_conforms(doc: &Value, path: &str, key: &str, entry: &Value) {
+    let schema =
+        &doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+    let items = &resolve(doc, schema)["properties"][key]["items"];
+    let (props, required) = fields(doc, items);
+    for k in entry.as_object().unwrap().keys() {
+        assert!(
+            props.contains(k),
+            "{path}: entry field {k} is not described"
+        );
+    }
+    for r in &required {
+        assert!(entry.get(r).is_some(), "{path}: entry field {r} missing");
+    }
+}
+
+#[tokio::test]
+async fn real_answers_have_the_fields_the_document_describes() {
+    let s = TestServer::start(&[companiond_avatars::FAMILY]).await;
+    let (_, doc) = s.get("/openapi.json").await;
+
+    let (st, b) = upload(&s, "/api/model/mmd/upload", "Miku.pmx", &pmx(16)).await;
+    assert_eq!(st, 200, "{b}");
+    conforms(&doc, "post", "/api/model/mmd/upload", &b);
+    let (st, b) = upload(&s, "/api/model/mmd/upload_animation", "wave.vmd", &vmd()).await;
+    assert_eq!(st, 200, "{b}");
+    conforms(&doc, "post", "/api/model/mmd/upload_animation", &b);
+    let zip = zip_of(&[("Rin/Rin.pmx", &pmx(8)), ("Rin/tex.png", b"png")]);
+    let (st, b) = upload(&s, "/api/model/mmd/upload_zip", "Rin.zip", &zip).await;
+    assert_eq!(st, 200, "{b}");
+    conforms(&doc, "post", "/api/model/mmd/upload_zip", &b);
+
+    for (path, key) in [
+        ("/api/model/mmd/models", "models"),
+        ("/api/model/mmd/animations", "animations"),
+        ("/api/model/mmd/animations/list", "animations"),
+    ] {
+        let (st, b) = s.get(path).await;
+        assert_eq!(st, 200, "{b}");
+        conforms(&doc, "get", path, &b);
+        let entries = b[key].as_array().unwrap();
+        assert!(!entries.is_empty(), "{path}");
+        entries
+            .iter()
+            .for_each(|e| entry_conforms(&doc, path, key, e));
+    }
+    let (_, b) = s.get("/api/model/mmd/config").await;
+    conforms(&doc, "get", "/api/model/mmd/config", &b);
+    let (_, b) = s.get("/api/model/mmd/emotion_mapping?model=Miku").await;
+    conforms(&doc, "get", "/api/model/mmd/emotion_mapping", &b);
+
+    let (st, b) = upload_pkg(
+        &s,
+        &[
+            ("Pack/model.json", model_json("Cat", json!({}))),
+            ("Pack/idle.png", png(2, 2, [1, 2, 3, 255])),
+            ("Pack/img/talk.png", png(2, 2, [4, 5, 6, 255])),
+        ],
+    )
+    .await;
+    assert_eq!(st, 200, "{b}");
+    conforms(&doc, "post", "/api/model/pngtuber/upload_model", &b);
+    let (st, b) = s.get("/api/model/pngtuber/models").await;
+    assert_eq!(st, 200, "{b}");
+    conforms(&doc, "get", "/api/model/pngtuber/models", &b);
+    entry_conforms(
+        &doc,
+        "/api/model/pngtuber/models",
+        "models",
+        &b["models"][0],
+    );
+}
