@@ -160,7 +160,6 @@ pub struct ModelDeleted {
 #[derive(Deserialize, IntoParams)]
 pub struct MappingQuery {
     /// The model name (no path separators); absent or blank: `{}` is answered.
-    #[param(max_length = 200)]
     pub model: Option<String>,
 }
 

@@ -79,6 +79,11 @@ async fn the_openapi_document_types_requests_answers_and_errors() {
         json!(["name", "filename", "url", "rel_path", "type", "size", "location"])
     );
     assert!(answer["example"]["models"][0]["url"].is_string());
+    let location = resolve(&doc, &entry["properties"]["location"]);
+    assert_eq!(
+        location["enum"],
+        json!(["project", "user", "steam_workshop"])
+    );
     // The emotion mapping: the JSON body and its open mapping.
     let save = &doc["paths"]["/api/model/mmd/emotion_mapping"]["post"];
     let body = resolve(
