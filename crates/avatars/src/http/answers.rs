@@ -168,7 +168,12 @@ pub struct MappingQuery {
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"model": "Miku", "mapping": {"happy": ["smile"], "sad": ["cry"]}}))]
 pub struct SaveMapping {
-    /// The model name (no path separators, at most 200 bytes).
+    /// The model name: one file name (no path separators, control
+    /// characters or `:`, not starting with a dot), at most 200 bytes.
+    #[schema(
+        min_length = 1,
+        pattern = r"^[^./\\:\x00-\x1f\x7f-\x9f][^/\\:\x00-\x1f\x7f-\x9f]*$"
+    )]
     pub model: String,
     /// Emotion → whatever the client maps it to (stored as sent).
     #[schema(additional_properties)]
