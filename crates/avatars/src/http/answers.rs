@@ -160,6 +160,7 @@ pub struct ModelDeleted {
 #[derive(Deserialize, IntoParams)]
 pub struct MappingQuery {
     /// The model name (no path separators); absent or blank: `{}` is answered.
+    #[param(example = "Miku")]
     pub model: Option<String>,
 }
 
@@ -193,8 +194,8 @@ impl MappingQuery {
 #[derive(Deserialize, IntoParams, ToSchema)]
 pub struct UrlParam {
     /// The file's URL as the listing gives it (`/user_mmd/...`).
-    #[param(nullable = false)]
-    #[schema(nullable = false)]
+    #[param(nullable = false, example = "/user_mmd/Miku/Miku.pmx")]
+    #[schema(nullable = false, example = "/user_mmd/Miku/Miku.pmx")]
     pub url: Option<String>,
 }
 
@@ -212,8 +213,8 @@ impl UrlParam {
 #[derive(Deserialize, IntoParams, ToSchema)]
 pub struct PackageKey {
     /// The package folder (its slug).
-    #[param(nullable = false)]
-    #[schema(nullable = false)]
+    #[param(nullable = false, example = "bunny")]
+    #[schema(nullable = false, example = "bunny")]
     pub folder: Option<String>,
     /// A URL ending in `<folder>/model.json`.
     #[param(nullable = false)]
