@@ -4,7 +4,8 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use companiond_core::envelope::SuccessError;
+use companiond_core::api::{DocumentedError, ErrorDoc};
+use companiond_core::envelope::{EnvelopeKind, SuccessError};
 use companiond_core::paths::NameProblem;
 
 /// Every failure of the MMD and PNGTuber routes.
@@ -34,8 +35,47 @@ pub enum AvatarError {
     Internal(String),
 }
 
+/// The machine codes of [`AvatarError::Invalid`] and [`AvatarError::Import`]
+/// (400; `TooLarge` and `Aborted` have fixed ones).
+/// The OpenAPI document lists exactly these; [`AvatarError::invalid`] and
+/// [`AvatarError::import`] refuse (in debug builds) a code missing here.
+pub const BAD_REQUEST_CODES: &[&str] = &[
+    "ambiguous_layered_save",
+    "conversion_failed",
+    "duplicate_file",
+    "image_pair_candidate",
+    "invalid_file_content",
+    "invalid_filename",
+    "invalid_identifier",
+    "invalid_mapping",
+    "invalid_model",
+    "invalid_model_json",
+    "invalid_model_name",
+    "invalid_multipart",
+    "invalid_name",
+    "invalid_package",
+    "invalid_upload_path",
+    "invalid_url",
+    "invalid_zip",
+    "missing_file",
+    "missing_identifier",
+    "missing_model",
+    "missing_url",
+    "no_files",
+    "no_model",
+    "out_of_bounds",
+    "too_many_entries",
+    "too_many_files",
+    "unknown_package",
+    "unsafe_path",
+    "unsafe_zip_entry",
+    "unsupported_file_type",
+    "unsupported_format",
+];
+
 impl AvatarError {
     pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(BAD_REQUEST_CODES.contains(&code), "unlisted code {code}");
         AvatarError::Invalid {
             code,
             message: message.into(),
@@ -47,6 +87,7 @@ impl AvatarError {
         source_format: &str,
         warnings: Vec<String>,
     ) -> Self {
+        debug_assert!(BAD_REQUEST_CODES.contains(&code), "unlisted code {code}");
         AvatarError::Import {
             code,
             message: message.into(),
@@ -83,6 +124,18 @@ impl AvatarError {
             AvatarError::NotFound(_) => StatusCode::NOT_FOUND,
             AvatarError::Exists(_) => StatusCode::CONFLICT,
             AvatarError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+    /// The machine code of the answer's `error_code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AvatarError::Invalid { code, .. } | AvatarError::Import { code, .. } => code,
+            AvatarError::TooLarge(_) => "file_too_large",
+            AvatarError::Aborted(_) => "upload_aborted",
+            AvatarError::Forbidden(_) => "forbidden",
+            AvatarError::NotFound(_) => "not_found",
+            AvatarError::Exists(_) => "already_exists",
+            AvatarError::Internal(_) => "internal_error",
         }
     }
     pub fn message(&self) -> &str {
@@ -124,33 +177,91 @@ impl IntoResponse for AvatarError {
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!("avatars: {}", self.message());
         }
+        let code = self.code();
         match self {
-            AvatarError::Invalid { code, message } => {
-                SuccessError::new(message).code(code).status(status)
-            }
-            AvatarError::TooLarge(m) => SuccessError::new(m).code("file_too_large").status(status),
-            AvatarError::Aborted(m) => SuccessError::new(m).code("upload_aborted").status(status),
-            AvatarError::Forbidden(m) => SuccessError::new(m).code("forbidden").status(status),
-            AvatarError::NotFound(m) => SuccessError::new(m).code("not_found").status(status),
-            AvatarError::Exists(m) => SuccessError::new(m).code("already_exists").status(status),
             AvatarError::Import {
-                code,
                 message,
                 source_format,
                 warnings,
+                ..
             } => SuccessError::new(message)
                 .code(code)
                 .with("source_format", source_format)
                 .with("warnings", warnings)
                 .status(status),
-            AvatarError::Internal(m) => SuccessError::new(m).code("internal_error").status(status),
+            other => SuccessError::new(other.message()).code(code).status(status),
         }
     }
+}
+
+/// Every answer of [`AvatarError`]: status and code read from one sample of
+/// each variant (and every 400 code), all in the `{success:false, error,
+/// error_code}` envelope.
+impl DocumentedError for AvatarError {
+    fn answers() -> Vec<ErrorDoc> {
+        let samples = [
+            (
+                "a file or package over its size limit",
+                AvatarError::TooLarge(String::new()),
+            ),
+            (
+                "the upload body ended early",
+                AvatarError::Aborted(String::new()),
+            ),
+            (
+                "a target the caller may not touch (a project model)",
+                AvatarError::Forbidden(String::new()),
+            ),
+            (
+                "no such model, animation or package",
+                AvatarError::NotFound(String::new()),
+            ),
+            (
+                "the destination already exists",
+                AvatarError::Exists(String::new()),
+            ),
+            ("storage failure", AvatarError::Internal(String::new())),
+        ];
+        let mut out: Vec<ErrorDoc> = BAD_REQUEST_CODES
+            .iter()
+            .map(|code| {
+                ErrorDoc::new(400, EnvelopeKind::Success, "invalid input (by error_code)")
+                    .code(*code)
+            })
+            .collect();
+        out.extend(samples.into_iter().map(|(what, e)| {
+            ErrorDoc::new(e.status().as_u16(), EnvelopeKind::Success, what).code(e.code())
+        }));
+        out
+    }
+}
+
+/// The storage failure of a read-only route (listings, config reads).
+pub fn storage_failure() -> ErrorDoc {
+    let e = AvatarError::Internal(String::new());
+    ErrorDoc::new(
+        e.status().as_u16(),
+        EnvelopeKind::Success,
+        "storage failure",
+    )
+    .code(e.code())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_answer_is_documented_once_with_its_status() {
+        let mut seen = std::collections::BTreeSet::new();
+        for d in AvatarError::answers() {
+            let code = d.code.clone().unwrap_or_default();
+            assert!(seen.insert((d.status, code.to_string())), "{code} twice");
+        }
+        assert!(seen.contains(&(400, "upload_aborted".into())));
+        assert!(seen.contains(&(409, "already_exists".into())));
+        assert!(seen.contains(&(500, "internal_error".into())));
+    }
 
     #[test]
     fn a_refused_name_from_the_file_system_is_the_clients_error() {

@@ -14,6 +14,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::handler::Handler;
 use axum::http::Method;
 use axum::routing::{post, MethodRouter};
+use companiond_core::api::Part;
 use companiond_core::server::Family;
 use companiond_core::{Api, AppState};
 
@@ -100,81 +101,142 @@ fn streamed_post<H: Handler<T, AppState>, T: 'static>(h: H) -> MethodRouter<AppS
     post(h).layer(DefaultBodyLimit::disable())
 }
 
-/// The routes of this family (uploads through [`streamed_post`]).
+/// The routes of this family (uploads through [`streamed_post`]), each with
+/// what it reads and answers (`http::answers`, docs/avatars.md § OpenAPI).
 pub fn api(state: &AppState) -> Api {
+    use http::answers::*;
+    const FILE: &[Part] = &[Part::file("file")];
     Api::new(state, "avatars")
+        .about(
+            "Avatar models: MMD models (.pmx/.pmd, or a ZIP with textures), .vmd animations, \
+             emotion mappings, and PNGTuber packages. Every failure is \
+             `{success:false, error, error_code}` with the status of its kind.",
+        )
         .route(
             Method::POST,
             "/api/model/mmd/upload",
-            "Upload a .pmx/.pmd model (multipart field file, streamed, at most 500 MB)",
+            "Upload a .pmx/.pmd model (streamed, at most 500 MB)",
             streamed_post(http::mmd::upload_model),
         )
+        .id("upload_mmd_model")
+        .multipart(FILE)
+        .ok::<ModelUploadedAnswer>()
+        .fails::<AvatarError>()
         .route(
             Method::POST,
             "/api/model/mmd/upload_animation",
-            "Upload a .vmd animation into the user animation/ folder (multipart field file)",
+            "Upload a .vmd animation into the user animation folder",
             streamed_post(http::mmd::upload_animation),
         )
+        .id("upload_mmd_animation")
+        .multipart(FILE)
+        .ok::<AnimationUploadedAnswer>()
+        .fails::<AvatarError>()
         .route(
             Method::POST,
             "/api/model/mmd/upload_zip",
-            "Import a ZIP of a .pmx/.pmd model and its textures (multipart field file)",
+            "Import a ZIP of a .pmx/.pmd model and its textures",
             streamed_post(http::mmd::upload_zip),
         )
+        .id("import_mmd_zip")
+        .multipart(FILE)
+        .ok::<ZipImportedAnswer>()
+        .fails::<AvatarError>()
         .get(
             "/api/model/mmd/models",
             "List project, user and workshop MMD models",
             http::mmd::models,
         )
+        .id("list_mmd_models")
+        .ok::<ModelList>()
+        .fails_with(error::storage_failure())
         .get(
             "/api/model/mmd/animations",
             "List project and user .vmd animations",
             http::mmd::animations,
         )
+        .id("list_mmd_animations")
+        .ok::<AnimationList>()
+        .fails_with(error::storage_failure())
         .get(
             "/api/model/mmd/animations/list",
             "List the deletable user animations",
             http::mmd::deletable_animations,
         )
+        .id("list_user_mmd_animations")
+        .ok::<UserAnimationList>()
+        .fails_with(error::storage_failure())
         .get(
             "/api/model/mmd/config",
             "MMD URL prefixes",
             http::mmd::config,
         )
+        .id("mmd_config")
+        .ok::<MmdConfigAnswer>()
         .get(
             "/api/model/mmd/emotion_mapping",
             "Emotion mapping of one model",
             http::mmd::emotion_mapping,
         )
+        .id("get_emotion_mapping")
+        .query::<MappingQuery>()
+        .ok::<MappingAnswer>()
+        .fails::<AvatarError>()
         .post(
             "/api/model/mmd/emotion_mapping",
             "Store the emotion mapping of one model",
             http::mmd::save_emotion_mapping,
         )
+        .id("save_emotion_mapping")
+        .json_body::<SaveMapping>()
+        .ok::<Message>()
+        .fails::<AvatarError>()
         .delete(
             "/api/model/mmd/model",
             "Delete a user model (folder or lone file) and its emotion mapping",
             http::mmd::delete_model,
         )
+        .id("delete_mmd_model")
+        .query::<UrlParam>()
+        .json_body::<UrlParam>()
+        .ok::<ModelDeleted>()
+        .fails::<AvatarError>()
         .delete(
             "/api/model/mmd/animation",
             "Delete a user .vmd animation",
             http::mmd::delete_animation,
         )
+        .id("delete_mmd_animation")
+        .query::<UrlParam>()
+        .json_body::<UrlParam>()
+        .ok::<Message>()
+        .fails::<AvatarError>()
         .route(
             Method::POST,
             "/api/model/pngtuber/upload_model",
-            "Upload a PNGTuber package (multipart parts files, relative paths as file names)",
+            "Upload a PNGTuber package (parts files, relative paths as file names)",
             streamed_post(http::pngtuber::upload),
         )
+        .id("upload_pngtuber_package")
+        .multipart(&[Part::file("files")])
+        .ok::<PackageUploadedAnswer>()
+        .fails::<AvatarError>()
         .get(
             "/api/model/pngtuber/models",
             "List the valid PNGTuber packages",
             http::pngtuber::models,
         )
+        .id("list_pngtuber_packages")
+        .ok::<PackageList>()
+        .fails_with(error::storage_failure())
         .delete(
             "/api/model/pngtuber/model",
             "Delete a PNGTuber package by folder, url or name",
             http::pngtuber::delete,
         )
+        .id("delete_pngtuber_package")
+        .query::<PackageKey>()
+        .json_body::<PackageKey>()
+        .ok::<Message>()
+        .fails::<AvatarError>()
 }

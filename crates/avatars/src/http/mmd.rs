@@ -2,12 +2,17 @@
 
 use axum::extract::{Multipart, RawQuery, Request};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use companiond_core::envelope::{no_store, ok_json, JsonBody};
+use companiond_core::envelope::JsonBody;
 use companiond_core::Ext;
 
-use super::{done, list, multipart, multipart_error, param, query_map, refused, success};
+use super::answers::{
+    AnimationList, AnimationUploadedAnswer, MappingAnswer, MappingQuery, Message, MmdConfigAnswer,
+    ModelDeleted, ModelList, ModelUploadedAnswer, SaveMapping, UrlParam, UserAnimationList,
+    ZipImportedAnswer,
+};
+use super::{done, fresh, multipart, multipart_error, query_map, refused};
 use crate::error::AvatarError;
 use crate::mmd::Mmd;
 use crate::Avatars;
@@ -62,9 +67,18 @@ async fn stream_file_part(mmd: &Mmd, which: Upload, mut mp: Multipart) -> Respon
     let mut field = field;
     let name = name.as_deref();
     let answer = match which {
-        Upload::Model => mmd.upload_model(name, &mut field).await.map(success),
-        Upload::Animation => mmd.upload_animation(name, &mut field).await.map(success),
-        Upload::Zip => mmd.upload_zip(name, &mut field).await.map(success),
+        Upload::Model => mmd
+            .upload_model(name, &mut field)
+            .await
+            .map(|a| done(Ok(ModelUploadedAnswer::from(a)))),
+        Upload::Animation => mmd
+            .upload_animation(name, &mut field)
+            .await
+            .map(|a| done(Ok(AnimationUploadedAnswer::from(a)))),
+        Upload::Zip => mmd
+            .upload_zip(name, &mut field)
+            .await
+            .map(|a| done(Ok(ZipImportedAnswer::from(a)))),
     };
     drop(field);
     drop(mp);
@@ -73,62 +87,80 @@ async fn stream_file_part(mmd: &Mmd, which: Upload, mut mp: Multipart) -> Respon
 
 /// `GET /api/model/mmd/models`.
 pub async fn models(Ext(av): Ext<Avatars>) -> Response {
-    list(av.mmd.list_models().await, "models")
+    fresh(av.mmd.list_models().await.map(ModelList::from))
 }
 
 /// `GET /api/model/mmd/animations`.
 pub async fn animations(Ext(av): Ext<Avatars>) -> Response {
-    list(av.mmd.list_animations().await, "animations")
+    fresh(av.mmd.list_animations().await.map(AnimationList::from))
 }
 
 /// `GET /api/model/mmd/animations/list`.
 pub async fn deletable_animations(Ext(av): Ext<Avatars>) -> Response {
-    list(av.mmd.deletable_animations().await, "animations")
+    fresh(
+        av.mmd
+            .deletable_animations()
+            .await
+            .map(UserAnimationList::from),
+    )
 }
 
 /// `GET /api/model/mmd/config`.
 pub async fn config(Ext(av): Ext<Avatars>) -> Response {
-    done(Ok(av.mmd.config()))
+    done(Ok(MmdConfigAnswer::from(av.mmd.config())))
 }
 
 /// `GET /api/model/mmd/emotion_mapping?model=`: `{}` when none is stored.
 pub async fn emotion_mapping(Ext(av): Ext<Avatars>, q: RawQuery) -> Response {
-    let q = query_map(q);
-    let model = match q.get("model") {
-        Some(Value::String(s)) => Some(s.as_str()),
-        _ => None,
-    };
-    match av.mmd.emotion_mapping(model).await {
-        Ok(m) => no_store(ok_json(json!({"success": true, "mapping": m}))),
-        Err(e) => e.into_response(),
-    }
+    let q = MappingQuery::read(&query_map(q));
+    fresh(
+        av.mmd
+            .emotion_mapping(q.model.as_deref())
+            .await
+            .map(|mapping| MappingAnswer {
+                success: true,
+                mapping,
+            }),
+    )
 }
 
 /// `POST /api/model/mmd/emotion_mapping` `{model, mapping}`.
 pub async fn save_emotion_mapping(Ext(av): Ext<Avatars>, body: JsonBody<Value>) -> Response {
-    let body = body.0;
-    let model = match body.get("model") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        _ => return AvatarError::invalid("missing_model", "model is required").into_response(),
+    let body = match save_mapping(body.0) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
     };
-    let mapping = match body.get("mapping") {
-        Some(Value::Object(m)) => m.clone(),
-        _ => {
-            return AvatarError::invalid("invalid_mapping", "mapping must be an object")
-                .into_response();
-        }
-    };
+    let SaveMapping { model, mapping } = body;
     let saved = av.mmd.save_emotion_mapping(&model, mapping).await;
-    done(saved.map(|()| json!({"message": format!("emotion mapping of {model} saved")})))
+    done(saved.map(|()| Message::new(format!("emotion mapping of {model} saved"))))
+}
+
+/// The body as [`SaveMapping`], each missing or mistyped field with its own code.
+fn save_mapping(mut body: Value) -> Result<SaveMapping, AvatarError> {
+    let model = match body.get_mut("model").map(Value::take) {
+        Some(Value::String(s)) if !s.trim().is_empty() => s,
+        _ => return Err(AvatarError::invalid("missing_model", "model is required")),
+    };
+    match body.get_mut("mapping").map(Value::take) {
+        Some(Value::Object(mapping)) => Ok(SaveMapping { model, mapping }),
+        _ => Err(AvatarError::invalid(
+            "invalid_mapping",
+            "mapping must be an object",
+        )),
+    }
 }
 
 /// `DELETE /api/model/mmd/model` with `url` in the query or the JSON body.
 pub async fn delete_model(Ext(av): Ext<Avatars>, q: RawQuery, body: JsonBody<Value>) -> Response {
-    let Some(url) = param(&query_map(q), &body.0, "url") else {
+    let Some(url) = UrlParam::read(&query_map(q), &body.0).url else {
         return AvatarError::invalid("missing_url", "url is required").into_response();
     };
     let deleted = av.mmd.delete_model(&url).await;
-    done(deleted.map(|files| json!({"message": "model deleted", "deleted_files": files})))
+    done(deleted.map(|deleted_files| ModelDeleted {
+        success: true,
+        message: "model deleted".to_string(),
+        deleted_files,
+    }))
 }
 
 /// `DELETE /api/model/mmd/animation` with `url` in the query or the JSON body.
@@ -137,9 +169,9 @@ pub async fn delete_animation(
     q: RawQuery,
     body: JsonBody<Value>,
 ) -> Response {
-    let Some(url) = param(&query_map(q), &body.0, "url") else {
+    let Some(url) = UrlParam::read(&query_map(q), &body.0).url else {
         return AvatarError::invalid("missing_url", "url is required").into_response();
     };
     let deleted = av.mmd.delete_animation(&url).await;
-    done(deleted.map(|name| json!({"message": format!("animation {name} deleted")})))
+    done(deleted.map(|name| Message::new(format!("animation {name} deleted"))))
 }

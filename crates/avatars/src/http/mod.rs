@@ -3,6 +3,7 @@
 //! `{success, ...}` envelope and every [`AvatarError`] into
 //! `{success:false, error}`. The family state arrives as `Ext<Avatars>`.
 
+pub mod answers;
 pub mod mmd;
 pub mod pngtuber;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use axum::extract::{Multipart, RawQuery, Request};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::multipart::{with_drain_cap, DrainCap};
@@ -26,31 +27,16 @@ const REFUSED_UPLOAD_DRAIN: DrainCap = DrainCap {
     time: Duration::from_secs(10),
 };
 
-/// `{"success": true, <fields of body>}`.
-#[derive(Serialize)]
-struct Done<T> {
-    success: bool,
-    #[serde(flatten)]
-    body: T,
-}
-
-/// The success envelope around a domain answer.
-fn success<T: Serialize>(body: T) -> Response {
-    ok_json(Done {
-        success: true,
-        body,
-    })
-}
-
-/// The success envelope around a domain answer, or the error's envelope.
+/// The answer of a route: its typed success body (`{"success": true, ...}`,
+/// see [`answers`]) or the error's envelope.
 fn done<T: Serialize>(r: Result<T, AvatarError>) -> Response {
-    r.map(success).unwrap_or_else(IntoResponse::into_response)
+    r.map(ok_json).unwrap_or_else(IntoResponse::into_response)
 }
 
-/// `{"success": true, <key>: <list>}`, never cached by the browser.
-fn list<T: Serialize>(r: Result<Vec<T>, AvatarError>, key: &str) -> Response {
+/// [`done`], never cached by the browser (listings and mappings).
+fn fresh<T: Serialize>(r: Result<T, AvatarError>) -> Response {
     match r {
-        Ok(v) => no_store(ok_json(json!({"success": true, key: v}))),
+        Ok(v) => no_store(ok_json(v)),
         Err(e) => e.into_response(),
     }
 }

@@ -4,12 +4,13 @@ use axum::extract::{RawQuery, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::Ext;
 
-use super::{done, multipart, multipart_error, param, query_map, refused};
+use super::answers::{Message, PackageKey, PackageList, PackageUploadedAnswer};
+use super::{done, multipart, multipart_error, query_map, refused};
 use crate::error::AvatarError;
 use crate::Avatars;
 
@@ -39,7 +40,12 @@ pub async fn upload(Ext(av): Ext<Avatars>, req: Request) -> Response {
         }
     };
     match streamed {
-        Ok(()) => done(av.pngtuber.finish_upload(up).await),
+        Ok(()) => done(
+            av.pngtuber
+                .finish_upload(up)
+                .await
+                .map(PackageUploadedAnswer::from),
+        ),
         Err(e) => {
             drop(up);
             drop(mp);
@@ -48,16 +54,15 @@ pub async fn upload(Ext(av): Ext<Avatars>, req: Request) -> Response {
     }
 }
 
-/// `GET /api/model/pngtuber/models`: `{"success": true, "models": [...]}`
-/// around the store's serialised array (not parsed again).
+/// `GET /api/model/pngtuber/models`: a [`PackageList`], written as its head
+/// and the store's serialised array (not parsed again).
 pub async fn models(Ext(av): Ext<Avatars>) -> Response {
     let array = match av.pngtuber.list_json().await {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
-    const HEAD: &[u8] = br#"{"success":true,"models":"#;
-    let mut body = Vec::with_capacity(HEAD.len() + array.len() + 1);
-    body.extend_from_slice(HEAD);
+    let mut body = Vec::with_capacity(PackageList::HEAD.len() + array.len() + 1);
+    body.extend_from_slice(PackageList::HEAD);
     body.extend_from_slice(&array);
     body.push(b'}');
     no_store((
@@ -69,14 +74,11 @@ pub async fn models(Ext(av): Ext<Avatars>) -> Response {
 /// `DELETE /api/model/pngtuber/model` by `folder`, `url` or `name` (query or
 /// JSON body, in that order of preference).
 pub async fn delete(Ext(av): Ext<Avatars>, q: RawQuery, body: JsonBody<Value>) -> Response {
-    let q = query_map(q);
-    let key = ["folder", "url", "name"]
-        .iter()
-        .find_map(|k| param(&q, &body.0, k));
+    let key = PackageKey::read(&query_map(q), &body.0).key();
     let Some(key) = key else {
         return AvatarError::invalid("missing_identifier", "missing PNGTuber model identifier")
             .into_response();
     };
     let deleted = av.pngtuber.delete(&key).await;
-    done(deleted.map(|folder| json!({"message": format!("PNGTuber model {folder} deleted")})))
+    done(deleted.map(|folder| Message::new(format!("PNGTuber model {folder} deleted"))))
 }

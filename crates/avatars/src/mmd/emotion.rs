@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use companiond_core::paths::{safe_join, safe_name};
 use companiond_core::store::read_json;
@@ -45,9 +45,12 @@ impl Mmd {
     }
 
     /// `GET /emotion_mapping`: the stored mapping, `{}` when absent.
-    pub async fn emotion_mapping(&self, model: Option<&str>) -> Result<Value, AvatarError> {
+    pub async fn emotion_mapping(
+        &self,
+        model: Option<&str>,
+    ) -> Result<Map<String, Value>, AvatarError> {
         let Some(model) = model.filter(|m| !m.trim().is_empty()) else {
-            return Ok(json!({}));
+            return Ok(Map::new());
         };
         let path = self.mapping_path(model)?;
         let v = blocking(move || {
@@ -57,8 +60,8 @@ impl Mmd {
         })
         .await?;
         Ok(match v {
-            Some(Value::Object(m)) => Value::Object(m),
-            _ => json!({}),
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
         })
     }
 

@@ -13,8 +13,20 @@ use crate::layout::{ANIMATION_DIR, EMOTION_DIR};
 
 use super::{is_model, url_of, Mmd, STATIC_MMD_URL, WORKSHOP_URL};
 
+/// Where a listed model or animation lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Location {
+    /// Shipped with the application (`/static/mmd/`), read-only.
+    Project,
+    /// The user's folder (`/user_mmd/`).
+    User,
+    /// A workshop item (`/workshop/<item_id>/`).
+    SteamWorkshop,
+}
+
 /// One entry of `GET /models`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ModelEntry {
     pub name: String,
     pub filename: String,
@@ -24,20 +36,23 @@ pub struct ModelEntry {
     #[serde(rename = "type")]
     pub kind: String,
     pub size: u64,
-    /// `project`, `user` or `steam_workshop`.
-    pub location: &'static str,
+    pub location: Location,
     /// A user folder holding no model file.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub broken: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<&'static str>,
+    /// Workshop models only (`steam_workshop`).
+    #[schema(nullable = false)]
+    pub source: Option<Location>,
     /// The workshop item (its folder name).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub item_id: Option<String>,
 }
 
 /// One entry of `GET /animations`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct AnimationEntry {
     pub name: String,
     pub filename: String,
@@ -45,11 +60,11 @@ pub struct AnimationEntry {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub size: u64,
-    pub location: &'static str,
+    pub location: Location,
 }
 
 /// One entry of `GET /animations/list` (a deletable user animation).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct UserAnimation {
     pub name: String,
     pub filename: String,
@@ -64,7 +79,7 @@ impl Mmd {
         blocking(move || Ok(me.list_models_blocking())).await
     }
 
-    fn model_entry(f: &Found, url_prefix: &str, location: &'static str) -> ModelEntry {
+    fn model_entry(f: &Found, url_prefix: &str, location: Location) -> ModelEntry {
         let filename = f.rel.last().cloned().unwrap_or_default();
         ModelEntry {
             name: stem(&filename).to_string(),
@@ -84,13 +99,13 @@ impl Mmd {
         let mut out = Vec::new();
         for f in walk_files(&self.project, &[]) {
             if f.rel.last().is_some_and(|n| is_model(n)) {
-                out.push(Self::model_entry(&f, STATIC_MMD_URL, "project"));
+                out.push(Self::model_entry(&f, STATIC_MMD_URL, Location::Project));
             }
         }
         let user_files = walk_files(&self.user, &[ANIMATION_DIR, EMOTION_DIR]);
         for f in &user_files {
             if f.rel.last().is_some_and(|n| is_model(n)) {
-                out.push(Self::model_entry(f, "/user_mmd", "user"));
+                out.push(Self::model_entry(f, "/user_mmd", Location::User));
             }
         }
         // Leftover model folders: a top-level user folder holding no model file.
@@ -125,7 +140,7 @@ impl Mmd {
                     rel_path: d,
                     kind: "directory".into(),
                     size,
-                    location: "user",
+                    location: Location::User,
                     broken: Some(true),
                     source: None,
                     item_id: None,
@@ -147,8 +162,8 @@ impl Mmd {
                 for f in walk_files(&dir, &[]) {
                     if f.rel.last().is_some_and(|n| is_model(n)) {
                         let prefix = format!("{WORKSHOP_URL}/{item_id}");
-                        let mut e = Self::model_entry(&f, &prefix, "steam_workshop");
-                        e.source = Some("steam_workshop");
+                        let mut e = Self::model_entry(&f, &prefix, Location::SteamWorkshop);
+                        e.source = Some(Location::SteamWorkshop);
                         e.item_id = Some(item_id.clone());
                         out.push(e);
                     }
@@ -164,8 +179,8 @@ impl Mmd {
         blocking(move || {
             let mut out = Vec::new();
             for (root, prefix, location, skip) in [
-                (&me.project, STATIC_MMD_URL, "project", &[][..]),
-                (&me.user, "/user_mmd", "user", &[EMOTION_DIR][..]),
+                (&me.project, STATIC_MMD_URL, Location::Project, &[][..]),
+                (&me.user, "/user_mmd", Location::User, &[EMOTION_DIR][..]),
             ] {
                 for f in walk_files(root, skip) {
                     let filename = f.rel.last().cloned().unwrap_or_default();

@@ -11,6 +11,9 @@ mod emotion;
 mod listing;
 mod upload;
 
+pub use listing::{AnimationEntry, ModelEntry, UserAnimation};
+pub use upload::{AnimationUploaded, ModelUploaded, ZipImported};
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -33,12 +36,12 @@ pub const WORKSHOP_URL: &str = "/workshop";
 const MODEL_EXTS: &[&str] = &["pmx", "pmd"];
 
 /// `GET /config`'s answer.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct MmdConfig {
     pub paths: MmdPaths,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct MmdPaths {
     pub user_mmd: &'static str,
     pub static_mmd: &'static str,

@@ -29,7 +29,7 @@ const PMD_MAGIC: &[u8] = b"Pmd";
 const VMD_MAGIC: &[u8] = b"Vocaloid Motion Data";
 
 /// `POST /upload`'s answer.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ModelUploaded {
     pub message: String,
     pub model_name: String,
@@ -38,7 +38,7 @@ pub struct ModelUploaded {
 }
 
 /// `POST /upload_animation`'s answer.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct AnimationUploaded {
     pub message: String,
     pub filename: String,
@@ -46,7 +46,10 @@ pub struct AnimationUploaded {
 }
 
 /// `POST /upload_zip`'s answer.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"message": "model archive Miku.zip imported into Miku", "model_name": "Miku",
+    "model_url": "/user_mmd/Miku/Miku.pmx", "file_count": 12, "file_size": 1048576,
+    "extracted_size": 2097152, "folder": "Miku", "renamed_entries": 0}))]
 pub struct ZipImported {
     pub message: String,
     pub model_name: String,

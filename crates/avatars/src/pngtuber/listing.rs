@@ -16,7 +16,9 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use companiond_core::stamp::{all_settled, stamp, Stamp};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::package::{
     display_name, normalize, raw_config, read_model_json, relative_segments, validate, URL_PREFIX,
@@ -75,8 +77,36 @@ fn dependencies(model: &Map<String, Value>, pkg: &OsStr, folder: &str) -> Vec<Os
     out
 }
 
-/// The listing entry of one package, `None` when it is skipped.
-fn entry_of(model: &Map<String, Value>, folder: &str) -> Value {
+/// One entry of `GET /models`: a valid package.
+#[derive(Serialize, ToSchema)]
+pub struct ListedPackage {
+    pub name: String,
+    pub folder: String,
+    /// The folder again (the original application's field).
+    pub filename: String,
+    /// Always `user`.
+    pub location: &'static str,
+    /// Always `pngtuber`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Always `pngtuber`.
+    pub model_type: &'static str,
+    /// `/user_pngtuber/<folder>/model.json`.
+    pub url: String,
+    /// The normalised `pngtuber` block: every image key (`idle_image`,
+    /// `talk_image`, ...) as a `/user_pngtuber/<folder>/...` URL or "",
+    /// `layered_metadata`, `adapter`, `adapter_version` (layered only),
+    /// `scale`, `offset_x`, `offset_y`, `mobile_scale`, `mobile_offset_x`,
+    /// `mobile_offset_y` (as stored, or their defaults), `mirror`,
+    /// `source_type`, `source_format`.
+    #[schema(additional_properties)]
+    pub pngtuber: Map<String, Value>,
+    /// `simple_package` or the layered format it was converted from.
+    pub source_format: String,
+}
+
+/// The listing entry of one package.
+fn entry_of(model: &Map<String, Value>, folder: &str) -> ListedPackage {
     let name = display_name(model, folder);
     let source_format = model
         .get("source_format")
@@ -84,17 +114,17 @@ fn entry_of(model: &Map<String, Value>, folder: &str) -> Value {
         .filter(|s| !s.is_empty())
         .unwrap_or("simple_package")
         .to_string();
-    json!({
-        "name": name,
-        "folder": folder,
-        "filename": folder,
-        "location": "user",
-        "type": "pngtuber",
-        "model_type": "pngtuber",
-        "url": format!("{URL_PREFIX}/{folder}/model.json"),
-        "pngtuber": normalize(model, folder),
-        "source_format": source_format,
-    })
+    ListedPackage {
+        name,
+        folder: folder.to_string(),
+        filename: folder.to_string(),
+        location: "user",
+        kind: "pngtuber",
+        model_type: "pngtuber",
+        url: format!("{URL_PREFIX}/{folder}/model.json"),
+        pngtuber: normalize(model, folder),
+        source_format,
+    }
 }
 
 /// Stamps of paths below the store folder, looked up relative to it when the
@@ -293,7 +323,9 @@ impl ListCache {
             })
             .collect();
         let json = match validate(&model, dir, Some(folder)) {
-            Ok(()) => Some(Arc::from(entry_of(&model, folder).to_string())),
+            Ok(()) => serde_json::to_string(&entry_of(&model, folder))
+                .ok()
+                .map(Arc::from),
             Err(e) => {
                 tracing::warn!("skipping invalid PNGTuber package {folder}: {e}");
                 None

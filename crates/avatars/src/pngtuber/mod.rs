@@ -35,6 +35,7 @@ use companiond_core::staging::{remove_any, Cleanup};
 
 pub use layered::capabilities;
 use layered::{ADAPTER_VERSION, LAYERED_ADAPTER};
+pub use listing::ListedPackage;
 pub use package::slugify;
 use package::URL_PREFIX;
 use upload::{prepare, Prepared};

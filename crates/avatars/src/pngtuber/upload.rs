@@ -29,7 +29,13 @@ use super::package::{normalize, relative_segments, slugify, validate};
 pub const MAX_FILES: usize = 10_000;
 
 /// `POST /upload_model`'s answer.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"message": "PNGTuber model Bunny uploaded", "model_type": "pngtuber",
+    "model_name": "Bunny", "name": "Bunny", "folder": "bunny",
+    "url": "/user_pngtuber/bunny/model.json",
+    "pngtuber": {"idle_image": "/user_pngtuber/bunny/idle.png", "scale": 1},
+    "source_format": "simple_package", "warnings": [], "file_size": 20480,
+    "capabilities": ["idle_talking_swap", "emotion_image_swap"]}))]
 pub struct PackageUploaded {
     pub message: String,
     pub model_type: &'static str,
@@ -37,17 +43,21 @@ pub struct PackageUploaded {
     pub name: String,
     pub folder: String,
     pub url: String,
-    /// The normalised `pngtuber` block as stored.
+    /// The normalised `pngtuber` block as stored (fields: see `ListedPackage`).
+    #[schema(additional_properties)]
     pub pngtuber: Map<String, Value>,
     pub source_format: &'static str,
     pub warnings: Vec<String>,
     /// Bytes received.
     pub file_size: u64,
+    /// What the frontend can animate (e.g. `idle_talking_swap`).
     pub capabilities: &'static [&'static str],
     /// Layered formats only.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub adapter: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub adapter_version: Option<u32>,
 }
 
