@@ -30,6 +30,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -93,6 +94,9 @@ CREATE INDEX IF NOT EXISTS memory_docs_kind_ts ON memory_docs(kind, ts);
 pub const META_CURSOR: &str = "extract_cursor";
 const META_LINES_N: &str = "lines_n";
 const META_LINES_DIGEST: &str = "lines_digest";
+/// Where the last indexed element of the history ends, with a CRC-32 of the
+/// bytes up to there ([`Tail`]).
+const META_LINES_TAIL: &str = "lines_tail";
 /// What a full sync derives from the files; a new value re-syncs every index once.
 const SOURCES_VERSION: &str = "sources-v1";
 
@@ -500,18 +504,20 @@ pub struct Line {
     pub ts: i64,
 }
 
-/// The text lines of `recent.json`: `(speaker, text)`.
-fn history_lines(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("cannot read the history: {e}")),
-    };
-    let items: Vec<Value> = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("the history is not a JSON array: {e}"))?;
-    Ok(items
-        .iter()
-        .filter_map(companiond_core::history::Entry::parse)
+/// The bytes of `recent.json` (empty when it does not exist).
+fn read_history(path: &Path) -> Result<Vec<u8>, String> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("cannot read the history: {e}")),
+    }
+}
+
+/// The text lines of stored history elements: `(speaker, text)`.
+fn lines_of(raws: &[&RawValue]) -> Vec<(String, String)> {
+    raws.iter()
+        .filter_map(|raw| serde_json::from_str::<Value>(raw.get()).ok())
+        .filter_map(|v| companiond_core::history::Entry::parse(&v))
         .map(|e| {
             let speaker = match e.speaker {
                 companiond_core::history::Speaker::Human => "human",
@@ -521,7 +527,128 @@ fn history_lines(path: &Path) -> Result<Vec<(String, String)>, String> {
             (speaker.to_string(), e.text().to_string())
         })
         .filter(|(_, t)| !t.trim().is_empty())
-        .collect())
+        .collect()
+}
+
+/// Text lines read from history bytes, `(speaker, text)`, and where the last
+/// element read ends (`None`: no element).
+type ReadLines = (Vec<(String, String)>, Option<usize>);
+
+/// Where `raw` (a slice of `buf`) ends in `buf`.
+fn end_in(buf: &[u8], raw: &RawValue) -> usize {
+    raw.get().as_ptr() as usize - buf.as_ptr() as usize + raw.get().len()
+}
+
+/// The text lines of a history file's bytes (`(speaker, text)`), and where its
+/// last element ends (`None` for an empty array or no file).
+fn history_lines(bytes: &[u8]) -> Result<ReadLines, String> {
+    if bytes.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let raws: Vec<&RawValue> = serde_json::from_slice(bytes)
+        .map_err(|e| format!("the history is not a JSON array: {e}"))?;
+    let end = raws.last().map(|last| end_in(bytes, last));
+    Ok((lines_of(&raws), end))
+}
+
+/// The history as far as the index has read it: the end of the last element
+/// indexed and a CRC-32 of the bytes before it. When a history's bytes up to
+/// `end` are still those, it was only appended to (the chat's append keeps the
+/// stored bytes: `companiond_core::history`), and the next sync reads only
+/// what follows. A CRC-32 is enough here: a collision would only leave a
+/// stale search index until the next full sync, never lose data.
+#[derive(Debug, PartialEq)]
+struct Tail {
+    end: usize,
+    crc: u32,
+}
+
+impl Tail {
+    fn of(bytes: &[u8], end: usize) -> Option<Tail> {
+        bytes.get(..end).map(|b| Tail {
+            end,
+            crc: crc32fast::hash(b),
+        })
+    }
+
+    fn parse(s: &str) -> Option<Tail> {
+        let (end, crc) = s.split_once(':')?;
+        Some(Tail {
+            end: end.parse().ok()?,
+            crc: crc.parse().ok()?,
+        })
+    }
+
+    fn text(&self) -> String {
+        format!("{}:{}", self.end, self.crc)
+    }
+
+    /// The lines after the indexed ones and the new end, when `bytes` only
+    /// grew since (`Some((vec![], None))`: nothing new); `None` when the file
+    /// changed otherwise.
+    fn appended(&self, bytes: &[u8]) -> Option<ReadLines> {
+        if crc32fast::hash(bytes.get(..self.end)?) != self.crc {
+            return None;
+        }
+        let rest = &bytes[self.end..];
+        let after = rest.trim_ascii_start();
+        match after.first()? {
+            b']' if after[1..].trim_ascii().is_empty() => Some((Vec::new(), None)),
+            b',' => {
+                // `[` + what follows the comma: the new elements as an array.
+                let comma = self.end + (rest.len() - after.len());
+                let mut buf = Vec::with_capacity(bytes.len() - comma);
+                buf.push(b'[');
+                buf.extend_from_slice(&bytes[comma + 1..]);
+                let raws: Vec<&RawValue> = serde_json::from_slice(&buf).ok()?;
+                let last = raws.last()?;
+                let end = comma + end_in(&buf, last);
+                Some((lines_of(&raws), Some(end)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Index the lines appended since the last sync, when the history only grew
+/// (see [`Tail`]); `None` when a full sync is needed.
+fn sync_appended(
+    conn: &mut Connection,
+    bytes: &[u8],
+    now: i64,
+) -> Result<Option<LineSync>, String> {
+    let Some(tail) = meta_get(conn, META_LINES_TAIL)?.and_then(|t| Tail::parse(&t)) else {
+        return Ok(None);
+    };
+    let Some((lines, end)) = tail.appended(bytes) else {
+        return Ok(None);
+    };
+    let Some(end) = end else {
+        return Ok(Some(LineSync::default()));
+    };
+    let old_n: usize = meta_get(conn, META_LINES_N)?
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let tx = conn.transaction().map_err(db_err)?;
+    for (speaker, text) in &lines {
+        insert_line(&tx, speaker, text, now)?;
+    }
+    meta_set(&tx, META_LINES_N, &(old_n + lines.len()).to_string())?;
+    // The digest of every line is not recomputed from a tail: without it, the
+    // next full sync (after a rewrite of the file) diffs line by line.
+    tx.execute(
+        "DELETE FROM memory_meta WHERE key = ?1",
+        [META_LINES_DIGEST],
+    )
+    .map_err(db_err)?;
+    if let Some(t) = Tail::of(bytes, end) {
+        meta_set(&tx, META_LINES_TAIL, &t.text())?;
+    }
+    tx.commit().map_err(db_err)?;
+    Ok(Some(LineSync {
+        added: lines.len(),
+        removed: 0,
+    }))
 }
 
 fn digest(refs: &[String]) -> String {
@@ -588,10 +715,16 @@ pub struct LineSync {
 
 /// Bring the indexed lines in step with the history file of `dir`. New lines
 /// get the time `now`; when the index held no line yet, the file's
-/// modification time (the lines are older than this first indexing).
+/// modification time (the lines are older than this first indexing). A
+/// history that was only appended to since is read from the last indexed
+/// line on ([`Tail`]); any other change is diffed line by line.
 pub fn sync_lines(conn: &mut Connection, dir: &Path, now: i64) -> Result<LineSync, String> {
     let path = dir.join(unit::RECENT);
-    let lines = history_lines(&path)?;
+    let bytes = read_history(&path)?;
+    if let Some(done) = sync_appended(conn, &bytes, now)? {
+        return Ok(done);
+    }
+    let (lines, end) = history_lines(&bytes)?;
     let refs: Vec<String> = lines.iter().map(|(s, t)| line_ref(s, t)).collect();
     let old_n: usize = meta_get(conn, META_LINES_N)?
         .and_then(|v| v.parse().ok())
@@ -659,6 +792,13 @@ pub fn sync_lines(conn: &mut Connection, dir: &Path, now: i64) -> Result<LineSyn
     }
     meta_set(&tx, META_LINES_N, &refs.len().to_string())?;
     meta_set(&tx, META_LINES_DIGEST, &new_digest)?;
+    match end.and_then(|end| Tail::of(&bytes, end)) {
+        Some(t) => meta_set(&tx, META_LINES_TAIL, &t.text())?,
+        None => {
+            tx.execute("DELETE FROM memory_meta WHERE key = ?1", [META_LINES_TAIL])
+                .map_err(db_err)?;
+        }
+    }
     tx.commit().map_err(db_err)?;
     Ok(report)
 }
@@ -1228,6 +1368,104 @@ mod tests {
             .unwrap();
         assert_eq!(orig, 4);
         let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// A history that only grew is read from its last indexed element on; the
+    /// index then holds what a full sync of the same file gives, and a rewrite
+    /// of the file falls back to the line-by-line diff.
+    #[test]
+    fn appended_lines_are_read_from_the_tail() {
+        let d = tmp();
+        let write = |v: &[Value]| {
+            std::fs::write(d.join("recent.json"), serde_json::to_vec_pretty(v).unwrap()).unwrap()
+        };
+        let m = |t: &str, c: &str| json!({"type": t, "data": {"content": c}});
+        let mut hist = vec![m("human", "one"), m("ai", "two"), json!({"type": "tool"})];
+        write(&hist);
+        let mut c = open(&d).unwrap();
+        assert_eq!(synced(&mut c, &d, 1000), (2, 0));
+        let tail = |c: &Connection| meta_get(c, META_LINES_TAIL).unwrap();
+        assert!(tail(&c).is_some());
+        // Appends (as the chat writes them: the stored bytes are kept).
+        for (i, text) in ["three", "four"].iter().enumerate() {
+            hist.push(m("human", text));
+            hist.push(m("ai", ""));
+            write(&hist);
+            assert_eq!(synced(&mut c, &d, 2000 + i as i64), (1, 0));
+            assert_eq!(
+                meta_get(&c, META_LINES_DIGEST).unwrap(),
+                None,
+                "read from the tail"
+            );
+        }
+        assert_eq!(sync_lines(&mut c, &d, 3000).unwrap(), LineSync::default());
+        let texts = |c: &Connection| -> Vec<(String, i64)> {
+            lines_after(c, 0, 100)
+                .unwrap()
+                .into_iter()
+                .map(|l| (l.text, l.ts))
+                .collect()
+        };
+        let mut want = vec![("one".to_string(), 0), ("two".to_string(), 0)];
+        want.extend([("three".to_string(), 2000), ("four".to_string(), 2001)]);
+        let got = texts(&c);
+        assert_eq!(
+            got.iter().map(|(t, _)| t).collect::<Vec<_>>(),
+            want.iter().map(|(t, _)| t).collect::<Vec<_>>()
+        );
+        assert_eq!((got[2].1, got[3].1), (2000, 2001));
+        // A full sync of the same file finds nothing to change.
+        let d2 = tmp();
+        std::fs::copy(d.join("recent.json"), d2.join("recent.json")).unwrap();
+        let mut fresh = open(&d2).unwrap();
+        assert_eq!(synced(&mut fresh, &d2, 1000), (4, 0));
+        // A rewrite (an edit of an old line) is diffed line by line and keeps
+        // the other lines' times.
+        hist[0] = m("human", "ONE");
+        write(&hist);
+        assert_eq!(synced(&mut c, &d, 4000), (1, 1));
+        let got = texts(&c);
+        assert!(got.contains(&("three".to_string(), 2000)), "{got:?}");
+        assert!(got.contains(&("ONE".to_string(), 4000)), "{got:?}");
+        assert!(meta_get(&c, META_LINES_DIGEST).unwrap().is_some());
+        // Then appends are read from the tail again.
+        hist.push(m("human", "five"));
+        write(&hist);
+        assert_eq!(synced(&mut c, &d, 5000), (1, 0));
+        // Bytes that are not a grown copy: a truncation, a non-array.
+        hist.truncate(2);
+        write(&hist);
+        assert_eq!(synced(&mut c, &d, 6000), (0, 3));
+        std::fs::write(d.join("recent.json"), b"{}").unwrap();
+        assert!(sync_lines(&mut c, &d, 7000).is_err());
+        let _ = std::fs::remove_dir_all(d);
+        let _ = std::fs::remove_dir_all(d2);
+    }
+
+    #[test]
+    fn tail_reads_only_what_follows() {
+        let bytes = br#"[{"a": 1}, {"b": 2}]"#;
+        let t = Tail::of(bytes, 9).unwrap();
+        assert_eq!(Tail::parse(&t.text()), Some(Tail { end: 9, crc: t.crc }));
+        let (lines, end) = t.appended(bytes).unwrap();
+        assert!(lines.is_empty());
+        assert_eq!(end, Some(bytes.len() - 1));
+        let grown = br#"[{"a": 1},{"type":"ai","data":{"content":"x"}} ]"#;
+        let (lines, end) = t.appended(grown).unwrap();
+        assert_eq!(lines, vec![("ai".to_string(), "x".to_string())]);
+        assert_eq!(end, Some(grown.len() - 2));
+        assert_eq!(
+            Tail::of(bytes, 19).unwrap().appended(bytes),
+            Some((vec![], None))
+        );
+        for other in [
+            &br#"[{"a": 2}, {"b": 2}]"#[..],
+            br#"[{"a""#,
+            br#"[{"a": 1} x"#,
+            br#"[{"a": 1}, ]"#,
+        ] {
+            assert_eq!(t.appended(other), None, "{:?}", std::str::from_utf8(other));
+        }
     }
 
     #[test]
