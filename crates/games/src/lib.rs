@@ -210,7 +210,7 @@ pub fn api(state: &AppState) -> Api {
         .id("speak")
         .path::<GameTypePath>()
         .json_body::<SpeakBody>()
-        .ok::<http::dialogue::GameStale>()
+        .ok::<http::stale::StaleSession>()
         .fails::<Failure>()
         .csrf_post(
             "/api/game/{game_type}/realtime-context",

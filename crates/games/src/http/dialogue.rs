@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 
 use super::extract::{FamilyCall, GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{opt_bool, opt_object, opt_str, parse_query, require_persona, session_of};
+use super::stale::{StaleSession, StaleState, VoiceSource};
 use crate::error::{Answer, Failure, Reason};
 use crate::games::chat::{self, ChatLine, ChatRequest, NoLine};
 use crate::games::delivery::{MirrorRefused, SpeakRefused};
@@ -211,62 +212,6 @@ fn no_chat_line(persona: &str, no_line: NoLine) -> NoChatLine {
     }
 }
 
-/// The answer to a line for a route that belongs to another session (a
-/// success, `handled:false`), with the fields of the call it answers.
-#[derive(Serialize, ToSchema)]
-pub struct GameStale {
-    ok: bool,
-    /// `stale_session`.
-    skipped: &'static str,
-    /// `session_id_mismatch`.
-    reason: &'static str,
-    handled: bool,
-    persona_name: String,
-    method: &'static str,
-    /// The other session's route.
-    state: RouteState,
-    /// mirror-assistant: false.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mirrored: Option<bool>,
-    /// speak: false.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    audio_sent: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    audio_committed: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    voice_source: Option<VoiceSource>,
-}
-
-impl GameStale {
-    fn new(persona: String, method: &'static str, state: RouteState) -> GameStale {
-        GameStale {
-            ok: true,
-            skipped: "stale_session",
-            reason: "session_id_mismatch",
-            handled: false,
-            persona_name: persona,
-            method,
-            state,
-            mirrored: None,
-            audio_sent: None,
-            audio_committed: None,
-            voice_source: None,
-        }
-    }
-}
-
-/// Where speech would come from: `{provider, method, skipped}` (games) or
-/// `{provider:"none", method, reason}` (the icebreaker).
-#[derive(Serialize, ToSchema)]
-pub struct VoiceSource {
-    pub provider: &'static str,
-    pub method: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
-}
-
 /// `POST /api/game/{game_type}/mirror-assistant`: the line went into the chat.
 #[derive(Serialize, ToSchema)]
 pub struct Mirrored {
@@ -289,9 +234,9 @@ pub struct Mirrored {
 #[serde(untagged)]
 pub enum MirrorAnswer {
     Mirrored(Mirrored),
-    Stale(GameStale),
+    Stale(StaleSession),
 }
-any_of_schema!(MirrorAnswer as "MirrorAnswer": Mirrored, GameStale);
+any_of_schema!(MirrorAnswer as "MirrorAnswer": Mirrored, StaleSession);
 
 /// `POST /api/game/{game_type}/mirror-assistant`: a game line into the chat (no speech).
 pub async fn mirror_assistant(
@@ -328,10 +273,11 @@ pub async fn mirror_assistant(
         Err(MirrorRefused::OtherGame(other)) => Err(Failure::new(Reason::RouteOwnedByOtherGame)
             .with("persona_name", &persona)
             .with("active_game_type", other)),
-        Err(MirrorRefused::StaleSession(state)) => Ok(Json(MirrorAnswer::Stale(GameStale {
-            mirrored: Some(false),
-            ..GameStale::new(persona, method, state)
-        }))),
+        Err(MirrorRefused::StaleSession(state)) => {
+            let mut stale = StaleSession::new(&persona, method, StaleState::Game(state));
+            stale.mirrored = Some(false);
+            Ok(Json(MirrorAnswer::Stale(stale)))
+        }
         Err(MirrorRefused::NoSessionManager) => {
             Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona))
         }
@@ -339,12 +285,7 @@ pub async fn mirror_assistant(
 }
 
 fn voice_source(skipped: &'static str) -> VoiceSource {
-    VoiceSource {
-        provider: "project_tts",
-        method: "project_tts",
-        skipped: Some(skipped),
-        reason: None,
-    }
+    VoiceSource::skipped(skipped)
 }
 
 /// The speech pipeline state: there is no speech synthesis in this service.
@@ -358,7 +299,7 @@ fn tts_pipeline() -> Value {
 pub async fn speak(
     PlayableGameType(game_type): PlayableGameType,
     FamilyCall(st, games, b): FamilyCall<Games>,
-) -> Result<Json<GameStale>, Failure> {
+) -> Result<Json<StaleSession>, Failure> {
     let line = clean_line(
         &opt_str(&b, &["line"])?.unwrap_or_default(),
         MAX_SPOKEN_CHARS,
@@ -380,12 +321,9 @@ pub async fn speak(
             .with("voice_source", voice_source(reason.code()))
     };
     match games.speak_line(&st, &persona, &game_type, session.as_deref()) {
-        SpeakRefused::StaleSession(state) => Ok(Json(GameStale {
-            audio_sent: Some(false),
-            audio_committed: Some(false),
-            voice_source: Some(voice_source("stale_session")),
-            ..GameStale::new(persona.clone(), "project_tts", state)
-        })),
+        SpeakRefused::StaleSession(state) => Ok(Json(
+            StaleSession::new(&persona, "project_tts", StaleState::Game(state)).unspoken(),
+        )),
         SpeakRefused::RouteNotActive => Err(refused(Reason::RouteNotActive)),
         SpeakRefused::NoSessionManager => Err(refused(Reason::NoSessionManager)),
         SpeakRefused::NoVoiceProvider => Err(refused(Reason::NoVoiceProvider)

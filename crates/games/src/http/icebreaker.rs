@@ -8,11 +8,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::dialogue::VoiceSource;
 use super::extract::FamilyCall;
 use super::input::{
     opt_bool, opt_str, parse_query, persona_or_current, query_text, require_persona, session_of,
 };
+use super::stale::{StaleSession, StaleState, VoiceSource};
 use crate::error::{Failure, Reason};
 use crate::icebreaker::choices::{self, ChoiceRecord, ChoiceWriteFailed};
 use crate::icebreaker::free_text::{self, normalize_options, FreeText, Interpretation};
@@ -22,42 +22,8 @@ use crate::icebreaker::{
 };
 use crate::text::{clean_line, truncate_chars};
 
-/// The stale envelope: the route belongs to another session (a success,
-/// `handled:false`), with the fields of the call it answers.
-#[derive(Serialize, ToSchema)]
-pub struct IceStale {
-    ok: bool,
-    /// `stale_session`.
-    skipped: &'static str,
-    /// `session_id_mismatch`.
-    reason: &'static str,
-    handled: bool,
-    persona_name: String,
-    method: &'static str,
-    /// The other session's route.
-    state: IceState,
-    /// speak: false.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    audio_sent: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    audio_committed: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    voice_source: Option<VoiceSource>,
-}
-
-fn stale(persona: &str, method: &'static str, state: IceState) -> IceStale {
-    IceStale {
-        ok: true,
-        skipped: "stale_session",
-        reason: "session_id_mismatch",
-        handled: false,
-        persona_name: persona.to_string(),
-        method,
-        state,
-        audio_sent: None,
-        audio_committed: None,
-        voice_source: None,
-    }
+fn stale(persona: &str, method: &'static str, state: IceState) -> StaleSession {
+    StaleSession::new(persona, method, StaleState::Onboarding(state))
 }
 
 /// `{ok, state}`: the character's onboarding route.
@@ -160,7 +126,7 @@ pub struct IceSpoken {
 #[serde(untagged)]
 pub enum OrStale<T> {
     Done(T),
-    Stale(Box<IceStale>),
+    Stale(Box<StaleSession>),
 }
 
 /// `context`: added, or the other session's route.
@@ -170,9 +136,9 @@ pub type ChoiceOrStale = OrStale<ChoiceRecorded>;
 /// `speak`: shown, or the other session's route.
 pub type SpokenOrStale = OrStale<IceSpoken>;
 
-any_of_schema!(ContextOrStale as "ContextOrStale": ContextAnswer, IceStale);
-any_of_schema!(ChoiceOrStale as "ChoiceOrStale": ChoiceRecorded, IceStale);
-any_of_schema!(SpokenOrStale as "SpokenOrStale": IceSpoken, IceStale);
+any_of_schema!(ContextOrStale as "ContextOrStale": ContextAnswer, StaleSession);
+any_of_schema!(ChoiceOrStale as "ChoiceOrStale": ChoiceRecorded, StaleSession);
+any_of_schema!(SpokenOrStale as "SpokenOrStale": IceSpoken, StaleSession);
 
 /// The character's route for a call of `method`: `Ok(Err(stale envelope))` when
 /// it belongs to another session, `route_not_active` (with `source`, `method`) without one.
@@ -181,7 +147,7 @@ fn bound_route(
     persona: &str,
     session: Option<&str>,
     method: &'static str,
-) -> Result<Result<IceRoute, IceStale>, Failure> {
+) -> Result<Result<IceRoute, StaleSession>, Failure> {
     match icebreaker.check(persona, session, true) {
         Ok(r) => Ok(Ok(r)),
         Err(IceMiss::NotActive) => Err(Failure::new(Reason::RouteNotActive)
@@ -476,17 +442,7 @@ pub async fn speak(
     let route = match bound_route(&icebreaker, &persona, session.as_deref(), method) {
         Ok(Ok(r)) => r,
         Ok(Err(stale)) => {
-            return Ok(Json(OrStale::Stale(Box::new(IceStale {
-                audio_sent: Some(false),
-                audio_committed: Some(false),
-                voice_source: Some(VoiceSource {
-                    provider: "project_tts",
-                    method: "project_tts",
-                    skipped: Some("stale_session"),
-                    reason: None,
-                }),
-                ..stale
-            }))));
+            return Ok(Json(OrStale::Stale(Box::new(stale.unspoken()))));
         }
         Err(f) => return Err(f.with("audio_sent", false)),
     };

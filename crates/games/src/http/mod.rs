@@ -44,3 +44,4 @@ pub mod icebreaker;
 mod input;
 pub mod leaderboard;
 pub mod logs;
+pub mod stale;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use companiond_core::http::openapi::dangling_refs;
 use serde_json::{json, Value};
 
-use crate::common::server;
+use crate::common::{server, start};
 
 #[tokio::test]
 async fn every_route_is_in_openapi() {
@@ -124,13 +124,7 @@ async fn the_route_start_is_typed_from_its_answer_to_its_body() {
     assert_eq!(state[0]["$ref"], "#/components/schemas/PublicRoute");
     // A real start answers exactly the documented fields: the route's own at the
     // top level (RouteStarted flattens a PublicRoute) and again as `state`.
-    let (_, started) = s
-        .post(
-            "/api/game/soccer/route/start",
-            json!({"persona_name": "Companion", "session_id": "oa1"}),
-        )
-        .await;
-    assert_eq!(started["ok"], true, "{started}");
+    let started = start(&s, "soccer", "oa1").await;
     let route = json!({"$ref": "#/components/schemas/PublicRoute"});
     let mut top = started.clone();
     for k in ["ok", "state", "superseded"] {
@@ -144,39 +138,30 @@ async fn the_route_start_is_typed_from_its_answer_to_its_body() {
 async fn the_icebreaker_answers_match_their_schemas() {
     let s = server().await;
     let (_, doc) = s.get("/openapi.json").await;
-    let schema = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
-    let (_, started) = s
-        .post_csrf(
-            "/api/icebreaker/route/start",
-            json!({"persona_name": "Companion", "session_id": "i1"}),
-        )
-        .await;
-    conforms(&doc, &schema("IceStateAnswer"), &started);
-    conforms(&doc, &schema("IceState"), &started["state"]);
-    let (_, choice) = s
-        .post_csrf(
-            "/api/icebreaker/choice",
-            json!({"persona_name": "Companion", "session_id": "i1", "day": 1,
-                "node_id": "n1", "choice": "a"}),
-        )
-        .await;
-    assert_eq!(choice["ok"], true, "{choice}");
-    conforms(&doc, &schema("ChoiceRecorded"), &choice);
-    let (_, stale) = s
-        .post_csrf(
-            "/api/icebreaker/choice",
-            json!({"persona_name": "Companion", "session_id": "other", "day": 1,
-                "node_id": "n1", "choice": "a"}),
-        )
-        .await;
-    assert_eq!(stale["skipped"], "stale_session", "{stale}");
-    conforms(&doc, &schema("IceStale"), &stale);
-    let (_, ended) = s
-        .post_csrf(
-            "/api/icebreaker/route/end",
-            json!({"persona_name": "Companion", "session_id": "i1"}),
-        )
-        .await;
-    conforms(&doc, &schema("IceEnded"), &ended);
-    conforms(&doc, &schema("EndedIce"), &ended["ended"]);
+    let choice = |session: &str| {
+        json!({"persona_name": "Companion", "session_id": session, "day": 1,
+            "node_id": "n1", "choice": "a"})
+    };
+    let ice = json!({"persona_name": "Companion", "session_id": "i1"});
+    // (route, body, schema of the answer, schema of a nested field)
+    let calls = [
+        (
+            "route/start",
+            ice.clone(),
+            "IceStateAnswer",
+            Some(("state", "IceState")),
+        ),
+        ("choice", choice("i1"), "ChoiceRecorded", None),
+        ("choice", choice("other"), "StaleSession", None),
+        ("route/end", ice, "IceEnded", Some(("ended", "EndedIce"))),
+    ];
+    for (route, body, name, nested) in calls {
+        let (_, answer) = s.post_csrf(&format!("/api/icebreaker/{route}"), body).await;
+        assert_eq!(answer["ok"], true, "{route}: {answer}");
+        let schema = |n: &str| json!({"$ref": format!("#/components/schemas/{n}")});
+        conforms(&doc, &schema(name), &answer);
+        if let Some((field, inner)) = nested {
+            conforms(&doc, &schema(inner), &answer[field]);
+        }
+    }
 }
