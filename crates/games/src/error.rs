@@ -170,20 +170,23 @@ impl IntoResponse for Failure {
     }
 }
 
-/// Every answer of [`Failure`]: each reason in `{ok:false, reason}` at its status.
+/// Every answer of [`Failure`]: each reason in `{ok:false, reason}` at its status
+/// (a route lists the reasons it can give with [`Reason::answer`]).
 impl DocumentedError for Failure {
     fn answers() -> Vec<ErrorDoc> {
-        Reason::ALL
-            .iter()
-            .map(|r| {
-                let what = match r.status().as_u16() {
-                    200 => "refused (answered 200 with ok:false)",
-                    400 => "bad request",
-                    _ => "storage fault",
-                };
-                ErrorDoc::new(r.status().as_u16(), EnvelopeKind::Ok, what).code(r.code())
-            })
-            .collect()
+        Reason::ALL.iter().map(|r| r.answer()).collect()
+    }
+}
+
+impl Reason {
+    /// The answer of this reason: its status, `{ok:false, reason}` and its code.
+    pub fn answer(self) -> ErrorDoc {
+        let what = match self.status().as_u16() {
+            200 => "refused (answered 200 with ok:false)",
+            400 => "bad request",
+            _ => "storage fault",
+        };
+        ErrorDoc::new(self.status().as_u16(), EnvelopeKind::Ok, what).code(self.code())
     }
 }
 

@@ -28,7 +28,7 @@ use companiond_core::{Api, AppState};
 use companiond_core::api::ErrorDoc;
 use companiond_core::envelope::EnvelopeKind;
 pub use config::GamesConfig;
-use error::{Failure, Reason};
+use error::Reason;
 use games::logs::LogRead;
 use games::{GameInputRouter, Games};
 use http::doc::*;
@@ -54,7 +54,7 @@ pub fn api(state: &AppState) -> Api {
         .id("read_logs")
         .query::<LogsQuery>()
         .ok::<LogRead>()
-        .fails::<Failure>()
+        .reasons(&[Reason::InvalidQuery, Reason::InvalidGameType])
         .get(
             "/api/game/logs/view",
             "game diagnostic logs as an HTML page",
@@ -83,7 +83,12 @@ pub fn api(state: &AppState) -> Api {
         .id("append_log")
         .json_body::<LogEntryBody>()
         .ok::<http::logs::Appended>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingSessionId,
+            Reason::InvalidGameType,
+            Reason::LogNotActive,
+        ])
         .csrf_post(
             "/api/game/logs/enable",
             "enable the diagnostic log of a session (CSRF)",
@@ -92,7 +97,11 @@ pub fn api(state: &AppState) -> Api {
         .id("enable_log")
         .json_body::<LogEnableBody>()
         .ok::<http::logs::Enabled>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingSessionId,
+            Reason::InvalidGameType,
+        ])
         // ---- game routes
         .post(
             "/api/game/{game_type}/route/start",
@@ -103,7 +112,12 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<RouteStartBody>()
         .ok::<http::game_routes::RouteStarted>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::NotAGameRoute,
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+        ])
         .get(
             "/api/game/{game_type}/route/state",
             "public state of a character's game route",
@@ -113,7 +127,7 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .query::<PersonaQuery>()
         .ok::<http::game_routes::StateAnswer>()
-        .fails::<Failure>()
+        .reasons(&[Reason::InvalidGameType, Reason::MissingPersonaName])
         .get(
             "/api/game/route/active",
             "the character's active game route, any game type (read-only)",
@@ -122,7 +136,7 @@ pub fn api(state: &AppState) -> Api {
         .id("active_route")
         .query::<PersonaQuery>()
         .ok::<http::game_routes::ActiveRoute>()
-        .fails::<Failure>()
+        .reasons(&[Reason::MissingPersonaName])
         .post(
             "/api/game/{game_type}/route/drain",
             "take the queued outputs of a game route",
@@ -132,7 +146,11 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<DrainBody>()
         .ok::<http::game_routes::Drained>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+        ])
         .post(
             "/api/game/{game_type}/route/voice-transcript",
             "route a voice transcript into the game",
@@ -142,7 +160,14 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<VoiceTranscriptBody>()
         .ok::<http::game_routes::TranscriptTaken>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::MissingTranscript,
+            Reason::RouteNotActive,
+            Reason::SessionIdMismatch,
+        ])
         .post(
             "/api/game/{game_type}/route/heartbeat",
             "keep a game route alive",
@@ -152,7 +177,11 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<HeartbeatBody>()
         .ok::<http::game_routes::HeartbeatAnswer>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+        ])
         .post(
             "/api/game/{game_type}/route/end",
             "end a game route (cleanup result)",
@@ -162,7 +191,11 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<EndBody>()
         .ok::<http::game_routes::Ended>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::NotAGameRoute,
+            Reason::InvalidBody,
+        ])
         .post(
             "/api/game/{game_type}/end",
             "end a game round and its model session (cleanup result)",
@@ -172,7 +205,11 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<EndBody>()
         .ok::<http::game_routes::Ended>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::NotAGameRoute,
+            Reason::InvalidBody,
+        ])
         // ---- dialogue
         .post(
             "/api/game/{game_type}/passive-guard",
@@ -201,7 +238,14 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<MirrorBody>()
         .ok::<http::dialogue::MirrorAnswer>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::MissingLine,
+            Reason::RouteOwnedByOtherGame,
+            Reason::NoSessionManager,
+        ])
         .post(
             "/api/game/{game_type}/speak",
             "speak a game line (speech pipeline state)",
@@ -211,7 +255,16 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<SpeakBody>()
         .ok::<http::stale::StaleSession>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::NotAGameRoute,
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::MissingLine,
+            Reason::RouteNotActive,
+            Reason::NoSessionManager,
+            Reason::NoVoiceProvider,
+        ])
         .csrf_post(
             "/api/game/{game_type}/realtime-context",
             "inject game context into a realtime voice session (CSRF)",
@@ -220,7 +273,13 @@ pub fn api(state: &AppState) -> Api {
         .id("realtime_context")
         .path::<GameTypePath>()
         .json_body::<RealtimeContextBody>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::NoSessionManager,
+            Reason::NoActiveRealtimeSession,
+        ])
         .post(
             "/api/game/{game_type}/quick-lines",
             "pre-generated reaction lines (soccer, badminton)",
@@ -239,7 +298,7 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .query::<PersonaNameQuery>()
         .ok::<http::dialogue::GameCharacter>()
-        .fails::<Failure>()
+        .reasons(&[Reason::InvalidGameType, Reason::MissingPersonaName])
         // ---- leaderboard
         .get(
             "/api/game/{game_type}/leaderboard",
@@ -250,7 +309,11 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .query::<LeaderboardQuery>()
         .ok::<http::leaderboard::BoardPage>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::InvalidQuery,
+            Reason::StorageError,
+        ])
         .post(
             "/api/game/{game_type}/leaderboard",
             "submit a round's score (validated against the server's record)",
@@ -260,7 +323,13 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<LeaderboardSubmitBody>()
         .ok::<http::leaderboard::BoardSubmitted>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidGameType,
+            Reason::InvalidBody,
+            Reason::UnsupportedGameType,
+            Reason::InvalidSession,
+            Reason::StorageError,
+        ])
         // ---- icebreaker
         .csrf_post(
             "/api/icebreaker/route/start",
@@ -270,7 +339,11 @@ pub fn api(state: &AppState) -> Api {
         .id("icebreaker_start")
         .json_body::<IceStartBody>()
         .ok::<http::icebreaker::IceStateAnswer>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::MissingSessionId,
+        ])
         .csrf_post(
             "/api/icebreaker/route/end",
             "end the onboarding route (CSRF)",
@@ -279,7 +352,11 @@ pub fn api(state: &AppState) -> Api {
         .id("icebreaker_end")
         .json_body::<IceEndBody>()
         .ok::<http::icebreaker::IceEnded>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::SessionIdMismatch,
+        ])
         .get(
             "/api/icebreaker/route/state",
             "onboarding route state",
@@ -288,7 +365,7 @@ pub fn api(state: &AppState) -> Api {
         .id("icebreaker_state")
         .query::<PersonaNameQuery>()
         .ok::<http::icebreaker::IceStateAnswer>()
-        .fails::<Failure>()
+        .reasons(&[Reason::MissingPersonaName])
         .csrf_post(
             "/api/icebreaker/context",
             "add an onboarding line to the session history (CSRF)",
@@ -297,7 +374,15 @@ pub fn api(state: &AppState) -> Api {
         .id("icebreaker_context")
         .json_body::<IceContextBody>()
         .ok::<http::icebreaker::ContextOrStale>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::InvalidRole,
+            Reason::MissingText,
+            Reason::InvalidTextLength,
+            Reason::RouteNotActive,
+            Reason::NoSessionManager,
+        ])
         .post(
             "/api/icebreaker/free-text/interpret",
             "interpret a free-text answer through the model",
@@ -306,7 +391,19 @@ pub fn api(state: &AppState) -> Api {
         .id("icebreaker_interpret")
         .json_body::<FreeTextBody>()
         .ok::<http::icebreaker::Interpreted>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::MissingUserText,
+            Reason::MissingSessionId,
+            Reason::RouteNotActive,
+            Reason::SessionIdMismatch,
+            Reason::MissingOptions,
+            Reason::LlmApiNotConfigured,
+            Reason::Timeout,
+            Reason::FreeTextInterpreterFailed,
+            Reason::ParseFailed,
+        ])
         .csrf_post(
             "/api/icebreaker/choice",
             "record an onboarding choice (write-only, CSRF)",
@@ -315,7 +412,14 @@ pub fn api(state: &AppState) -> Api {
         .id("icebreaker_choice")
         .json_body::<ChoiceBody>()
         .ok::<http::icebreaker::ChoiceOrStale>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::RouteNotActive,
+            Reason::MissingDay,
+            Reason::InvalidChoice,
+            Reason::ChoiceWriteFailed,
+        ])
         .csrf_post(
             "/api/icebreaker/speak",
             "speak an onboarding line: mirror text, turn end (CSRF)",
@@ -324,7 +428,26 @@ pub fn api(state: &AppState) -> Api {
         .id("icebreaker_speak")
         .json_body::<SpeakBody>()
         .ok::<http::icebreaker::SpokenOrStale>()
-        .fails::<Failure>()
+        .reasons(&[
+            Reason::InvalidBody,
+            Reason::MissingPersonaName,
+            Reason::MissingLine,
+            Reason::RouteNotActive,
+            Reason::NoSessionManager,
+        ])
+}
+
+/// The failures a route can answer, by reason (each at its status).
+trait Reasons {
+    fn reasons(self, reasons: &[Reason]) -> Self;
+}
+
+impl Reasons for Api {
+    fn reasons(self, reasons: &[Reason]) -> Self {
+        reasons
+            .iter()
+            .fold(self, |api, r| api.fails_with(r.answer()))
+    }
 }
 
 /// A CSRF-guarded POST route answering a bad token with `{ok:false, reason}`.
