@@ -191,11 +191,7 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<EndBody>()
         .ok::<http::game_routes::Ended>()
-        .reasons(&[
-            Reason::InvalidGameType,
-            Reason::NotAGameRoute,
-            Reason::InvalidBody,
-        ])
+        .reasons(END_REASONS)
         .post(
             "/api/game/{game_type}/end",
             "end a game round and its model session (cleanup result)",
@@ -205,11 +201,7 @@ pub fn api(state: &AppState) -> Api {
         .path::<GameTypePath>()
         .json_body::<EndBody>()
         .ok::<http::game_routes::Ended>()
-        .reasons(&[
-            Reason::InvalidGameType,
-            Reason::NotAGameRoute,
-            Reason::InvalidBody,
-        ])
+        .reasons(END_REASONS)
         // ---- dialogue
         .post(
             "/api/game/{game_type}/passive-guard",
@@ -436,6 +428,13 @@ pub fn api(state: &AppState) -> Api {
             Reason::NoSessionManager,
         ])
 }
+
+/// The failures of both end routes (one handler).
+const END_REASONS: &[Reason] = &[
+    Reason::InvalidGameType,
+    Reason::NotAGameRoute,
+    Reason::InvalidBody,
+];
 
 /// The failures a route can answer, by reason (each at its status).
 trait Reasons {
