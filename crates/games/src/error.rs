@@ -8,7 +8,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::OkReason;
+use companiond_core::api::{DocumentedError, ErrorDoc};
+use companiond_core::envelope::{EnvelopeKind, OkReason};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -53,6 +54,42 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in declaration order (the OpenAPI description lists them).
+    pub const ALL: [Reason; 32] = [
+        Reason::InvalidBody,
+        Reason::InvalidQuery,
+        Reason::InvalidGameType,
+        Reason::MissingPersonaName,
+        Reason::MissingSessionId,
+        Reason::MissingTranscript,
+        Reason::MissingLine,
+        Reason::MissingText,
+        Reason::MissingUserText,
+        Reason::MissingOptions,
+        Reason::MissingDay,
+        Reason::MissingEvent,
+        Reason::InvalidEvent,
+        Reason::InvalidChoice,
+        Reason::InvalidRole,
+        Reason::InvalidTextLength,
+        Reason::NotAGameRoute,
+        Reason::RouteNotActive,
+        Reason::SessionIdMismatch,
+        Reason::RouteOwnedByOtherGame,
+        Reason::NoSessionManager,
+        Reason::NoActiveRealtimeSession,
+        Reason::NoVoiceProvider,
+        Reason::InvalidSession,
+        Reason::UnsupportedGameType,
+        Reason::LogNotActive,
+        Reason::LlmApiNotConfigured,
+        Reason::Timeout,
+        Reason::FreeTextInterpreterFailed,
+        Reason::ParseFailed,
+        Reason::ChoiceWriteFailed,
+        Reason::StorageError,
+    ];
+
     pub fn code(self) -> &'static str {
         match self {
             Reason::InvalidBody => "invalid_body",
@@ -130,6 +167,26 @@ impl IntoResponse for Failure {
         let mut r = OkReason::new(self.reason.code());
         r.extra = self.extra;
         r.status(status)
+    }
+}
+
+/// Every answer of [`Failure`]: each reason in `{ok:false, reason}` at its status
+/// (a route lists the reasons it can give with [`Reason::answer`]).
+impl DocumentedError for Failure {
+    fn answers() -> Vec<ErrorDoc> {
+        Reason::ALL.iter().map(|r| r.answer()).collect()
+    }
+}
+
+impl Reason {
+    /// The answer of this reason: its status, `{ok:false, reason}` and its code.
+    pub fn answer(self) -> ErrorDoc {
+        let what = match self.status().as_u16() {
+            200 => "refused (answered 200 with ok:false)",
+            400 => "bad request",
+            _ => "storage fault",
+        };
+        ErrorDoc::new(self.status().as_u16(), EnvelopeKind::Ok, what).code(self.code())
     }
 }
 

@@ -3,7 +3,8 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use companiond_core::envelope::Detail;
+use companiond_core::api::{DocumentedError, ErrorDoc};
+use companiond_core::envelope::{Detail, EnvelopeKind};
 
 /// Why a tools request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,5 +33,33 @@ impl IntoResponse for ToolsError {
             ToolsError::UnknownRole(_) => StatusCode::NOT_FOUND,
         };
         Detail::new(self.to_string()).status(status)
+    }
+}
+
+/// Every answer of [`ToolsError`] (`{detail}` by variant), and the loopback
+/// guard's refusal that every route of this family has.
+impl DocumentedError for ToolsError {
+    fn answers() -> Vec<ErrorDoc> {
+        vec![
+            ErrorDoc::new(
+                422,
+                EnvelopeKind::Detail,
+                "the body breaks the schema (detail names the field)",
+            ),
+            ToolsError::unknown_role_answer(),
+            ToolsError::loopback_answer(),
+        ]
+    }
+}
+
+impl ToolsError {
+    /// [`ToolsError::UnknownRole`]'s answer (the only one a list can give).
+    pub fn unknown_role_answer() -> ErrorDoc {
+        ErrorDoc::new(404, EnvelopeKind::Detail, "unknown role: no such character")
+    }
+
+    /// The loopback guard's refusal, before any body is read.
+    pub fn loopback_answer() -> ErrorDoc {
+        ErrorDoc::new(403, EnvelopeKind::Detail, "the TCP peer is not loopback")
     }
 }

@@ -9,8 +9,9 @@ use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::{no_store, ok_json, DetailEnvelope, JsonBody};
 use companiond_core::guards::LoopbackPeer;
 use companiond_core::AppState;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ToolsError;
 use crate::registry::{self, FailedRole, Outcome};
@@ -19,45 +20,128 @@ use crate::validation;
 type Loopback = LoopbackPeer<DetailEnvelope>;
 type Body = JsonBody<Map<String, Value>, DetailEnvelope>;
 
-/// The answer of `register`.
-#[derive(Serialize)]
-struct Registered {
+/// The answer of `register`: ok when at least one role accepted it.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "registered": "get_weather", "affected_roles": ["Mika"],
+    "failed_roles": []}))]
+pub struct Registered {
     ok: bool,
     registered: String,
     affected_roles: Vec<String>,
     failed_roles: Vec<FailedRole>,
+    /// `no role accepted the registration` when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'static str>,
 }
 
-/// What `unregister` and `clear` removed: a tool by name, or a source's tools.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Removal {
-    Name { removed: bool, name: String },
-    Source { removed: usize, source: String },
-}
-
-/// The answer of `unregister` and `clear`: ok unless every role failed and
-/// nothing was removed.
-#[derive(Serialize)]
-struct Removed {
+/// The answer of `unregister`: whether the tool was removed (ok unless every
+/// role failed and nothing was removed).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "removed": true, "name": "get_weather",
+    "affected_roles": ["Mika"], "failed_roles": []}))]
+pub struct Unregistered {
     ok: bool,
-    #[serde(flatten)]
-    removal: Removal,
+    removed: bool,
+    name: String,
     affected_roles: Vec<String>,
     failed_roles: Vec<FailedRole>,
 }
 
-impl Removed {
-    fn new(out: Outcome, removal: impl FnOnce(usize) -> Removal) -> Removed {
-        Removed {
-            ok: out.failed_roles.is_empty() || out.changed > 0,
-            removal: removal(out.changed),
-            affected_roles: out.affected_roles,
-            failed_roles: out.failed_roles,
-        }
-    }
+/// The answer of `clear`: how many registrations of the source were removed
+/// (ok unless every role failed and nothing was removed).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "removed": 2, "source": "weather-plugin",
+    "affected_roles": ["Mika"], "failed_roles": []}))]
+pub struct Cleared {
+    ok: bool,
+    removed: usize,
+    source: String,
+    affected_roles: Vec<String>,
+    failed_roles: Vec<FailedRole>,
+}
+
+/// Ok unless every role failed and nothing was removed.
+fn removal_ok(out: &Outcome) -> bool {
+    out.failed_roles.is_empty() || out.changed > 0
+}
+
+/// `POST /api/tools/register` body (read field by field, `validation`).
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"name": "get_weather", "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+    "required": ["city"]}, "callback_url": "http://127.0.0.1:9100/call",
+    "source": "weather-plugin", "timeout_seconds": 10}))]
+#[allow(dead_code)]
+pub struct RegisterBody {
+    /// 1 to 64 characters; a tool of the same name is replaced.
+    #[schema(min_length = 1, max_length = 64)]
+    name: String,
+    description: Option<String>,
+    /// The arguments' JSON Schema (default: no arguments).
+    parameters: Option<ToolParameters>,
+    /// HTTP(S) URL on a loopback host (`localhost`, 127.0.0.0/8, `::1`, an
+    /// IPv4-mapped loopback address), at most 2048 characters; names are never
+    /// resolved. The pattern shows the usual forms.
+    #[schema(
+        max_length = 2048,
+        pattern = r"^https?://(localhost|127\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})|\[::1\])(:[0-9]{1,4})?(/[A-Za-z0-9._~/-]*)?$",
+        example = "http://127.0.0.1:9100/call"
+    )]
+    callback_url: String,
+    /// One character; null or empty: every character.
+    role: Option<String>,
+    /// Tag for `clear` (default `external`).
+    source: Option<String>,
+    /// Seconds, greater than 0 and at most 300 (default 30).
+    #[schema(exclusive_minimum = 0, maximum = 300, default = 30)]
+    timeout_seconds: Option<f64>,
+}
+
+/// The arguments' JSON Schema, kept as sent: an object schema (other JSON
+/// Schema keywords are allowed and passed to the model).
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ToolParameters {
+    /// `object` when given.
+    #[serde(rename = "type")]
+    #[schema(pattern = "^object$", nullable = false)]
+    kind: Option<String>,
+    /// Argument name to its JSON Schema.
+    #[schema(value_type = Option<Object>, nullable = false)]
+    properties: Option<Value>,
+    #[schema(nullable = false)]
+    required: Option<Vec<String>>,
+    /// Other JSON Schema keywords.
+    #[serde(flatten)]
+    other: std::collections::HashMap<String, Value>,
+}
+
+/// `POST /api/tools/unregister` body.
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct UnregisterBody {
+    #[schema(min_length = 1, max_length = 64)]
+    name: String,
+    /// One character; null or empty: every character.
+    role: Option<String>,
+}
+
+/// `POST /api/tools/clear` body.
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ClearBody {
+    #[schema(min_length = 1)]
+    source: String,
+    /// One character; null or empty: every character.
+    role: Option<String>,
+}
+
+/// `GET /api/tools` query.
+#[derive(Deserialize, IntoParams)]
+#[allow(dead_code)]
+pub struct ListQuery {
+    /// One character (404 when there is none of that name); absent or empty: every character.
+    role: Option<String>,
 }
 
 /// `200` with the answer (never cached), or the error's envelope.
@@ -88,10 +172,13 @@ pub async fn unregister(_peer: Loopback, State(st): State<AppState>, body: Body)
     respond(validation::parse_name(body.0.get("name")).and_then(|name| {
         let role = validation::parse_role(body.0.get("role"))?;
         let out = registry::unregister(&st, &name, role.as_deref())?;
-        Ok(Removed::new(out, |n| Removal::Name {
-            removed: n > 0,
+        Ok(Unregistered {
+            ok: removal_ok(&out),
+            removed: out.changed > 0,
             name,
-        }))
+            affected_roles: out.affected_roles,
+            failed_roles: out.failed_roles,
+        })
     }))
 }
 
@@ -101,10 +188,13 @@ pub async fn clear(_peer: Loopback, State(st): State<AppState>, body: Body) -> R
         validation::parse_source(body.0.get("source")).and_then(|source| {
             let role = validation::parse_role(body.0.get("role"))?;
             let out = registry::clear(&st, &source, role.as_deref())?;
-            Ok(Removed::new(out, |n| Removal::Source {
-                removed: n,
+            Ok(Cleared {
+                ok: removal_ok(&out),
+                removed: out.changed,
                 source,
-            }))
+                affected_roles: out.affected_roles,
+                failed_roles: out.failed_roles,
+            })
         }),
     )
 }

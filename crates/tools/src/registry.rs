@@ -16,7 +16,7 @@ use crate::error::ToolsError;
 use crate::validation::Registration;
 
 /// One failed target role: `{role, error}`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct FailedRole {
     pub role: String,
     pub error: String,
@@ -128,7 +128,9 @@ pub fn clear(st: &AppState, source: &str, role: Option<&str>) -> Result<Outcome,
 }
 
 /// A listed tool: `{name, description, source, callback_url, is_remote}`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, utoipa::ToSchema)]
+#[schema(example = json!({"name": "get_weather", "description": "Weather of a city",
+    "source": "weather-plugin", "callback_url": "http://127.0.0.1:9100/call", "is_remote": true}))]
 pub struct ToolEntry {
     pub name: String,
     pub description: String,
@@ -192,6 +194,18 @@ impl Memo {
             && self.callback_url == t.callback_url
             && self.description == t.description
     }
+}
+
+/// `GET /api/tools`: the tools of each targeted character, in character order.
+/// [`list_body`] writes this document straight to bytes.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[schema(example = json!({"ok": true, "tools_by_role": {"Mika": [{"name": "get_weather",
+    "description": "Weather of a city", "source": "weather-plugin",
+    "callback_url": "http://127.0.0.1:9100/call", "is_remote": true}]}}))]
+pub struct ToolList {
+    pub ok: bool,
+    /// Character name to its tools.
+    pub tools_by_role: std::collections::BTreeMap<String, Vec<ToolEntry>>,
 }
 
 /// `{"ok":true,"tools_by_role":{...}}` written straight to bytes (the same

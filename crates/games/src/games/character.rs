@@ -75,7 +75,7 @@ pub fn model_url(kind: &str, raw: &str) -> String {
 }
 
 /// The model type and model paths of a game character.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CharacterInfo {
     pub persona_name: String,
     pub model_type: String,

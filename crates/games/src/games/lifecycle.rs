@@ -32,7 +32,7 @@ pub struct StartRoute {
 }
 
 /// A route named by its game type and session.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RouteRef {
     pub game_type: String,
     pub session_id: String,

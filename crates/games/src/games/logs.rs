@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use companiond_core::{now_rfc3339, now_secs};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::text::{html_escape, query_escape, truncate_chars};
@@ -88,6 +89,44 @@ impl LogSession {
             "latest_seq": self.seq,
         })
     }
+}
+
+/// `GET /api/game/logs`: the session list, a missing session, or a session's entries.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum LogRead {
+    /// No `session_id` asked: every log's summary, newest first.
+    Sessions {
+        ok: bool,
+        /// Summaries: `key`, `game_type`, `session_id`, `persona_name`, `status`,
+        /// times, `entry_count`, `latest_seq`.
+        #[schema(value_type = Vec<Object>)]
+        sessions: Vec<Value>,
+        /// `{retained_session_limit, entry_limit}`.
+        #[schema(value_type = Object)]
+        retention: Value,
+    },
+    /// No log of that session.
+    Missing {
+        ok: bool,
+        missing: bool,
+        #[schema(value_type = Vec<Object>)]
+        entries: Vec<Value>,
+        session_id: String,
+        game_type: Option<String>,
+    },
+    /// The session's summary with its `entries` after `since`.
+    Log {
+        ok: bool,
+        #[schema(value_type = Object)]
+        log: Value,
+        since: Option<u64>,
+        limit: usize,
+        /// The cursor of the next read (the last entry's `seq`).
+        #[schema(value_type = u64)]
+        next_since: Value,
+        has_more: bool,
+    },
 }
 
 /// One entry to append.
@@ -371,18 +410,23 @@ impl LogStore {
     }
 
     /// `GET /api/game/logs`: one session (with the cursor) or the session list.
-    pub fn read(&self, q: &ReadQuery) -> Value {
+    pub fn read(&self, q: &ReadQuery) -> LogRead {
         let inner = self.lock();
         let Some(sid) = &q.session_id else {
-            return json!({
-                "ok": true,
-                "sessions": Self::summaries(&inner, q.game_type.as_deref()),
-                "retention": self.retention(),
-            });
+            return LogRead::Sessions {
+                ok: true,
+                sessions: Self::summaries(&inner, q.game_type.as_deref()),
+                retention: self.retention(),
+            };
         };
         let Some(s) = Self::find(&inner, sid, q.game_type.as_deref()) else {
-            return json!({"ok": true, "missing": true, "entries": [], "session_id": sid,
-                          "game_type": q.game_type});
+            return LogRead::Missing {
+                ok: true,
+                missing: true,
+                entries: Vec::new(),
+                session_id: sid.clone(),
+                game_type: q.game_type.clone(),
+            };
         };
         let (entries, has_more) = select(s, q.since, q.limit);
         let next_since = entries
@@ -391,14 +435,14 @@ impl LogStore {
             .unwrap_or(json!(q.since.unwrap_or(0)));
         let mut log = s.summary();
         log["entries"] = Value::Array(entries);
-        json!({
-            "ok": true,
-            "log": log,
-            "since": q.since,
-            "limit": q.limit,
-            "next_since": next_since,
-            "has_more": has_more,
-        })
+        LogRead::Log {
+            ok: true,
+            log,
+            since: q.since,
+            limit: q.limit,
+            next_since,
+            has_more,
+        }
     }
 
     fn summaries(inner: &Inner, game_type: Option<&str>) -> Vec<Value> {

@@ -18,7 +18,7 @@ use crate::model::call_options;
 use crate::text::truncate_chars;
 
 /// The classifier's verdict, normalised.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Verdict {
     pub classification: String,

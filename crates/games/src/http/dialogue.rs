@@ -6,17 +6,19 @@
 use axum::extract::{RawQuery, State};
 use axum::Json;
 use companiond_core::{AppState, Ext};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
 use super::extract::{FamilyCall, GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{opt_bool, opt_object, opt_str, parse_query, require_persona, session_of};
-use super::with_ok;
+use super::stale::{StaleSession, StaleState, VoiceSource};
 use crate::error::{Answer, Failure, Reason};
 use crate::games::chat::{self, ChatLine, ChatRequest, NoLine};
 use crate::games::delivery::{MirrorRefused, SpeakRefused};
-use crate::games::game_routes::Miss;
+use crate::games::game_routes::{Miss, RouteState};
 use crate::games::kind::GameKind;
-use crate::games::passive_guard::{self, GuardRequest, NoVerdict};
+use crate::games::passive_guard::{self, GuardRequest, NoVerdict, Verdict};
 use crate::games::quick_lines::{self, QuickLines, QuickLinesRequest};
 use crate::games::{character, Games};
 use crate::text::clean_line;
@@ -29,7 +31,7 @@ pub async fn chat(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     call: Result<RouteCall, Failure>,
-) -> Json<Value> {
+) -> Json<ChatAnswer> {
     let input = || {
         let call = call?;
         let event = match call.body.get("event") {
@@ -48,63 +50,199 @@ pub async fn chat(
         Ok(req) => req,
         Err(f) => {
             let code = f.reason.code();
-            return Json(json!({"error": code, "reason": code, "line": "", "control": {}}));
+            return Json(ChatAnswer::Refused(ChatRefused {
+                error: code,
+                reason: code,
+                line: String::new(),
+                control: Map::new(),
+            }));
         }
     };
     let persona = req.persona.clone();
     Json(match chat::chat(&st, &games, req).await {
-        Ok(line) => chat_line(line),
-        Err(no_line) => no_chat_line(&persona, no_line),
+        Ok(line) => ChatAnswer::Line(chat_line(line)),
+        Err(no_line) => ChatAnswer::NoLine(no_chat_line(&persona, no_line)),
     })
 }
 
+/// `POST /api/game/{game_type}/chat`: a line, no line (with why), or a refused request.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum ChatAnswer {
+    Line(ChatLineAnswer),
+    NoLine(NoChatLine),
+    Refused(ChatRefused),
+}
+any_of_schema!(ChatAnswer as "ChatAnswer": ChatLineAnswer, NoChatLine, ChatRefused);
+
+/// The character's line and the game control.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "line": "Nice shot!", "control": {}, "persona_name": "Mika",
+    "game_type": "soccer", "session_id": "s1", "method": "game_chat",
+    "metrics": {"llm_ms": 420, "total_ms": 431}}))]
+pub struct ChatLineAnswer {
+    ok: bool,
+    line: String,
+    /// The normalised control object.
+    #[schema(value_type = Object)]
+    control: Value,
+    persona_name: String,
+    game_type: String,
+    session_id: String,
+    /// `game_chat`.
+    method: &'static str,
+    metrics: ChatMetrics,
+    /// `route_inactive` when the route ended meanwhile (nothing recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped_memory: Option<&'static str>,
+}
+
+/// Milliseconds of the model call and of the whole call.
+#[derive(Serialize, ToSchema)]
+pub struct ChatMetrics {
+    llm_ms: u64,
+    total_ms: u64,
+}
+
+/// An empty line and why: the route is inactive or another session's
+/// (`ok:true`, `handled:false`), or the model could not answer (`error`).
+#[derive(Serialize, ToSchema)]
+pub struct NoChatLine {
+    /// Always empty.
+    line: String,
+    #[schema(value_type = Object)]
+    control: Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ok: Option<bool>,
+    /// `route_inactive` or `stale_session`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<&'static str>,
+    /// `rate_limited`, `provider_unavailable` or `timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'static str>,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    persona_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'static str>,
+    /// The other session's route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<RouteState>,
+    /// Seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+/// A request `chat` could not read: `error` and `reason` are the family's reason code.
+#[derive(Serialize, ToSchema)]
+pub struct ChatRefused {
+    error: &'static str,
+    reason: &'static str,
+    line: String,
+    #[schema(value_type = Object)]
+    control: Map<String, Value>,
+}
+
 /// The success answer of `chat`.
-fn chat_line(l: ChatLine) -> Value {
-    let mut out = json!({
-        "ok": true,
-        "line": l.line,
-        "control": l.control,
-        "persona_name": l.persona_name,
-        "game_type": l.game_type,
-        "session_id": l.session_id,
-        "method": "game_chat",
-        "metrics": {"llm_ms": l.llm_ms, "total_ms": l.total_ms},
-    });
-    if !l.recorded {
-        out["skipped_memory"] = json!("route_inactive");
+fn chat_line(l: ChatLine) -> ChatLineAnswer {
+    ChatLineAnswer {
+        ok: true,
+        line: l.line,
+        control: l.control,
+        persona_name: l.persona_name,
+        game_type: l.game_type,
+        session_id: l.session_id,
+        method: "game_chat",
+        metrics: ChatMetrics {
+            llm_ms: l.llm_ms,
+            total_ms: l.total_ms,
+        },
+        skipped_memory: (!l.recorded).then_some("route_inactive"),
     }
-    out
 }
 
 /// The empty line of `chat` with the reason there is none.
-fn no_chat_line(persona: &str, no_line: NoLine) -> Value {
-    let why = match no_line {
-        NoLine::RouteInactive => json!({"ok": true, "skipped": "route_inactive",
-            "reason": "route_not_active", "handled": false, "persona_name": persona,
-            "method": "game_chat"}),
-        NoLine::StaleSession(state) => json!({"ok": true, "skipped": "stale_session",
-            "reason": "session_id_mismatch", "handled": false, "persona_name": persona,
-            "method": "game_chat", "state": state}),
-        NoLine::RateLimited { retry_after } => {
-            json!({"error": "rate_limited", "reason": "rate_limited", "retry_after": retry_after})
-        }
-        NoLine::ProviderUnavailable { reason, message } => {
-            json!({"error": "provider_unavailable", "reason": reason, "message": message})
-        }
-        NoLine::Timeout => json!({"error": "timeout", "reason": "timeout"}),
+fn no_chat_line(persona: &str, no_line: NoLine) -> NoChatLine {
+    let base = |reason: &'static str| NoChatLine {
+        line: String::new(),
+        control: Map::new(),
+        ok: None,
+        skipped: None,
+        error: None,
+        reason,
+        handled: None,
+        persona_name: None,
+        method: None,
+        state: None,
+        retry_after: None,
+        message: None,
     };
-    let mut v = json!({"line": "", "control": {}});
-    if let (Some(m), Value::Object(e)) = (v.as_object_mut(), why) {
-        m.extend(e);
+    let skipped = |skipped: &'static str, reason: &'static str| NoChatLine {
+        ok: Some(true),
+        skipped: Some(skipped),
+        handled: Some(false),
+        persona_name: Some(persona.to_string()),
+        method: Some("game_chat"),
+        ..base(reason)
+    };
+    match no_line {
+        NoLine::RouteInactive => skipped("route_inactive", "route_not_active"),
+        NoLine::StaleSession(state) => NoChatLine {
+            state: Some(state),
+            ..skipped("stale_session", "session_id_mismatch")
+        },
+        NoLine::RateLimited { retry_after } => NoChatLine {
+            error: Some("rate_limited"),
+            retry_after: Some(retry_after),
+            ..base("rate_limited")
+        },
+        NoLine::ProviderUnavailable { reason, message } => NoChatLine {
+            error: Some("provider_unavailable"),
+            message: Some(message),
+            ..base(reason)
+        },
+        NoLine::Timeout => NoChatLine {
+            error: Some("timeout"),
+            ..base("timeout")
+        },
     }
-    v
 }
+
+/// `POST /api/game/{game_type}/mirror-assistant`: the line went into the chat.
+#[derive(Serialize, ToSchema)]
+pub struct Mirrored {
+    ok: bool,
+    persona_name: String,
+    /// `project_text_mirror`.
+    method: &'static str,
+    mirrored: bool,
+    /// How many chat pages received it.
+    delivered: usize,
+    line: String,
+    game_type: String,
+    session_id: Option<String>,
+    /// Always false: no speech.
+    speech: bool,
+}
+
+/// `mirror-assistant`: mirrored, or the other session's route.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum MirrorAnswer {
+    Mirrored(Mirrored),
+    Stale(StaleSession),
+}
+any_of_schema!(MirrorAnswer as "MirrorAnswer": Mirrored, StaleSession);
 
 /// `POST /api/game/{game_type}/mirror-assistant`: a game line into the chat (no speech).
 pub async fn mirror_assistant(
     GameType(game_type): GameType,
     FamilyCall(st, games, b): FamilyCall<Games>,
-) -> Answer {
+) -> Result<Json<MirrorAnswer>, Failure> {
     let raw_line = opt_str(&b, &["line", "text"])?.unwrap_or_default();
     let line = clean_line(&raw_line, MAX_SPOKEN_CHARS);
     if line.is_empty() {
@@ -121,25 +259,33 @@ pub async fn mirror_assistant(
         .mirror_line(&st, &persona, &game_type, session.as_deref(), &line, kind)
         .await
     {
-        Ok(delivered) => Ok(Json(
-            json!({"ok": true, "persona_name": persona, "method": method,
-            "mirrored": true, "delivered": delivered, "line": line, "game_type": game_type,
-            "session_id": session, "speech": false}),
-        )),
+        Ok(delivered) => Ok(Json(MirrorAnswer::Mirrored(Mirrored {
+            ok: true,
+            persona_name: persona,
+            method,
+            mirrored: true,
+            delivered,
+            line,
+            game_type,
+            session_id: session,
+            speech: false,
+        }))),
         Err(MirrorRefused::OtherGame(other)) => Err(Failure::new(Reason::RouteOwnedByOtherGame)
             .with("persona_name", &persona)
             .with("active_game_type", other)),
-        Err(MirrorRefused::StaleSession(state)) => Ok(Json(json!({"ok": true,
-            "skipped": "stale_session", "reason": "session_id_mismatch", "handled": false,
-            "persona_name": persona, "method": method, "state": state, "mirrored": false}))),
+        Err(MirrorRefused::StaleSession(state)) => {
+            let mut stale = StaleSession::new(&persona, method, StaleState::Game(state));
+            stale.mirrored = Some(false);
+            Ok(Json(MirrorAnswer::Stale(stale)))
+        }
         Err(MirrorRefused::NoSessionManager) => {
             Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona))
         }
     }
 }
 
-fn voice_source(skipped: &str) -> Value {
-    json!({"provider": "project_tts", "method": "project_tts", "skipped": skipped})
+fn voice_source(skipped: &'static str) -> VoiceSource {
+    VoiceSource::skipped(skipped)
 }
 
 /// The speech pipeline state: there is no speech synthesis in this service.
@@ -153,7 +299,7 @@ fn tts_pipeline() -> Value {
 pub async fn speak(
     PlayableGameType(game_type): PlayableGameType,
     FamilyCall(st, games, b): FamilyCall<Games>,
-) -> Answer {
+) -> Result<Json<StaleSession>, Failure> {
     let line = clean_line(
         &opt_str(&b, &["line"])?.unwrap_or_default(),
         MAX_SPOKEN_CHARS,
@@ -175,10 +321,9 @@ pub async fn speak(
             .with("voice_source", voice_source(reason.code()))
     };
     match games.speak_line(&st, &persona, &game_type, session.as_deref()) {
-        SpeakRefused::StaleSession(state) => Ok(Json(json!({"ok": true, "skipped": "stale_session",
-            "reason": "session_id_mismatch", "handled": false, "persona_name": persona,
-            "method": "project_tts", "state": state, "audio_sent": false,
-            "audio_committed": false, "voice_source": voice_source("stale_session")}))),
+        SpeakRefused::StaleSession(state) => Ok(Json(
+            StaleSession::new(&persona, "project_tts", StaleState::Game(state)).unspoken(),
+        )),
         SpeakRefused::RouteNotActive => Err(refused(Reason::RouteNotActive)),
         SpeakRefused::NoSessionManager => Err(refused(Reason::NoSessionManager)),
         SpeakRefused::NoVoiceProvider => Err(refused(Reason::NoVoiceProvider)
@@ -228,7 +373,7 @@ pub async fn quick_lines(
     Ext(games): Ext<Games>,
     game_type: Result<GameType, Failure>,
     body: Result<JsonObject, Failure>,
-) -> Json<Value> {
+) -> Json<QuickLinesAnswer> {
     let input = || {
         let game_type = served(game_type, GameKind::has_quick_lines)?;
         let JsonObject(b) = body?;
@@ -239,36 +384,164 @@ pub async fn quick_lines(
         Ok(x) => x,
         Err(f) => {
             let reason = f.reason.code();
-            return Json(json!({"ok": false, "reason": reason, "error": reason, "lines": {}}));
+            return Json(QuickLinesAnswer {
+                reason: Some(reason),
+                error: Some(reason.to_string()),
+                ..QuickLinesAnswer::new(false, None, Map::new())
+            });
         }
     };
     let req = QuickLinesRequest::from_body(&b);
     Json(
         match quick_lines::quick_lines(&st, &games, &game_type, &persona, &req).await {
-            QuickLines::Cached(lines) => json!({"ok": true, "character": persona,
-                "lines": lines, "missing": [], "cached": true}),
+            QuickLines::Cached(lines) => QuickLinesAnswer {
+                missing: Some(Vec::new()),
+                cached: Some(true),
+                ..QuickLinesAnswer::new(true, Some(persona), lines_of(lines))
+            },
             QuickLines::Generated {
                 lines,
                 missing,
                 raw,
-            } => json!({"ok": !lines.is_empty(), "character": persona, "lines": lines,
-                "missing": missing, "raw": raw}),
+            } => QuickLinesAnswer {
+                missing: Some(missing),
+                raw: Some(raw),
+                ..QuickLinesAnswer::new(!lines.is_empty(), Some(persona), lines)
+            },
             QuickLines::Failed {
                 error,
                 fallback: Some(lines),
-            } => json!({"ok": true, "character": persona, "error": error, "lines": lines,
-                "missing": [], "fallback": true}),
+            } => QuickLinesAnswer {
+                error: Some(error),
+                missing: Some(Vec::new()),
+                fallback: Some(true),
+                ..QuickLinesAnswer::new(true, Some(persona), lines)
+            },
             QuickLines::Failed {
                 error,
                 fallback: None,
-            } => json!({"ok": false, "character": persona, "error": error, "lines": {}}),
+            } => QuickLinesAnswer {
+                error: Some(error),
+                ..QuickLinesAnswer::new(false, Some(persona), Map::new())
+            },
         },
     )
 }
 
+/// Cached lines as a map (they were stored as an object).
+fn lines_of(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// `POST /api/game/{game_type}/quick-lines`: the lines by key (cached,
+/// generated, or badminton's built-in `fallback`), `ok:false` without any.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "character": "Mika", "lines": {"goal": "Goal!"},
+    "missing": [], "cached": true}))]
+pub struct QuickLinesAnswer {
+    ok: bool,
+    /// The request could not be read: the family's reason code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    character: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// Line key to text.
+    #[schema(value_type = Object)]
+    lines: Map<String, Value>,
+    /// Keys the model left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<Vec<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached: Option<bool>,
+    /// The model's reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback: Option<bool>,
+}
+
+impl QuickLinesAnswer {
+    fn new(ok: bool, character: Option<String>, lines: Map<String, Value>) -> Self {
+        QuickLinesAnswer {
+            ok,
+            reason: None,
+            character,
+            error: None,
+            lines,
+            missing: None,
+            cached: None,
+            raw: None,
+            fallback: None,
+        }
+    }
+}
+
+/// `POST /api/game/{game_type}/passive-guard`: the classifier's verdict
+/// (`ok:true`), or `observe_more` with the reason there is none (`ok:false`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardAnswer {
+    ok: bool,
+    /// Without a verdict: a family reason code, `route_not_active`,
+    /// `session_id_mismatch`, `llm_api_not_configured`, `timeout` or `exception`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    classification: Option<String>,
+    /// 0 to 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confidence: Option<f64>,
+    /// `observe_more`, `cancel_candidate`, `send_rescue_hint` or `prepare_exit_prompt`.
+    recommended_action: String,
+    /// `none`, `rest` or `surrender`.
+    exit_prompt_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence_tags: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counter_action: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason_for_debug: Option<String>,
+    /// The model call's error (`exception`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl GuardAnswer {
+    fn verdict(v: Verdict) -> GuardAnswer {
+        GuardAnswer {
+            ok: true,
+            reason: None,
+            classification: Some(v.classification),
+            confidence: Some(v.confidence),
+            recommended_action: v.recommended_action,
+            exit_prompt_type: v.exit_prompt_type,
+            evidence_tags: Some(v.evidence_tags),
+            counter_action: Some(v.counter_action),
+            reason_for_debug: Some(v.reason_for_debug),
+            error: None,
+        }
+    }
+}
+
 /// The passive guard's answer without a verdict (`observe_more`).
-fn guard_fallback(reason: &str) -> Value {
-    json!({"ok": false, "reason": reason, "recommendedAction": "observe_more", "exitPromptType": "none"})
+fn guard_fallback(reason: &'static str) -> Json<GuardAnswer> {
+    Json(GuardAnswer {
+        ok: false,
+        reason: Some(reason),
+        classification: None,
+        confidence: None,
+        recommended_action: "observe_more".into(),
+        exit_prompt_type: "none",
+        evidence_tags: None,
+        counter_action: None,
+        reason_for_debug: None,
+        error: None,
+    })
 }
 
 /// `POST /api/game/{game_type}/passive-guard` (soccer): the passive-player classifier.
@@ -277,7 +550,7 @@ pub async fn passive_guard(
     Ext(games): Ext<Games>,
     game_type: Result<GameType, Failure>,
     call: Result<RouteCall, Failure>,
-) -> Json<Value> {
+) -> Json<GuardAnswer> {
     let call = served(game_type, GameKind::has_passive_guard).and(call);
     let RouteCall {
         game_type,
@@ -286,7 +559,7 @@ pub async fn passive_guard(
         body: b,
     } = match call {
         Ok(call) => call,
-        Err(f) => return Json(guard_fallback(f.reason.code())),
+        Err(f) => return guard_fallback(f.reason.code()),
     };
     let state =
         match games
@@ -295,17 +568,15 @@ pub async fn passive_guard(
                 r.public_route(cfg)
             }) {
             Ok(s) => s,
-            Err(Miss::Inactive) => return Json(guard_fallback("route_not_active")),
-            Err(Miss::Mismatch(_)) => return Json(guard_fallback("session_id_mismatch")),
+            Err(Miss::Inactive) => return guard_fallback("route_not_active"),
+            Err(Miss::Mismatch(_)) => return guard_fallback("session_id_mismatch"),
         };
     let req = GuardRequest::from_body(&b);
     match passive_guard::passive_guard(&st, &games, &persona, &req, state).await {
-        Ok(verdict) => with_ok(verdict),
+        Ok(verdict) => Json(GuardAnswer::verdict(verdict)),
         Err(NoVerdict { reason, error }) => {
-            let mut v = guard_fallback(reason);
-            if let Some(e) = error {
-                v["error"] = json!(e);
-            }
+            let Json(mut v) = guard_fallback(reason);
+            v.error = error;
             Json(v)
         }
     }
@@ -313,7 +584,11 @@ pub async fn passive_guard(
 
 /// `GET /api/game/{game_type}/character`: model type and paths of the game
 /// character (the query's existing character, else the current one).
-pub async fn character(State(st): State<AppState>, _: GameType, RawQuery(raw): RawQuery) -> Answer {
+pub async fn character(
+    State(st): State<AppState>,
+    _: GameType,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<GameCharacter>, Failure> {
     let q = parse_query(raw.as_deref());
     let persona = q
         .get("persona_name")
@@ -322,5 +597,19 @@ pub async fn character(State(st): State<AppState>, _: GameType, RawQuery(raw): R
         .map(str::to_string)
         .or_else(|| st.characters.resolve(None))
         .ok_or_else(|| Failure::new(Reason::MissingPersonaName))?;
-    Ok(with_ok(character::info(&st, &persona)))
+    Ok(Json(GameCharacter {
+        ok: true,
+        info: character::info(&st, &persona),
+    }))
+}
+
+/// `GET /api/game/{game_type}/character`: `{ok, ...the character's model info}`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "persona_name": "Mika", "model_type": "live2d",
+    "live3d_sub_type": "", "live2d_path": "/static/mika/mika.model3.json", "mmd_path": "",
+    "vrm_path": "", "pngtuber_path": "", "language": "en"}))]
+pub struct GameCharacter {
+    ok: bool,
+    #[serde(flatten)]
+    info: character::CharacterInfo,
 }

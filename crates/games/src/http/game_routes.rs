@@ -7,16 +7,20 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::no_store;
 use companiond_core::{AppState, Ext};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::extract::{EndReason, GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{
     opt_int, opt_str, parse_query, persona_of, query_persona, require_persona, session_of,
     MAX_SAFE_INT,
 };
-use crate::error::{Answer, Failure, Reason};
-use crate::games::game_routes::{Miss, RouteState, Signals};
-use crate::games::lifecycle::{EndResult, EndRoute, PageBeat, StartRoute, VoiceTranscript};
+use crate::error::{Failure, Reason};
+use crate::games::game_routes::{Archive, EndedRoute, Miss, RouteState, Signals};
+use crate::games::lifecycle::{
+    EndResult, EndRoute, PageBeat, RouteRef, StartRoute, VoiceTranscript,
+};
 use crate::games::Games;
 use crate::text::truncate_chars;
 
@@ -25,13 +29,156 @@ const MAX_TRANSCRIPT_CHARS: usize = 2000;
 /// Default and largest `limit` of a drain.
 const MAX_DRAIN: i64 = 50;
 
+/// `POST /api/game/{game_type}/route/start`: the route's fields at the top
+/// level and again as `state`, and the character's routes it ended.
+#[derive(Serialize, ToSchema)]
+pub struct RouteStarted {
+    ok: bool,
+    #[serde(flatten)]
+    route: RouteState,
+    state: RouteState,
+    superseded: Vec<RouteRef>,
+}
+
+/// `{ok, state}`: a route's public state.
+#[derive(Serialize, ToSchema)]
+pub struct StateAnswer {
+    ok: bool,
+    state: RouteState,
+}
+
+/// `GET /api/game/route/active`: the active route, else the last ended one.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "active": true, "game_type": "soccer",
+    "session_id": "s1", "persona_name": "Mika"}))]
+pub struct ActiveRoute {
+    ok: bool,
+    active: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    game_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    persona_name: Option<String>,
+    /// Without an active route: the character's last ended one, if kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ended_route: Option<EndedRoute>,
+}
+
+/// `POST /api/game/{game_type}/route/drain`.
+#[derive(Serialize, ToSchema)]
+pub struct Drained {
+    ok: bool,
+    /// The queued outputs (routed main-chat input), oldest first.
+    #[schema(value_type = Vec<Object>)]
+    outputs: Vec<Value>,
+    state: RouteState,
+}
+
+/// `POST /api/game/{game_type}/route/voice-transcript`.
+#[derive(Serialize, ToSchema)]
+pub struct TranscriptTaken {
+    ok: bool,
+    /// False for a repeated `request_id`.
+    handled: bool,
+    state: RouteState,
+    /// `duplicate_request` when not handled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+}
+
+/// `POST /api/game/{game_type}/route/heartbeat`: whether the route lives, and
+/// the timings the page must keep (seconds).
+#[derive(Serialize, ToSchema)]
+pub struct HeartbeatAnswer {
+    ok: bool,
+    active: bool,
+    heartbeat_interval_seconds: f64,
+    heartbeat_timeout_seconds: f64,
+    foreground_heartbeat_timeout_seconds: f64,
+    hidden_heartbeat_timeout_seconds: f64,
+    state: RouteState,
+    /// `session_id_mismatch` when another session's route is active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+}
+
+/// `{ok, status, reason}` of a skipped after-game step.
+#[derive(Serialize, ToSchema)]
+pub struct Skipped {
+    ok: bool,
+    status: &'static str,
+    reason: &'static str,
+}
+
+/// `{ok, action, reason}` of the post-game step (always skipped).
+#[derive(Serialize, ToSchema)]
+pub struct Postgame {
+    ok: bool,
+    action: &'static str,
+    reason: &'static str,
+}
+
+/// The cleanup result of an end: a route finalized now (`route_closed:true`),
+/// one that had ended before (`already_ended`), or none (`archive:null`).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "closed": false, "session_id": "s1",
+    "route_closed": false, "archive": null}))]
+pub struct Ended {
+    ok: bool,
+    /// A dialogue model session was dropped.
+    closed: bool,
+    session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    game_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    persona_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    route_closed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    already_ended: Option<bool>,
+    /// Null when there was no route.
+    archive: Option<Archive>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archive_memory: Option<Skipped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    postgame: Option<Postgame>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<RouteState>,
+    /// Badminton: whether the final score became a score session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score_session_recorded: Option<bool>,
+}
+
+impl Ended {
+    /// No route was closed now: `{ok, closed, session_id, route_closed:false, archive:null}`.
+    fn closed(closed: bool, session_id: String) -> Ended {
+        Ended {
+            ok: true,
+            closed,
+            session_id,
+            game_type: None,
+            persona_name: None,
+            reason: None,
+            route_closed: false,
+            already_ended: None,
+            archive: None,
+            archive_memory: None,
+            postgame: None,
+            state: None,
+            score_session_recorded: None,
+        }
+    }
+}
+
 /// `POST /api/game/{game_type}/route/start`.
 pub async fn start(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     _: PlayableGameType,
     call: RouteCall,
-) -> Answer {
+) -> Result<Json<RouteStarted>, Failure> {
     let mode = opt_str(&call.body, &["mode"])?;
     let req = StartRoute {
         signals: Signals::from_body(&call.body),
@@ -41,16 +188,12 @@ pub async fn start(
         mode,
     };
     let started = games.start_route(&st, req).await;
-    let mut out = Map::new();
-    out.insert("ok".into(), json!(true));
-    // The route's fields stand at the top level too (the start answer's shape).
-    let state = json!(started.state);
-    if let Value::Object(s) = &state {
-        out.extend(s.clone());
-    }
-    out.insert("state".into(), state);
-    out.insert("superseded".into(), json!(started.superseded));
-    Ok(Json(Value::Object(out)))
+    Ok(Json(RouteStarted {
+        ok: true,
+        route: started.state.clone(),
+        state: started.state,
+        superseded: started.superseded,
+    }))
 }
 
 /// `GET /api/game/{game_type}/route/state`.
@@ -60,11 +203,11 @@ pub async fn state(
     game_type: Result<GameType, Failure>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let answer = || -> Answer {
+    let answer = || -> Result<Json<StateAnswer>, Failure> {
         let GameType(game_type) = game_type?;
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
         let state = games.game_routes.state(&persona, &game_type);
-        Ok(Json(json!({"ok": true, "state": state})))
+        Ok(Json(StateAnswer { ok: true, state }))
     };
     no_store(answer())
 }
@@ -75,27 +218,32 @@ pub async fn active(
     Ext(games): Ext<Games>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let answer = || -> Answer {
+    let answer = || -> Result<Json<ActiveRoute>, Failure> {
         let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
         Ok(Json(match games.game_routes.active_of(&persona) {
-            Some((game_type, session_id)) => {
-                json!({"ok": true, "active": true, "game_type": game_type,
-                "session_id": session_id, "persona_name": persona})
-            }
-            None => {
-                let mut v = json!({"ok": true, "active": false});
-                if let Some(e) = games.game_routes.last_ended_of(&persona) {
-                    v["ended_route"] = json!(e);
-                }
-                v
-            }
+            Some((game_type, session_id)) => ActiveRoute {
+                ok: true,
+                active: true,
+                game_type: Some(game_type),
+                session_id: Some(session_id),
+                persona_name: Some(persona),
+                ended_route: None,
+            },
+            None => ActiveRoute {
+                ok: true,
+                active: false,
+                game_type: None,
+                session_id: None,
+                persona_name: None,
+                ended_route: games.game_routes.last_ended_of(&persona),
+            },
         }))
     };
     no_store(answer())
 }
 
 /// `POST /api/game/{game_type}/route/drain`: take the queued outputs.
-pub async fn drain(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
+pub async fn drain(Ext(games): Ext<Games>, call: RouteCall) -> Result<Json<Drained>, Failure> {
     // An integer is clamped to 1..=50; a value that is no integer at all
     // (or beyond ±2^53) is invalid_body.
     let limit = opt_int(&call.body, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
@@ -108,9 +256,11 @@ pub async fn drain(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
         call.session.as_deref(),
         limit,
     );
-    Ok(Json(
-        json!({"ok": true, "outputs": outputs, "state": state}),
-    ))
+    Ok(Json(Drained {
+        ok: true,
+        outputs,
+        state,
+    }))
 }
 
 /// `POST /api/game/{game_type}/route/voice-transcript`.
@@ -118,7 +268,7 @@ pub async fn voice_transcript(
     Ext(games): Ext<Games>,
     GameType(game_type): GameType,
     JsonObject(b): JsonObject,
-) -> Answer {
+) -> Result<Json<TranscriptTaken>, Failure> {
     let transcript = opt_str(&b, &["transcript", "text"])?
         .ok_or_else(|| Failure::new(Reason::MissingTranscript))?;
     let persona = require_persona(&b)?;
@@ -138,20 +288,22 @@ pub async fn voice_transcript(
         request_id,
         signals: Signals::from_body(&b),
     }) {
-        Ok((handled, state)) => {
-            let mut v = json!({"ok": true, "handled": handled, "state": state});
-            if !handled {
-                v["reason"] = json!("duplicate_request");
-            }
-            Ok(Json(v))
-        }
+        Ok((handled, state)) => Ok(Json(TranscriptTaken {
+            ok: true,
+            handled,
+            state,
+            reason: (!handled).then_some("duplicate_request"),
+        })),
         Err(Miss::Inactive) => Err(refused(Reason::RouteNotActive, RouteState::none())),
         Err(Miss::Mismatch(state)) => Err(refused(Reason::SessionIdMismatch, state)),
     }
 }
 
 /// `POST /api/game/{game_type}/route/heartbeat`.
-pub async fn heartbeat(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
+pub async fn heartbeat(
+    Ext(games): Ext<Games>,
+    call: RouteCall,
+) -> Result<Json<HeartbeatAnswer>, Failure> {
     let beat = games.heartbeat(&PageBeat {
         signals: Signals::from_body(&call.body),
         persona: call.persona,
@@ -159,19 +311,16 @@ pub async fn heartbeat(Ext(games): Ext<Games>, call: RouteCall) -> Answer {
         session_id: call.session,
     });
     let cfg = &games.cfg;
-    let mut v = json!({
-        "ok": true,
-        "active": beat.active,
-        "heartbeat_interval_seconds": cfg.heartbeat_interval.as_secs_f64(),
-        "heartbeat_timeout_seconds": beat.timeout.as_secs_f64(),
-        "foreground_heartbeat_timeout_seconds": cfg.heartbeat_timeout.as_secs_f64(),
-        "hidden_heartbeat_timeout_seconds": cfg.hidden_heartbeat_timeout.as_secs_f64(),
-        "state": beat.state,
-    });
-    if beat.session_mismatch {
-        v["reason"] = json!("session_id_mismatch");
-    }
-    Ok(Json(v))
+    Ok(Json(HeartbeatAnswer {
+        ok: true,
+        active: beat.active,
+        heartbeat_interval_seconds: cfg.heartbeat_interval.as_secs_f64(),
+        heartbeat_timeout_seconds: beat.timeout.as_secs_f64(),
+        foreground_heartbeat_timeout_seconds: cfg.heartbeat_timeout.as_secs_f64(),
+        hidden_heartbeat_timeout_seconds: cfg.hidden_heartbeat_timeout.as_secs_f64(),
+        state: beat.state,
+        reason: beat.session_mismatch.then_some("session_id_mismatch"),
+    }))
 }
 
 /// `POST /api/game/{game_type}/route/end` and `POST /api/game/{game_type}/end`:
@@ -182,7 +331,7 @@ pub async fn end(
     PlayableGameType(game_type): PlayableGameType,
     EndReason(default_reason): EndReason,
     JsonObject(b): JsonObject,
-) -> Answer {
+) -> Result<Json<Ended>, Failure> {
     // The body's character, else the current one; with neither there is no
     // round to end (the no-route answer).
     let persona = match persona_of(&b)? {
@@ -210,35 +359,45 @@ pub async fn end(
             score_session_recorded,
         } => {
             let started = f.archive.game_started;
-            let mut out = json!({
-                "ok": true,
-                "closed": closed,
-                "session_id": f.session_id,
-                "game_type": f.game_type,
-                "persona_name": f.persona_name,
-                "reason": f.reason,
-                "route_closed": true,
-                "archive": f.archive,
-                "archive_memory": {"ok": true, "status": "skipped",
-                    "reason": if started { "game_memory_archive_disabled" } else { "game_not_started" }},
-                "postgame": {"ok": true, "action": "skip", "reason": "disabled"},
-                "state": f.state,
-            });
-            if let Some(recorded) = score_session_recorded {
-                out["score_session_recorded"] = json!(recorded);
+            Ended {
+                ok: true,
+                closed,
+                session_id: f.session_id,
+                game_type: Some(f.game_type),
+                persona_name: Some(f.persona_name),
+                reason: Some(f.reason),
+                route_closed: true,
+                already_ended: None,
+                archive: Some(f.archive),
+                archive_memory: Some(Skipped {
+                    ok: true,
+                    status: "skipped",
+                    reason: if started {
+                        "game_memory_archive_disabled"
+                    } else {
+                        "game_not_started"
+                    },
+                }),
+                postgame: Some(Postgame {
+                    ok: true,
+                    action: "skip",
+                    reason: "disabled",
+                }),
+                state: Some(f.state),
+                score_session_recorded,
             }
-            out
         }
         EndResult::AlreadyEnded {
             closed,
             session_id,
             archive,
             state,
-        } => json!({"ok": true, "closed": closed, "session_id": session_id,
-            "route_closed": false, "already_ended": true, "archive": archive, "state": state}),
-        EndResult::NoRoute { closed, session_id } => {
-            json!({"ok": true, "closed": closed, "session_id": session_id,
-            "route_closed": false, "archive": null})
-        }
+        } => Ended {
+            already_ended: Some(true),
+            archive,
+            state: Some(state),
+            ..Ended::closed(closed, session_id)
+        },
+        EndResult::NoRoute { closed, session_id } => Ended::closed(closed, session_id),
     }))
 }

@@ -4,26 +4,141 @@
 use axum::extract::{RawQuery, State};
 use axum::Json;
 use companiond_core::{now_secs, AppState, Ext};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::extract::FamilyCall;
 use super::input::{
     opt_bool, opt_str, parse_query, persona_or_current, query_text, require_persona, session_of,
 };
-use crate::error::{Answer, Failure, Reason};
+use super::stale::{StaleSession, StaleState, VoiceSource};
+use crate::error::{Failure, Reason};
 use crate::icebreaker::choices::{self, ChoiceRecord, ChoiceWriteFailed};
-use crate::icebreaker::free_text::{self, normalize_options, FreeText};
+use crate::icebreaker::free_text::{self, normalize_options, FreeText, Interpretation};
 use crate::icebreaker::{
-    inactive_state, ContextAdded, IceMiss, IceRoute, Icebreaker, Role, SpeakOptions,
+    inactive_state, ContextAdded, IceMiss, IceRoute, IceState, Icebreaker, Role, SpeakOptions,
     MAX_CONTEXT_CHARS, MAX_SPOKEN_CHARS, SOURCE,
 };
 use crate::text::{clean_line, truncate_chars};
 
-/// The stale envelope: the route belongs to another session (a success, `handled:false`).
-fn stale(persona: &str, method: &str, state: Value) -> Value {
-    json!({"ok": true, "skipped": "stale_session", "reason": "session_id_mismatch", "handled": false,
-           "persona_name": persona, "method": method, "state": state})
+fn stale(persona: &str, method: &'static str, state: IceState) -> StaleSession {
+    StaleSession::new(persona, method, StaleState::Onboarding(state))
 }
+
+/// `{ok, state}`: the character's onboarding route.
+#[derive(Serialize, ToSchema)]
+pub struct IceStateAnswer {
+    ok: bool,
+    state: IceState,
+}
+
+/// `POST /api/icebreaker/route/end`: the route that ended, if any.
+#[derive(Serialize, ToSchema)]
+pub struct IceEnded {
+    ok: bool,
+    persona_name: String,
+    reason: String,
+    /// Always inactive.
+    state: IceState,
+    /// Null when no route was active.
+    ended: Option<EndedIce>,
+}
+
+/// An ended onboarding route (unix seconds).
+#[derive(Serialize, ToSchema)]
+pub struct EndedIce {
+    session_id: String,
+    started_at: f64,
+    last_activity: f64,
+    ended_at: f64,
+    end_reason: String,
+}
+
+/// `POST /api/icebreaker/context`: the line went into the history (or was a repeat).
+#[derive(Serialize, ToSchema)]
+pub struct ContextAnswer {
+    ok: bool,
+    /// `project_session_history`.
+    method: &'static str,
+    persona_name: String,
+    source: &'static str,
+    session_id: String,
+    /// A repeated `request_id`: nothing was added.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deduped: Option<bool>,
+    memory_cached: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+}
+
+/// `POST /api/icebreaker/free-text/interpret`: what the text means, and the call's fields.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"action": "choose", "choice": "a", "reply": "",
+    "topic_state": "on_topic", "selected_option": {"choice": "a", "label": "Cats"},
+    "ok": true, "method": "free_text_interpreter", "persona_name": "Mika",
+    "session_id": "ice1", "source": "new_user_icebreaker"}))]
+pub struct Interpreted {
+    #[serde(flatten)]
+    interpretation: Interpretation,
+    ok: bool,
+    /// `free_text_interpreter`.
+    method: &'static str,
+    persona_name: String,
+    session_id: String,
+    source: &'static str,
+}
+
+/// `POST /api/icebreaker/choice`: recorded (or a repeat).
+#[derive(Serialize, ToSchema)]
+pub struct ChoiceRecorded {
+    ok: bool,
+    deduped: bool,
+    persona_name: String,
+    day: i64,
+    source: &'static str,
+    /// `tutorial_choices`.
+    method: &'static str,
+    session_id: String,
+}
+
+/// `POST /api/icebreaker/speak`: the line was shown (there is no voice).
+#[derive(Serialize, ToSchema)]
+pub struct IceSpoken {
+    ok: bool,
+    persona_name: String,
+    /// `project_tts`.
+    method: &'static str,
+    session_id: String,
+    line: String,
+    mirrored: bool,
+    /// How many chat pages received the mirrored text.
+    mirror_delivered: usize,
+    turn_end_emitted: bool,
+    audio_interrupted: bool,
+    audio_sent: bool,
+    audio_committed: bool,
+    voice_source: VoiceSource,
+}
+
+/// An answer or the stale envelope.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum OrStale<T> {
+    Done(T),
+    Stale(Box<StaleSession>),
+}
+
+/// `context`: added, or the other session's route.
+pub type ContextOrStale = OrStale<ContextAnswer>;
+/// `choice`: recorded, or the other session's route.
+pub type ChoiceOrStale = OrStale<ChoiceRecorded>;
+/// `speak`: shown, or the other session's route.
+pub type SpokenOrStale = OrStale<IceSpoken>;
+
+any_of_schema!(ContextOrStale as "ContextOrStale": ContextAnswer, StaleSession);
+any_of_schema!(ChoiceOrStale as "ChoiceOrStale": ChoiceRecorded, StaleSession);
+any_of_schema!(SpokenOrStale as "SpokenOrStale": IceSpoken, StaleSession);
 
 /// The character's route for a call of `method`: `Ok(Err(stale envelope))` when
 /// it belongs to another session, `route_not_active` (with `source`, `method`) without one.
@@ -31,8 +146,8 @@ fn bound_route(
     icebreaker: &Icebreaker,
     persona: &str,
     session: Option<&str>,
-    method: &str,
-) -> Result<Result<IceRoute, Value>, Failure> {
+    method: &'static str,
+) -> Result<Result<IceRoute, StaleSession>, Failure> {
     match icebreaker.check(persona, session, true) {
         Ok(r) => Ok(Ok(r)),
         Err(IceMiss::NotActive) => Err(Failure::new(Reason::RouteNotActive)
@@ -44,16 +159,21 @@ fn bound_route(
 }
 
 /// `POST /api/icebreaker/route/start` (CSRF): start (or replace) the character's route.
-pub async fn start(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
+pub async fn start(
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+) -> Result<Json<IceStateAnswer>, Failure> {
     let persona = persona_or_current(&st, &b)?;
     let session = session_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
-    Ok(Json(
-        json!({"ok": true, "state": icebreaker.start(&persona, &session)}),
-    ))
+    Ok(Json(IceStateAnswer {
+        ok: true,
+        state: icebreaker.start(&persona, &session),
+    }))
 }
 
 /// `POST /api/icebreaker/route/end` (CSRF).
-pub async fn end(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
+pub async fn end(
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+) -> Result<Json<IceEnded>, Failure> {
     let persona = persona_or_current(&st, &b)?;
     let session = session_of(&b)?;
     let reason = opt_str(&b, &["reason"])?
@@ -65,15 +185,19 @@ pub async fn end(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answe
             .with("persona_name", &persona)
             .with("method", "route_end")
             .with("state", state)),
-        Ok(ended) => Ok(Json(json!({
-            "ok": true,
-            "persona_name": persona,
-            "reason": reason,
-            "state": inactive_state(),
-            "ended": ended.map(|r| json!({"session_id": r.session_id, "started_at": r.started_at,
-                "last_activity": r.last_activity, "ended_at": now_secs(),
-                "end_reason": reason})),
-        }))),
+        Ok(ended) => Ok(Json(IceEnded {
+            ok: true,
+            persona_name: persona,
+            ended: ended.map(|r| EndedIce {
+                session_id: r.session_id,
+                started_at: r.started_at,
+                last_activity: r.last_activity,
+                ended_at: now_secs(),
+                end_reason: reason.clone(),
+            }),
+            reason,
+            state: inactive_state(),
+        })),
     }
 }
 
@@ -82,20 +206,25 @@ pub async fn state(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
     RawQuery(raw): RawQuery,
-) -> Answer {
+) -> Result<Json<IceStateAnswer>, Failure> {
     let q = parse_query(raw.as_deref());
     let persona = match query_text(&q, "persona_name") {
         Some(p) => Some(truncate_chars(&p, 128)),
         None => st.characters.resolve(None),
     };
     match persona {
-        Some(p) => Ok(Json(json!({"ok": true, "state": icebreaker.state(&p)}))),
+        Some(p) => Ok(Json(IceStateAnswer {
+            ok: true,
+            state: icebreaker.state(&p),
+        })),
         None => Err(Failure::new(Reason::MissingPersonaName)),
     }
 }
 
 /// `POST /api/icebreaker/context` (CSRF): a line into the session history.
-pub async fn context(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
+pub async fn context(
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+) -> Result<Json<ContextOrStale>, Failure> {
     let method = "project_session_history";
     let role = opt_str(&b, &["role"])?
         .as_deref()
@@ -109,7 +238,7 @@ pub async fn context(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> A
     let session = session_of(&b)?;
     let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
         Ok(r) => r,
-        Err(stale) => return Ok(Json(stale)),
+        Err(stale) => return Ok(Json(OrStale::Stale(Box::new(stale)))),
     };
     let Some(mgr) = st.sessions.get(&persona) else {
         return Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona));
@@ -122,22 +251,23 @@ pub async fn context(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> A
         },
     };
     let request_id = request_id.map(|id| truncate_chars(&id, 128));
-    let mut v = json!({"ok": true, "method": method, "persona_name": persona, "source": SOURCE,
-                       "session_id": route.session_id});
-    match icebreaker
+    let added = icebreaker
         .add_context(&st, &mgr, &route, role, &text, request_id.as_deref())
-        .await
-    {
-        ContextAdded::Deduped => {
-            v["deduped"] = json!(true);
-            v["memory_cached"] = json!(false);
-        }
-        ContextAdded::Added { memory_cached } => {
-            v["memory_cached"] = json!(memory_cached);
-            v["role"] = json!(role.as_str());
-        }
-    }
-    Ok(Json(v))
+        .await;
+    let (deduped, memory_cached, role) = match added {
+        ContextAdded::Deduped => (Some(true), false, None),
+        ContextAdded::Added { memory_cached } => (None, memory_cached, Some(role.as_str())),
+    };
+    Ok(Json(OrStale::Done(ContextAnswer {
+        ok: true,
+        method,
+        persona_name: persona,
+        source: SOURCE,
+        session_id: route.session_id,
+        deduped,
+        memory_cached,
+        role,
+    })))
 }
 
 /// The last free-text turns (at most 4) and the derail streak (0 or 1) of a body.
@@ -158,7 +288,9 @@ fn free_text_history(b: &Map<String, Value>) -> (Vec<Value>, i64) {
 }
 
 /// `POST /api/icebreaker/free-text/interpret`: what the user typed, through the model.
-pub async fn free_text(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
+pub async fn free_text(
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+) -> Result<Json<Interpreted>, Failure> {
     let method = "free_text_interpreter";
     let persona = require_persona(&b)?;
     let user_text = opt_str(&b, &["user_text", "userText"])?
@@ -205,13 +337,14 @@ pub async fn free_text(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) ->
     let interpretation = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req)
         .await
         .map_err(|e| Failure::from(e).with("persona_name", &req.persona))?;
-    let mut v = json!(interpretation);
-    v["ok"] = json!(true);
-    v["method"] = json!(method);
-    v["persona_name"] = json!(req.persona);
-    v["session_id"] = json!(session);
-    v["source"] = json!(SOURCE);
-    Ok(Json(v))
+    Ok(Json(Interpreted {
+        interpretation,
+        ok: true,
+        method,
+        persona_name: req.persona,
+        session_id: session,
+        source: SOURCE,
+    }))
 }
 
 /// `day` of a choice: an integer or an integer string, 0..=9999.
@@ -234,13 +367,15 @@ fn day_of(b: &Map<String, Value>) -> Result<i64, Failure> {
 }
 
 /// `POST /api/icebreaker/choice` (CSRF): record a choice (write-only).
-pub async fn choice(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
+pub async fn choice(
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+) -> Result<Json<ChoiceOrStale>, Failure> {
     let method = "tutorial_choices";
     let persona = require_persona(&b)?;
     let session = session_of(&b)?;
     let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
         Ok(r) => r,
-        Err(stale) => return Ok(Json(stale)),
+        Err(stale) => return Ok(Json(OrStale::Stale(Box::new(stale)))),
     };
     let day = day_of(&b)?;
     let node_id = opt_str(&b, &["node_id"])?;
@@ -269,10 +404,15 @@ pub async fn choice(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> An
         seq,
     };
     match choices::record(&st, rec).await {
-        Ok(deduped) => Ok(Json(
-            json!({"ok": true, "deduped": deduped, "persona_name": persona, "day": day,
-            "source": SOURCE, "method": method, "session_id": route.session_id}),
-        )),
+        Ok(deduped) => Ok(Json(OrStale::Done(ChoiceRecorded {
+            ok: true,
+            deduped,
+            persona_name: persona,
+            day,
+            source: SOURCE,
+            method,
+            session_id: route.session_id,
+        }))),
         Err(ChoiceWriteFailed(e)) => Err(Failure::new(Reason::ChoiceWriteFailed)
             .with("error", e)
             .with("persona_name", &persona)
@@ -281,7 +421,9 @@ pub async fn choice(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> An
 }
 
 /// `POST /api/icebreaker/speak` (CSRF): show a spoken line (there is no voice).
-pub async fn speak(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Answer {
+pub async fn speak(
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+) -> Result<Json<SpokenOrStale>, Failure> {
     let method = "project_tts";
     let line = clean_line(
         &opt_str(&b, &["line"])?.unwrap_or_default(),
@@ -299,11 +441,8 @@ pub async fn speak(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Ans
     };
     let route = match bound_route(&icebreaker, &persona, session.as_deref(), method) {
         Ok(Ok(r)) => r,
-        Ok(Err(mut v)) => {
-            v["audio_sent"] = json!(false);
-            v["audio_committed"] = json!(false);
-            v["voice_source"] = json!({"provider": "project_tts", "method": "project_tts", "skipped": "stale_session"});
-            return Ok(Json(v));
+        Ok(Err(stale)) => {
+            return Ok(Json(OrStale::Stale(Box::new(stale.unspoken()))));
         }
         Err(f) => return Err(f.with("audio_sent", false)),
     };
@@ -313,18 +452,23 @@ pub async fn speak(FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>) -> Ans
             .with("audio_sent", false));
     };
     let spoken = icebreaker.speak(&mgr, &route, &line, options).await;
-    Ok(Json(json!({
-        "ok": true,
-        "persona_name": persona,
-        "method": method,
-        "session_id": route.session_id,
-        "line": line,
-        "mirrored": options.mirror_text,
-        "mirror_delivered": spoken.mirror_delivered,
-        "turn_end_emitted": options.emit_turn_end,
-        "audio_interrupted": options.interrupt_audio,
-        "audio_sent": false,
-        "audio_committed": false,
-        "voice_source": {"provider": "none", "method": method, "reason": "no_voice_provider"},
+    Ok(Json(OrStale::Done(IceSpoken {
+        ok: true,
+        persona_name: persona,
+        method,
+        session_id: route.session_id,
+        line,
+        mirrored: options.mirror_text,
+        mirror_delivered: spoken.mirror_delivered,
+        turn_end_emitted: options.emit_turn_end,
+        audio_interrupted: options.interrupt_audio,
+        audio_sent: false,
+        audio_committed: false,
+        voice_source: VoiceSource {
+            provider: "none",
+            method,
+            skipped: None,
+            reason: Some("no_voice_provider"),
+        },
     })))
 }

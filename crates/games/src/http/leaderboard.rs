@@ -8,12 +8,14 @@ use companiond_core::Ext;
 
 use super::extract::{GameType, JsonObject};
 use super::input::{parse_query, query_int, query_text};
-use super::with_ok;
-use crate::error::{Answer, Failure, Reason};
+use crate::error::{Failure, Reason};
 use crate::games::kind::GameKind;
-use crate::games::leaderboard::{empty_page, PageQuery, MAX_OFFSET, MAX_PAGE};
+use crate::games::leaderboard::{empty_page, Page, PageQuery, Submitted, MAX_OFFSET, MAX_PAGE};
 use crate::games::Games;
 use crate::text::truncate_chars;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 /// `GET /api/game/{game_type}/leaderboard`: a page (`limit` default 10, `offset`).
 pub async fn page(
@@ -27,7 +29,7 @@ pub async fn page(
         let limit = query_int(&q, "limit")?.unwrap_or(10).clamp(0, MAX_PAGE);
         let offset = query_int(&q, "offset")?.unwrap_or(0).clamp(0, MAX_OFFSET);
         if !GameKind::of(&game_type).has_leaderboard() {
-            return Ok(with_ok(empty_page(limit, offset)));
+            return Ok(Json(BoardPage::of(empty_page(limit, offset))));
         }
         games
             .board
@@ -38,7 +40,7 @@ pub async fn page(
                 offset,
             })
             .await
-            .map(with_ok)
+            .map(|p| Json(BoardPage::of(p)))
             .map_err(Failure::from)
     };
     no_store(answer.await)
@@ -50,11 +52,40 @@ pub async fn submit(
     Ext(games): Ext<Games>,
     GameType(game_type): GameType,
     body: Result<JsonObject, Failure>,
-) -> Answer {
+) -> Result<Json<BoardSubmitted>, Failure> {
     if !GameKind::of(&game_type).has_leaderboard() {
         return Err(Failure::new(Reason::UnsupportedGameType).with("game_type", game_type));
     }
     let JsonObject(b) = body?;
     let sub = games.board.validate(&b)?;
-    Ok(with_ok(games.board.submit(sub).await?))
+    Ok(Json(BoardSubmitted {
+        ok: true,
+        submitted: games.board.submit(sub).await?,
+    }))
+}
+
+/// `GET /api/game/{game_type}/leaderboard`: `{ok, ...the page}`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "top": [{"rank": 1, "name": "Mika", "score": 12,
+    "streak": 4, "max_distance_m": "3.1", "mode": "classic", "date": "2026-11-25"}],
+    "total_players": 1, "total_scores": 1, "limit": 10, "offset": 0, "has_more": false,
+    "your_best": {"rank": 1, "score": 12}}))]
+pub struct BoardPage {
+    ok: bool,
+    #[serde(flatten)]
+    page: Page,
+}
+
+impl BoardPage {
+    fn of(page: Page) -> BoardPage {
+        BoardPage { ok: true, page }
+    }
+}
+
+/// `POST /api/game/{game_type}/leaderboard`: `{ok, ...the stored submission}`.
+#[derive(Serialize, ToSchema)]
+pub struct BoardSubmitted {
+    ok: bool,
+    #[serde(flatten)]
+    submitted: Submitted,
 }

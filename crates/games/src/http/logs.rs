@@ -7,13 +7,15 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::Ext;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::extract::JsonObject;
 use super::input::{
     game_type_of, opt_str, parse_query, persona_of, query_int, query_text, session_of,
 };
-use crate::error::{Answer, Failure, Reason};
+use crate::error::{Failure, Reason};
 use crate::games::logs::{NewEntry, ReadQuery, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::games::Games;
 use crate::text::truncate_chars;
@@ -50,7 +52,8 @@ pub async fn read(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
     }
 }
 
-/// `GET /api/game/logs/view`: the same as an HTML page.
+/// `GET /api/game/logs/view`: the same as an HTML page. A query it cannot
+/// read is HTTP 400 in the family envelope (never a 200 that is no page).
 pub async fn view(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
     match read_query(raw.as_deref()) {
         Ok(q) => no_store(
@@ -61,8 +64,32 @@ pub async fn view(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
             )
                 .into_response(),
         ),
-        Err(f) => f.into_response(),
+        Err(f) => {
+            let mut r = f.into_response();
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            r
+        }
     }
+}
+
+/// `POST /api/game/logs`: the entry's sequence number in its log.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "seq": 4, "session_id": "s1", "game_type": "soccer"}))]
+pub struct Appended {
+    ok: bool,
+    seq: u64,
+    session_id: String,
+    game_type: String,
+}
+
+/// `POST /api/game/logs/enable`: the log's latest sequence number.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "session_id": "s1", "game_type": "soccer", "seq": 1}))]
+pub struct Enabled {
+    ok: bool,
+    session_id: String,
+    game_type: String,
+    seq: u64,
 }
 
 /// The session, game type (default `game`) and character a log body names.
@@ -77,15 +104,21 @@ fn log_ids(b: &Map<String, Value>) -> Result<(String, String, String), Failure> 
 }
 
 /// `POST /api/game/logs`: append an entry to an enabled log.
-pub async fn append(Ext(games): Ext<Games>, JsonObject(b): JsonObject) -> Answer {
+pub async fn append(
+    Ext(games): Ext<Games>,
+    JsonObject(b): JsonObject,
+) -> Result<Json<Appended>, Failure> {
     let (session, game, persona) = log_ids(&b)?;
     match games
         .logs
         .ingest(&game, &session, &persona, NewEntry::from_body(&b))
     {
-        Some(seq) => Ok(Json(
-            json!({"ok": true, "seq": seq, "session_id": session, "game_type": game}),
-        )),
+        Some(seq) => Ok(Json(Appended {
+            ok: true,
+            seq,
+            session_id: session,
+            game_type: game,
+        })),
         None => Err(Failure::new(Reason::LogNotActive)
             .with("seq", Value::Null)
             .with("session_id", session)
@@ -94,13 +127,19 @@ pub async fn append(Ext(games): Ext<Games>, JsonObject(b): JsonObject) -> Answer
 }
 
 /// `POST /api/game/logs/enable`: start (or keep) a session's log.
-pub async fn enable(Ext(games): Ext<Games>, JsonObject(b): JsonObject) -> Answer {
+pub async fn enable(
+    Ext(games): Ext<Games>,
+    JsonObject(b): JsonObject,
+) -> Result<Json<Enabled>, Failure> {
     let (session, game, persona) = log_ids(&b)?;
     let reason = opt_str(&b, &["reason"])?
         .map(|r| truncate_chars(&r, 64))
         .unwrap_or_else(|| "manual".into());
     let seq = games.logs.enable(&game, &session, &persona, &reason);
-    Ok(Json(
-        json!({"ok": true, "session_id": session, "game_type": game, "seq": seq}),
-    ))
+    Ok(Json(Enabled {
+        ok: true,
+        session_id: session,
+        game_type: game,
+        seq,
+    }))
 }

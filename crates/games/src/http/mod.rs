@@ -3,24 +3,45 @@
 //! ([`crate::games`], [`crate::icebreaker`]) and turns the typed result into
 //! the wire answer.
 
+/// An answer of several shapes, serialized untagged (each shape keeps its
+/// field order): its schema is `anyOf` the shapes' schemas. The shapes share
+/// fields, so the derive's `oneOf` (exactly one) would not hold.
+macro_rules! any_of_schema {
+    ($name:ty as $named:literal: $($shape:ty),+ $(,)?) => {
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                let any = utoipa::openapi::schema::AnyOfBuilder::new();
+                $(let any = any.item(utoipa::openapi::Ref::from_schema_name(
+                    <$shape as utoipa::ToSchema>::name(),
+                ));)+
+                utoipa::openapi::schema::Schema::AnyOf(any.build()).into()
+            }
+        }
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed($named)
+            }
+            fn schemas(
+                out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
+            ) {
+                $(
+                    out.push((
+                        <$shape as utoipa::ToSchema>::name().into_owned(),
+                        <$shape as utoipa::PartialSchema>::schema(),
+                    ));
+                    <$shape as utoipa::ToSchema>::schemas(out);
+                )+
+            }
+        }
+    };
+}
+
 pub mod dialogue;
+pub mod doc;
 mod extract;
 pub mod game_routes;
 pub mod icebreaker;
 mod input;
 pub mod leaderboard;
 pub mod logs;
-
-use axum::Json;
-use serde::Serialize;
-use serde_json::{Map, Value};
-
-/// The success envelope `{ok:true, ...fields of value}` of a typed domain result.
-fn with_ok(value: impl Serialize) -> Json<Value> {
-    let mut out = Map::new();
-    out.insert("ok".into(), Value::Bool(true));
-    if let Ok(Value::Object(fields)) = serde_json::to_value(value) {
-        out.extend(fields);
-    }
-    Json(Value::Object(out))
-}
+pub mod stale;

@@ -59,14 +59,14 @@ pub fn normalize_options(v: &Value) -> Option<Vec<Choice>> {
 }
 
 /// An option as an answer names it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SelectedOption {
     pub choice: String,
     pub label: String,
 }
 
 /// What the user's free text means.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Interpretation {
     /// `choose`, `respond_and_keep_options` or `release`.
     pub action: String,

@@ -16,7 +16,8 @@ use companiond_core::llm::ChatMessage;
 use companiond_core::now_secs;
 use companiond_core::sessions::SessionManager;
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 
 use crate::config::GamesConfig;
 
@@ -41,21 +42,50 @@ pub struct IceRoute {
 }
 
 impl IceRoute {
-    pub fn public_state(&self) -> Value {
-        json!({
-            "icebreaker_active": true,
-            "persona_name": self.persona_name,
-            "session_id": self.session_id,
-            "started_at": self.started_at,
-            "last_activity": self.last_activity,
-            "source": SOURCE,
-        })
+    pub fn public_state(&self) -> IceState {
+        IceState {
+            icebreaker_active: true,
+            persona_name: Some(self.persona_name.clone()),
+            session_id: Some(self.session_id.clone()),
+            started_at: Some(self.started_at),
+            last_activity: Some(self.last_activity),
+            source: Some(SOURCE),
+        }
     }
 }
 
+/// The public state of a character's onboarding route: `{icebreaker_active:false}`
+/// without one.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(example = json!({"icebreaker_active": true, "persona_name": "Mika",
+    "session_id": "ice1", "started_at": 1764100000.0, "last_activity": 1764100012.5,
+    "source": "new_user_icebreaker"}))]
+pub struct IceState {
+    pub icebreaker_active: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persona_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Unix seconds (so is `last_activity`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<f64>,
+    /// `new_user_icebreaker`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
+}
+
 /// The state when no onboarding route is active.
-pub fn inactive_state() -> Value {
-    json!({"icebreaker_active": false})
+pub fn inactive_state() -> IceState {
+    IceState {
+        icebreaker_active: false,
+        persona_name: None,
+        session_id: None,
+        started_at: None,
+        last_activity: None,
+        source: None,
+    }
 }
 
 /// Why a route-bound call cannot proceed.
@@ -63,7 +93,7 @@ pub fn inactive_state() -> Value {
 pub enum IceMiss {
     NotActive,
     /// Active for another session: the route's public state.
-    Stale(Value),
+    Stale(IceState),
 }
 
 /// The onboarding family's in-memory state.
@@ -87,7 +117,7 @@ impl Icebreaker {
     }
 
     /// Activate (or replace) the route of a character.
-    pub fn start(&self, persona: &str, session_id: &str) -> Value {
+    pub fn start(&self, persona: &str, session_id: &str) -> IceState {
         let now = now_secs();
         let r = IceRoute {
             persona_name: persona.into(),
@@ -112,7 +142,11 @@ impl Icebreaker {
 
     /// End the route: `Err(state)` when `session_id` is given and differs (route kept);
     /// `Ok(Some(ended))` when a route ended, `Ok(None)` when none was active.
-    pub fn end(&self, persona: &str, session_id: Option<&str>) -> Result<Option<IceRoute>, Value> {
+    pub fn end(
+        &self,
+        persona: &str,
+        session_id: Option<&str>,
+    ) -> Result<Option<IceRoute>, IceState> {
         let mut map = self.routes();
         match map.get(persona) {
             Some(r) if session_id.is_some_and(|s| s != r.session_id) => Err(r.public_state()),
@@ -121,7 +155,7 @@ impl Icebreaker {
         }
     }
 
-    pub fn state(&self, persona: &str) -> Value {
+    pub fn state(&self, persona: &str) -> IceState {
         self.routes()
             .get(persona)
             .map(IceRoute::public_state)

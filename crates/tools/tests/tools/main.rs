@@ -6,6 +6,7 @@ mod calls;
 mod common;
 mod eviction;
 mod guard;
+mod openapi;
 mod register;
 mod restart;
 mod roles;

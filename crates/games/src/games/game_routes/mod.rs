@@ -48,7 +48,7 @@ pub enum EndOutcome {
 }
 
 /// The most recently ended route of a character (`ended_route` of `/route/active`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct EndedRoute {
     pub game_type: String,
     pub session_id: String,

@@ -94,9 +94,48 @@ impl RouteState {
     }
 }
 
+/// `anyOf` a route or `{game_route_active:false}`: the variants overlap (a
+/// route has `game_route_active` too), so the derive's `oneOf` would not hold.
+impl utoipa::PartialSchema for RouteState {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema, Type};
+        use utoipa::openapi::Ref;
+        let none = ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some("no route of this game type for the character"))
+            .property(
+                "game_route_active",
+                ObjectBuilder::new()
+                    .schema_type(Type::Boolean)
+                    .enum_values(Some([false])),
+            )
+            .required("game_route_active");
+        Schema::AnyOf(
+            AnyOfBuilder::new()
+                .item(Ref::from_schema_name("PublicRoute"))
+                .item(none)
+                .build(),
+        )
+        .into()
+    }
+}
+
+impl utoipa::ToSchema for RouteState {
+    fn schemas(
+        out: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        use utoipa::PartialSchema;
+        out.push(("PublicRoute".into(), PublicRoute::schema()));
+        <PublicRoute as utoipa::ToSchema>::schemas(out);
+    }
+}
+
 /// The public state of one route (fields beyond the interface's are documented
 /// in docs/games.md).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PublicRoute {
     /// The route is active (an ended route is kept a while, inactive).
     pub game_route_active: bool,
@@ -144,20 +183,23 @@ pub struct PublicRoute {
     /// The game's mode (badminton), when the start named one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
-    /// Present once the route has ended.
+    /// Present once the route has ended (both fields, or neither).
     #[serde(flatten)]
+    #[schema(value_type = Exit)]
     pub exit: Option<Exit>,
 }
 
 /// Why and when a route ended.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Exit {
+    /// Why it ended (`route_end`, `heartbeat_timeout`, ...); absent while active.
+    #[schema(required = false)]
     pub exit_reason: String,
     pub exit_started_at: Option<f64>,
 }
 
 /// What an ended route leaves: its dialogue, last state and score.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Archive {
     pub game_type: String,
     pub session_id: String,

@@ -152,7 +152,7 @@ pub struct PageQuery {
 }
 
 /// One row of a page.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct BoardRow {
     pub rank: i64,
     pub name: String,
@@ -166,14 +166,14 @@ pub struct BoardRow {
 }
 
 /// A rank and score.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Best {
     pub rank: i64,
     pub score: i64,
 }
 
 /// A page of the board.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Page {
     pub top: Vec<BoardRow>,
     pub total_players: i64,
@@ -186,7 +186,7 @@ pub struct Page {
 }
 
 /// A stored submission.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Submitted {
     pub rank: i64,
     pub total_players: i64,
