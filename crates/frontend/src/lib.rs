@@ -212,7 +212,7 @@ pub fn api(state: &AppState) -> Api {
             cards::master_rename,
         )
         .id("rename_master")
-        .json_body::<cards::RenameBody>()
+        .json_body::<cards::MasterRenameBody>()
         .ok::<cards::Done>()
         .fails_of([
             bad_request(),

@@ -111,12 +111,23 @@ pub(crate) struct MasterForm {
     rest: Map<String, Value>,
 }
 
-/// `{new_name}`: a rename.
+/// `{new_name}`: a character's rename.
 #[derive(ToSchema)]
 #[schema(example = json!({"new_name": "Mika"}))]
 #[allow(dead_code)]
 pub(crate) struct RenameBody {
-    /// The new name (non-empty).
+    /// The new name (not blank; the character name rules apply).
+    #[schema(pattern = "\\S")]
+    new_name: String,
+}
+
+/// `{new_name}`: the master's new name.
+#[derive(ToSchema)]
+#[schema(example = json!({"new_name": "Alex"}))]
+#[allow(dead_code)]
+pub(crate) struct MasterRenameBody {
+    /// Not blank, at most 60 characters (trimmed), without `/` or `\\`.
+    #[schema(pattern = "^[^/\\\\]*[^/\\\\\\s][^/\\\\]*$")]
     new_name: String,
 }
 
@@ -201,25 +212,30 @@ pub(crate) async fn current_set(
 
 // ------------------------------------------------------------------ create / save / delete
 
-/// The user fields of a form body: not reserved (except `voice_id`/`model_type`),
-/// not empty, without `档案名` and transport keys. Also the reserved keys ignored.
-fn form_fields(body: &Map<String, Value>) -> (Map<String, Value>, Vec<String>) {
+/// The user fields of a form body: not reserved (except `voice_id`/`model_type`,
+/// which must be strings: 400 otherwise), not empty, without `档案名` and
+/// transport keys. Also the reserved keys ignored.
+fn form_fields(body: &Map<String, Value>) -> Answer<(Map<String, Value>, Vec<String>)> {
     let mut out = Map::new();
     let mut ignored = Vec::new();
     for (k, v) in body {
         if matches!(k.as_str(), "档案名" | "_field_order" | "_csrf_token") {
             continue;
         }
-        if is_reserved(k) && !FORM_SETTABLE.contains(&k.as_str()) {
+        let settable = FORM_SETTABLE.contains(&k.as_str());
+        if is_reserved(k) && !settable {
             ignored.push(k.clone());
             continue;
         }
         if is_empty_value(v) {
             continue;
         }
+        if settable && !v.is_string() {
+            return Err(bad(format!("{k} must be a string")));
+        }
         out.insert(k.clone(), v.clone());
     }
-    (out, ignored)
+    Ok((out, ignored))
 }
 
 fn field_order(body: &Map<String, Value>) -> Option<Value> {
@@ -236,7 +252,7 @@ pub(crate) async fn create(
         return Err(bad("档案名 (the character name) is required"));
     };
     let base = validate_name(raw, NameRules::NEW).map_err(CharacterError::Invalid)?;
-    let (mut fields, _) = form_fields(&body);
+    let (mut fields, _) = form_fields(&body)?;
     if let Some(order) = field_order(&body) {
         reserved_obj(&mut fields).insert("field_order".into(), order);
     }
@@ -267,7 +283,7 @@ pub(crate) async fn save(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
 ) -> Answer<Json<CardSaved>> {
-    let (fields, ignored) = form_fields(&body);
+    let (fields, ignored) = form_fields(&body)?;
     let order = field_order(&body);
     let voice_changed = update_profile(&st, &name, move |p| {
         let old_voice = p.get("voice_id").cloned();

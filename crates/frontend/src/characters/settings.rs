@@ -111,7 +111,8 @@ pub(crate) struct LightingBody {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub(crate) struct TouchSetBody {
-    /// The model the reactions belong to (non-empty).
+    /// The model the reactions belong to (not blank).
+    #[schema(pattern = "\\S")]
     model_name: String,
     /// The reactions, stored as sent.
     #[schema(value_type = Object)]
