@@ -198,16 +198,23 @@ pub(crate) mod answers {
             "the data dir could not be written",
         )]
     }
-    /// [`FrontendError::Character`] of a route on an existing character: 404, 500.
+    /// [`FrontendError::Character`] of a route that reads a character: 404.
+    pub(crate) fn unknown_character() -> Vec<ErrorDoc> {
+        vec![success(
+            404,
+            "character_not_found",
+            "no character of that name",
+        )]
+    }
+    /// [`FrontendError::Character`] of a route that changes a character: 404, 500.
     pub(crate) fn character() -> Vec<ErrorDoc> {
-        vec![
-            success(404, "character_not_found", "no character of that name"),
-            success(
-                500,
-                "storage_error",
-                "the characters file could not be written",
-            ),
-        ]
+        let mut out = unknown_character();
+        out.push(success(
+            500,
+            "storage_error",
+            "the characters file could not be written",
+        ));
+        out
     }
     /// [`FrontendError::Character`] of a refused new name: 400 with its reason.
     pub(crate) fn names() -> Vec<ErrorDoc> {
@@ -243,6 +250,11 @@ pub(crate) mod answers {
             "current_character",
             "the current character cannot be deleted; switch first",
         );
+        out.push(success(
+            409,
+            "last_character",
+            "the last character cannot be deleted",
+        ));
         out.extend(character());
         out
     }

@@ -68,7 +68,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("mmd_settings")
         .ok::<settings::MmdSettingsAnswer>()
-        .fails_of([character()])
+        .fails_of([unknown_character()])
         .get(
             "/api/characters/current_live2d_model",
             "the Live2D model bound to a character (query catgirl_name)",
@@ -84,7 +84,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("language_preference")
         .ok::<settings::LanguagePreference>()
-        .fails_of([character()])
+        .fails_of([unknown_character()])
         .get(
             "/api/characters/persona-onboarding-state",
             "first-run personality onboarding state",
@@ -106,7 +106,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("persona_selection")
         .ok::<onboarding::PersonaSelection>()
-        .fails_of([character()])
+        .fails_of([unknown_character()])
         .get(
             "/api/characters/character-card/list",
             "legacy character cards (none)",
@@ -179,7 +179,7 @@ pub fn api(state: &AppState) -> Api {
         .id("save_character")
         .json_body::<cards::CardForm>()
         .ok::<cards::CardSaved>()
-        .fails_of([character()])
+        .fails_of([bad_request(), character()])
         .delete(
             "/api/characters/catgirl/{name}",
             "delete a character (not the current one)",
@@ -280,7 +280,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("set_voice")
         .json_body::<settings::VoiceIdBody>()
-        .fails_of([voice_unavailable(), character()])
+        .fails_of([voice_unavailable(), unknown_character()])
         .post(
             "/api/characters/catgirl/{name}/unregister_voice",
             "clear a character's voice",
