@@ -10,9 +10,252 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::{AppState, Ext};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{Answer, FrontendError, NO_AGENT};
+
+// ------------------------------------------------------------------ bodies and answers
+
+/// The platform language: no platform client, so `success:false` with the
+/// UI language override (`uiLanguage`, null when unset).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": false, "error": "no game platform client is running (companiond has no Steam integration)",
+    "uiLanguage": "en", "steam_language": null, "i18n_language": null, "ip_country": null,
+    "is_mainland_china": false}))]
+pub(crate) struct SteamLanguage {
+    /// Always `false`.
+    success: bool,
+    error: &'static str,
+    #[serde(rename = "uiLanguage")]
+    #[schema(required = true)]
+    ui_language: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    steam_language: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    i18n_language: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    ip_country: Option<String>,
+    is_mainland_china: bool,
+}
+
+/// The `mcp` capability (removed in the original): not ready.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Availability {
+    ready: bool,
+    capabilities_count: u32,
+    reasons: Vec<&'static str>,
+}
+
+/// Allowed music hosts (none).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct MusicDomains {
+    success: bool,
+    domains: Vec<String>,
+}
+
+/// `?query=`: what to search.
+#[derive(IntoParams)]
+#[allow(dead_code)]
+pub(crate) struct MusicQuery {
+    query: Option<String>,
+}
+
+/// Music search is unavailable: `success:false` with `error` `EMPTY_QUERY` or
+/// `MUSIC_UNAVAILABLE` and no results.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct MusicSearch {
+    /// Always `false`.
+    success: bool,
+    #[schema(value_type = String, pattern = "^(EMPTY_QUERY|MUSIC_UNAVAILABLE)$")]
+    error: &'static str,
+    #[schema(value_type = Vec<Object>)]
+    data: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    message: Option<&'static str>,
+}
+
+/// The widget-mode flags.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct WidgetState {
+    enabled: bool,
+    #[serde(rename = "stealthEnabled")]
+    stealth_enabled: bool,
+}
+
+/// `{success, state}`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "state": {"enabled": false, "stealthEnabled": false}}))]
+pub(crate) struct WidgetAnswer {
+    success: bool,
+    state: WidgetState,
+}
+
+/// `{enabled}`: turn a widget flag on or off.
+#[derive(ToSchema)]
+#[schema(example = json!({"enabled": true}))]
+#[allow(dead_code)]
+pub(crate) struct EnabledBody {
+    enabled: bool,
+}
+
+/// The character shown in the card-drop window (the current one unless another was set).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CardDropCharacter {
+    name: String,
+}
+
+/// The card-drop snapshot: a character name (a new name drops the images)
+/// and its images as `data:image/...` URLs (at most 8 MiB each; others ignored).
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"name": "Mika"}))]
+#[allow(dead_code)]
+pub(crate) struct CardDropBody {
+    name: Option<String>,
+    #[serde(rename = "dataUrl")]
+    data_url: Option<String>,
+    #[serde(rename = "characterReferenceDataUrl")]
+    character_reference_data_url: Option<String>,
+}
+
+/// `{ok: true}`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Okay {
+    ok: bool,
+}
+
+/// The chat so far: options need an assistant turn.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"messages": [{"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "hello!"}]}))]
+#[allow(dead_code)]
+pub(crate) struct GalgameBody {
+    messages: Vec<GalgameMessage>,
+    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct GalgameMessage {
+    /// `user` or `assistant`.
+    role: String,
+    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// Canned reply options (`fallback:true, reason:"not_supported"`).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct GalgameOptions {
+    success: bool,
+    fallback: bool,
+    reason: &'static str,
+    options: Vec<GalgameOption>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(crate) struct GalgameOption {
+    label: &'static str,
+    text: &'static str,
+}
+
+/// Workshop subscriptions (none).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct WorkshopItems {
+    success: bool,
+    #[schema(value_type = Vec<Object>)]
+    items: Vec<Value>,
+    total: u32,
+}
+
+/// The workshop status (no platform).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct WorkshopStatus {
+    success: bool,
+    steamworks_initialized: bool,
+}
+
+/// A character's workshop upload metadata (none).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct WorkshopMeta {
+    success: bool,
+    has_uploaded: bool,
+    #[schema(required = true, value_type = Option<Object>)]
+    meta: Option<Value>,
+}
+
+/// The workshop import (nothing to import).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct WorkshopSync {
+    success: bool,
+    added: u32,
+    backfilled_faces: u32,
+    skipped: u32,
+    errors: Vec<String>,
+    message: &'static str,
+}
+
+/// JSON `null`: the shutdown beacon's answer.
+pub(crate) struct Null;
+
+impl Serialize for Null {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_unit()
+    }
+}
+
+impl utoipa::PartialSchema for Null {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::Null)
+            .description(Some("always null"))
+            .into()
+    }
+}
+
+impl ToSchema for Null {}
+
+pub(crate) async fn music_domains() -> Json<MusicDomains> {
+    Json(MusicDomains {
+        success: true,
+        domains: Vec::new(),
+    })
+}
+
+pub(crate) async fn workshop_items() -> Json<WorkshopItems> {
+    Json(WorkshopItems {
+        success: true,
+        items: Vec::new(),
+        total: 0,
+    })
+}
+
+pub(crate) async fn workshop_status() -> Json<WorkshopStatus> {
+    Json(WorkshopStatus {
+        success: true,
+        steamworks_initialized: false,
+    })
+}
+
+pub(crate) async fn workshop_sync() -> Json<WorkshopSync> {
+    Json(WorkshopSync {
+        success: true,
+        added: 0,
+        backfilled_faces: 0,
+        skipped: 0,
+        errors: Vec::new(),
+        message: "no workshop subscriptions",
+    })
+}
+
+/// The original shuts down only in its "open browser" mode; companiond never does.
+pub(crate) async fn beacon_shutdown() -> Json<Null> {
+    Json(Null)
+}
 
 pub(crate) async fn steam_language(State(st): State<AppState>) -> Response {
     let ui = st
@@ -22,17 +265,17 @@ pub(crate) async fn steam_language(State(st): State<AppState>) -> Response {
         .ok()
         .flatten()
         .and_then(|v| v.get("uiLanguage").cloned())
-        .filter(|v| v.as_str().is_some_and(|s| !s.trim().is_empty()))
-        .unwrap_or(Value::Null);
-    no_store(Json(json!({
-        "success": false,
-        "error": "no game platform client is running (companiond has no Steam integration)",
-        "uiLanguage": ui,
-        "steam_language": null,
-        "i18n_language": null,
-        "ip_country": null,
-        "is_mainland_china": false,
-    })))
+        .and_then(|v| v.as_str().map(str::to_string))
+        .filter(|s| !s.trim().is_empty());
+    no_store(Json(SteamLanguage {
+        success: false,
+        error: "no game platform client is running (companiond has no Steam integration)",
+        ui_language: ui,
+        steam_language: None,
+        i18n_language: None,
+        ip_country: None,
+        is_mainland_china: false,
+    }))
 }
 
 // ------------------------------------------------------------------ agent
@@ -47,11 +290,13 @@ pub(crate) async fn agent_down() -> FrontendError {
 /// server, 502 `{ready:false, reasons}` (`mcp`: 200, it was removed there).
 pub(crate) async fn agent_availability(
     UrlPath(capability): UrlPath<String>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Availability>> {
     if capability == "mcp" {
-        return Ok(Json(
-            json!({"ready": false, "capabilities_count": 0, "reasons": [NO_AGENT]}),
-        ));
+        return Ok(Json(Availability {
+            ready: false,
+            capabilities_count: 0,
+            reasons: vec![NO_AGENT],
+        }));
     }
     Err(FrontendError::AgentUnavailable)
 }
@@ -72,13 +317,19 @@ pub struct Extras {
     card_drop: Mutex<Option<Map<String, Value>>>,
 }
 
-fn widget_json(w: &Widget) -> Value {
-    json!({"enabled": w.enabled, "stealthEnabled": w.stealth})
+fn widget_json(w: &Widget) -> Json<WidgetAnswer> {
+    Json(WidgetAnswer {
+        success: true,
+        state: WidgetState {
+            enabled: w.enabled,
+            stealth_enabled: w.stealth,
+        },
+    })
 }
 
 pub(crate) async fn widget_get(Ext(extras): Ext<Extras>) -> Response {
     let w = extras.widget.lock().unwrap_or_else(|e| e.into_inner());
-    no_store(Json(json!({"success": true, "state": widget_json(&w)})))
+    no_store(widget_json(&w))
 }
 
 /// Set one widget flag from the body's boolean `enabled`: the new state, or 400.
@@ -86,7 +337,7 @@ fn widget_set(
     extras: &Extras,
     body: &Map<String, Value>,
     flag: fn(&mut Widget) -> &mut bool,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<WidgetAnswer>> {
     let Some(on) = body.get("enabled").and_then(Value::as_bool) else {
         return Err(FrontendError::BadRequest(
             "enabled must be a boolean".into(),
@@ -94,20 +345,20 @@ fn widget_set(
     };
     let mut w = extras.widget.lock().unwrap_or_else(|e| e.into_inner());
     *flag(&mut w) = on;
-    Ok(Json(json!({"success": true, "state": widget_json(&w)})))
+    Ok(widget_json(&w))
 }
 
 pub(crate) async fn widget_enabled(
     Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<WidgetAnswer>> {
     widget_set(&extras, &body, |w| &mut w.enabled)
 }
 
 pub(crate) async fn widget_stealth(
     Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<WidgetAnswer>> {
     widget_set(&extras, &body, |w| &mut w.stealth)
 }
 
@@ -117,7 +368,7 @@ const MAX_DATA_URL: usize = 8 * 1024 * 1024;
 pub(crate) async fn card_drop_set(
     Ext(extras): Ext<Extras>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Okay>> {
     let mut snap = extras.card_drop.lock().unwrap_or_else(|e| e.into_inner());
     let mut next = snap.clone().unwrap_or_default();
     if let Some(n) = body.get("name") {
@@ -137,13 +388,13 @@ pub(crate) async fn card_drop_set(
         }
     }
     *snap = Some(next);
-    Ok(Json(json!({"ok": true})))
+    Ok(Json(Okay { ok: true }))
 }
 
 pub(crate) async fn card_drop_get(
     State(st): State<AppState>,
     Ext(extras): Ext<Extras>,
-) -> Json<Value> {
+) -> Json<CardDropCharacter> {
     let name = extras
         .card_drop
         .lock()
@@ -152,14 +403,14 @@ pub(crate) async fn card_drop_get(
         .and_then(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
         .filter(|n| st.characters.exists(n))
         .unwrap_or_else(|| st.characters.current());
-    Json(json!({"name": name}))
+    Json(CardDropCharacter { name })
 }
 
 // ------------------------------------------------------------------ galgame
 
 pub(crate) async fn galgame_options(
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<GalgameOptions>> {
     let has_assistant = body
         .get("messages")
         .and_then(Value::as_array)
@@ -173,29 +424,40 @@ pub(crate) async fn galgame_options(
             error: "no_assistant_turn".into(),
         });
     }
-    Ok(Json(json!({
-        "success": true, "fallback": true, "reason": "not_supported",
-        "options": [
-            {"label": "继续", "text": "Tell me more."},
-            {"label": "好的", "text": "Okay!"},
-            {"label": "换话题", "text": "Let's talk about something else."},
+    let option = |label, text| GalgameOption { label, text };
+    Ok(Json(GalgameOptions {
+        success: true,
+        fallback: true,
+        reason: "not_supported",
+        options: vec![
+            option("继续", "Tell me more."),
+            option("好的", "Okay!"),
+            option("换话题", "Let's talk about something else."),
         ],
-    })))
+    }))
 }
 
 // ------------------------------------------------------------------ workshop
 
-pub(crate) async fn workshop_meta(UrlPath(_name): UrlPath<String>) -> Json<Value> {
-    Json(json!({"success": true, "has_uploaded": false, "meta": null}))
+pub(crate) async fn workshop_meta(UrlPath(_name): UrlPath<String>) -> Json<WorkshopMeta> {
+    Json(WorkshopMeta {
+        success: true,
+        has_uploaded: false,
+        meta: None,
+    })
 }
 
-pub(crate) async fn music_search(RawQuery(q): RawQuery) -> Json<Value> {
+pub(crate) async fn music_search(RawQuery(q): RawQuery) -> Json<MusicSearch> {
     let query = crate::pages::query_param(q.as_deref().unwrap_or(""), "query").unwrap_or_default();
-    if query.trim().is_empty() {
-        return Json(json!({"success": false, "error": "EMPTY_QUERY", "data": []}));
-    }
-    Json(
-        json!({"success": false, "error": "MUSIC_UNAVAILABLE", "data": [],
-                   "message": "companiond has no music search"}),
-    )
+    let (error, message) = if query.trim().is_empty() {
+        ("EMPTY_QUERY", None)
+    } else {
+        ("MUSIC_UNAVAILABLE", Some("companiond has no music search"))
+    };
+    Json(MusicSearch {
+        success: false,
+        error,
+        data: Vec::new(),
+        message,
+    })
 }

@@ -29,289 +29,463 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::post;
 use axum::Router;
-use companiond_core::envelope::ok_json;
+use companiond_core::api::Part;
 use companiond_core::guards::Csrf;
 use companiond_core::{Api, AppState};
-use serde_json::{json, Value};
 
-/// Every route of the family, with its literal path.
+use characters::{binding, cards, onboarding, settings};
+use error::answers::*;
+use error::FailsOf;
+
+/// Every route of the family, with its literal path; what each reads and
+/// answers is stated right after it (docs/frontend.md § OpenAPI).
 pub fn api(state: &AppState) -> Api {
     let api = Api::new(state, "frontend")
+        .about(
+            "The routes the original application's pages call around the interface: \
+             per-character card, model and settings routes under the original paths, \
+             Live2D and VRM model lists and uploads, the storage location, and the \
+             features companiond does not have, answered as the pages read \"unavailable\".",
+        )
         .get(
             "/api/characters/current_catgirl",
             "the current character (original page path)",
-            characters::cards::current_get,
+            cards::current_get,
         )
+        .id("current_character")
+        .ok::<cards::CurrentCatgirl>()
         .get(
             "/api/characters/catgirl/{name}/voice_mode_status",
             "voice-mode status of a character (companiond: text only)",
-            characters::settings::voice_mode_status,
+            settings::voice_mode_status,
         )
+        .id("voice_mode_status")
+        .ok::<settings::VoiceModeStatus>()
         .get(
             "/api/characters/catgirl/{name}/mmd_settings",
             "a character's MMD viewer settings (defaults when unset)",
-            characters::settings::mmd_settings_get,
+            settings::mmd_settings_get,
         )
+        .id("mmd_settings")
+        .ok::<settings::MmdSettingsAnswer>()
+        .fails_of([unknown_character()])
         .get(
             "/api/characters/current_live2d_model",
             "the Live2D model bound to a character (query catgirl_name)",
-            characters::binding::current_live2d_model,
+            binding::current_live2d_model,
         )
+        .id("current_live2d_model")
+        .query::<binding::ModelOf>()
+        .ok::<binding::CurrentLive2d>()
         .get(
             "/api/characters/character/{name}/language-preference",
             "a character's reply language preference",
-            characters::settings::language_get,
+            settings::language_get,
         )
+        .id("language_preference")
+        .ok::<settings::LanguagePreference>()
+        .fails_of([unknown_character()])
         .get(
             "/api/characters/persona-onboarding-state",
             "first-run personality onboarding state",
-            characters::onboarding::onboarding_get,
+            onboarding::onboarding_get,
         )
+        .id("onboarding_state")
+        .ok::<onboarding::Onboarding>()
         .get(
             "/api/characters/persona-presets",
             "personality presets (none in companiond)",
-            || async { ok_json(json!({"success": true, "presets": []})) },
+            onboarding::presets,
         )
+        .id("persona_presets")
+        .ok::<onboarding::Presets>()
         .get(
             "/api/characters/character/{name}/persona-selection",
             "a character's personality preset selection",
-            characters::onboarding::persona_selection_get,
+            onboarding::persona_selection_get,
         )
+        .id("persona_selection")
+        .ok::<onboarding::PersonaSelection>()
+        .fails_of([unknown_character()])
         .get(
             "/api/characters/character-card/list",
             "legacy character cards (none)",
-            characters::settings::card_list,
+            settings::card_list,
         )
+        .id("character_cards")
+        .ok::<settings::CardList>()
         .get(
             "/api/characters/card-faces",
             "characters that have a card face",
-            characters::settings::card_faces,
+            settings::card_faces,
         )
+        .id("card_faces")
+        .ok::<settings::CardFaces>()
         .get(
             "/api/characters/card-metas",
             "card metadata of every character",
-            characters::settings::card_metas,
+            settings::card_metas,
         )
+        .id("card_metas")
+        .ok::<settings::CardMetas>()
         .get(
             "/api/characters/voices",
             "text-to-speech voices (none in companiond)",
-            characters::settings::voices,
+            settings::voices,
         )
+        .id("voices")
+        .ok::<settings::Voices>()
         .get(
             "/api/characters/custom_tts_voices",
             "custom text-to-speech voices (not enabled in companiond: success false, code GPTSOVITS_NOT_ENABLED)",
-            characters::settings::custom_tts_voices,
+            settings::custom_tts_voices,
         )
+        .id("custom_voices")
+        .ok::<settings::CustomVoices>()
         .guarded(
             Method::PUT,
             "/api/characters/character/{name}/language-preference",
             "set a character's reply language preference",
             Csrf::Success,
-            characters::settings::language_put,
+            settings::language_put,
         )
-.post(
-        "/api/characters/current_catgirl",
-        "switch the current character (original page path)",
-        characters::cards::current_set,
-    )
-.post(
-        "/api/characters/catgirl",
-        "create a character from the original card form",
-        characters::cards::create,
-    )
-.put(
-        "/api/characters/catgirl/{name}",
-        "save a character's card form (replaces its user fields)",
-        characters::cards::save,
-    )
-.delete(
-        "/api/characters/catgirl/{name}",
-        "delete a character (not the current one)",
-        characters::cards::delete_path,
-    )
-.post(
-        "/api/characters/catgirl/delete",
-        "delete a character named in the body",
-        characters::cards::delete_body,
-    )
-.post(
-        "/api/characters/master",
-        "save the master profile (主人)",
-        characters::cards::master_set,
-    )
-.post(
-        "/api/characters/master/{name}/rename",
-        "rename the master profile",
-        characters::cards::master_rename,
-    )
-.post(
-        "/api/characters/catgirl/{name}/rename",
-        "rename a character (the transaction of /api/characters/profile/{old_name}/rename)",
-        characters::cards::rename,
-    )
-.put(
-        "/api/characters/catgirl/l2d/{name}",
-        "bind a Live2D, VRM, MMD or PNGTuber model to a character",
-        characters::binding::bind_model,
-    )
-.put(
-        "/api/characters/catgirl/{name}/lighting",
-        "save a character's VRM lighting",
-        characters::settings::lighting_put,
-    )
-.put(
-        "/api/characters/catgirl/{name}/mmd_settings",
-        "save a character's MMD viewer settings (merged, clamped)",
-        characters::settings::mmd_settings_put,
-    )
-.route(
-        Method::PATCH,
-        "/api/characters/catgirl/{name}/touch_set",
-        "save a model's touch reactions for a character",
-        axum::routing::patch(characters::settings::touch_set_patch),
-    )
-.post(
-        "/api/characters/clear_voice_ids",
-        "clear every character's voice",
-        characters::settings::clear_voice_ids,
-    )
-.put(
-        "/api/characters/catgirl/voice_id/{name}",
-        "set a character's voice (none available: 400)",
-        characters::settings::voice_id_put,
-    )
-.post(
-        "/api/characters/catgirl/{name}/unregister_voice",
-        "clear a character's voice",
-        characters::settings::unregister_voice,
-    )
-.post(
-        "/api/characters/persona-onboarding-state",
-        "record the first-run onboarding outcome",
-        characters::onboarding::onboarding_set,
-    )
-.get(
+        .id("set_language_preference")
+        .json_body::<settings::LanguageBody>()
+        .ok::<settings::LanguageSet>()
+        .fails_of([bad_request(), character()])
+        .post(
+            "/api/characters/current_catgirl",
+            "switch the current character (original page path)",
+            cards::current_set,
+        )
+        .id("switch_character")
+        .json_body::<cards::SwitchBody>()
+        .ok::<cards::Switched>()
+        .fails_of([bad_request(), character_all()])
+        .post(
+            "/api/characters/catgirl",
+            "create a character from the original card form",
+            cards::create,
+        )
+        .id("create_character")
+        .json_body::<cards::CardForm>()
+        .ok::<cards::CardCreated>()
+        .fails_of([bad_request(), names(), storage()])
+        .put(
+            "/api/characters/catgirl/{name}",
+            "save a character's card form (replaces its user fields)",
+            cards::save,
+        )
+        .id("save_character")
+        .json_body::<cards::CardForm>()
+        .ok::<cards::CardSaved>()
+        .fails_of([bad_request(), character()])
+        .delete(
+            "/api/characters/catgirl/{name}",
+            "delete a character (not the current one)",
+            cards::delete_path,
+        )
+        .id("delete_character")
+        .ok::<cards::CardDeleted>()
+        .fails_of([deleting()])
+        .post(
+            "/api/characters/catgirl/delete",
+            "delete a character named in the body",
+            cards::delete_body,
+        )
+        .id("delete_character_named")
+        .json_body::<cards::DeleteBody>()
+        .ok::<cards::CardDeleted>()
+        .fails_of([bad_request(), deleting()])
+        .post(
+            "/api/characters/master",
+            "save the master profile (主人)",
+            cards::master_set,
+        )
+        .id("save_master")
+        .json_body::<cards::MasterForm>()
+        .ok::<cards::Done>()
+        .fails_of([bad_request(), storage()])
+        .post(
+            "/api/characters/master/{name}/rename",
+            "rename the master profile",
+            cards::master_rename,
+        )
+        .id("rename_master")
+        .json_body::<cards::MasterRenameBody>()
+        .ok::<cards::Done>()
+        .fails_of([
+            bad_request(),
+            not_found("the master is not named so"),
+            storage(),
+        ])
+        .post(
+            "/api/characters/catgirl/{name}/rename",
+            "rename a character (the transaction of /api/characters/profile/{old_name}/rename)",
+            cards::rename,
+        )
+        .id("rename_character")
+        .json_body::<cards::RenameBody>()
+        .ok::<cards::Renamed>()
+        .fails_of([bad_request(), rename()])
+        .put(
+            "/api/characters/catgirl/l2d/{name}",
+            "bind a Live2D, VRM, MMD or PNGTuber model to a character",
+            binding::bind_model,
+        )
+        .id("bind_model")
+        .json_body::<binding::BindBody>()
+        .ok::<cards::Message>()
+        .fails_of([bad_request(), character()])
+        .put(
+            "/api/characters/catgirl/{name}/lighting",
+            "save a character's VRM lighting",
+            settings::lighting_put,
+        )
+        .id("save_lighting")
+        .json_body::<settings::LightingBody>()
+        .ok::<cards::Done>()
+        .fails_of([bad_request(), character()])
+        .put(
+            "/api/characters/catgirl/{name}/mmd_settings",
+            "save a character's MMD viewer settings (merged, clamped)",
+            settings::mmd_settings_put,
+        )
+        .id("save_mmd_settings")
+        .json_body::<settings::MmdSettings>()
+        .ok::<settings::MmdSettingsAnswer>()
+        .fails_of([bad_request(), character()])
+        .route(
+            Method::PATCH,
+            "/api/characters/catgirl/{name}/touch_set",
+            "save a model's touch reactions for a character",
+            axum::routing::patch(settings::touch_set_patch),
+        )
+        .id("save_touch_set")
+        .json_body::<settings::TouchSetBody>()
+        .ok::<cards::Done>()
+        .fails_of([bad_request(), character()])
+        .post(
+            "/api/characters/clear_voice_ids",
+            "clear every character's voice",
+            settings::clear_voice_ids,
+        )
+        .id("clear_voices")
+        .ok::<settings::VoicesCleared>()
+        .fails_of([storage()])
+        .put(
+            "/api/characters/catgirl/voice_id/{name}",
+            "set a character's voice (none available: 400)",
+            settings::voice_id_put,
+        )
+        .id("set_voice")
+        .json_body::<settings::VoiceIdBody>()
+        .fails_of([voice_unavailable(), unknown_character()])
+        .post(
+            "/api/characters/catgirl/{name}/unregister_voice",
+            "clear a character's voice",
+            settings::unregister_voice,
+        )
+        .id("clear_voice")
+        .ok::<settings::VoiceUnregistered>()
+        .fails_of([voice_not_registered(), character()])
+        .post(
+            "/api/characters/persona-onboarding-state",
+            "record the first-run onboarding outcome",
+            onboarding::onboarding_set,
+        )
+        .id("set_onboarding_state")
+        .json_body::<onboarding::OnboardingBody>()
+        .ok::<onboarding::Onboarding>()
+        .fails_of([bad_request(), storage()])
+        .get(
             "/api/live2d/models",
             "Live2D models (a bare array; ?simple=true: names)",
             models::live2d_models,
         )
+        .id("live2d_models")
+        .query::<models::SimpleQuery>()
+        .ok::<models::Live2dModels>()
         .get(
             "/api/live2d/user_models",
             "user Live2D models and user VRM files",
             models::live2d_user_models,
         )
+        .id("user_models")
+        .ok::<models::UserModels>()
         .get(
             "/api/live2d/model_files/{name}",
             "motion and expression files of a Live2D model",
             models::live2d_model_files,
         )
+        .id("live2d_model_files")
+        .ok::<models::ModelFiles>()
+        .fails_of([live2d_not_found()])
         .get(
             "/api/live2d/emotion_mapping/{name}",
             "emotion mapping of a Live2D model (empty)",
             models::live2d_emotion_mapping,
         )
+        .id("live2d_emotion_mapping")
+        .ok::<models::Live2dEmotionMapping>()
         .get(
             "/api/model/vrm/models",
             "VRM models (project and user)",
             models::vrm_models,
         )
+        .id("vrm_models")
+        .ok::<models::VrmModels>()
         .get(
             "/api/model/vrm/animations",
             "VRM animations (project and user)",
             models::vrm_animations,
         )
+        .id("vrm_animations")
+        .ok::<models::VrmAnimations>()
         .get(
             "/api/model/vrm/config",
             "where VRM files are served",
             models::vrm_config,
         )
+        .id("vrm_config")
+        .ok::<models::VrmConfig>()
         .get(
             "/api/model/vrm/emotion_mapping/{name}",
             "emotion mapping of a VRM model (empty)",
             models::vrm_emotion_mapping,
         )
+        .id("vrm_emotion_mapping")
+        .ok::<models::VrmEmotionMapping>()
         .get(
             "/api/live2d/load_model_parameters/{name}",
             "saved parameters of a Live2D model (parameters.json; {} when none)",
             models::live2d_load_parameters,
         )
+        .id("saved_live2d_parameters")
+        .ok::<models::SavedParameters>()
+        .fails_with(unreadable_model("no Live2D model of that name (with parameters {})"))
         .get(
             "/api/live2d/model_parameters/{name}",
             "parameters and parameter groups of a Live2D model (from its .cdi3.json)",
             models::live2d_model_parameters,
         )
+        .id("live2d_parameters")
+        .ok::<models::ModelParameters>()
+        .fails_with(unreadable_model(
+            "no such model, or its .cdi3.json is missing or not JSON",
+        ))
         .route(
             Method::POST,
             "/api/model/vrm/upload",
             "upload a VRM model (multipart part file, .vrm, at most 200 MB) into user_vrm/",
             post(models::vrm_upload_model).layer(DefaultBodyLimit::disable()),
         )
+        .id("upload_vrm_model")
+        .multipart(&[Part::file("file")])
+        .ok::<models::VrmUploaded>()
+        .fails_of([upload(), storage()])
         .route(
             Method::POST,
             "/api/model/vrm/upload_animation",
             "upload a VRM animation (multipart part file, .vrma) into user_vrm/animation/",
             post(models::vrm_upload_animation).layer(DefaultBodyLimit::disable()),
         )
+        .id("upload_vrm_animation")
+        .multipart(&[Part::file("file")])
+        .ok::<models::AnimationUploaded>()
+        .fails_of([upload(), storage()])
         .delete(
             "/api/model/vrm/model",
             "delete an imported VRM model (body {url: /user_vrm/<file>.vrm})",
             models::vrm_delete,
         )
+        .id("delete_vrm_model")
+        .json_body::<models::VrmDeleteBody>()
+        .ok::<cards::Message>()
+        .fails_of([bad_request(), not_found("no such model file"), storage()])
         .raw(
             Router::new()
                 .route("/user_live2d/{*path}", models::user_files(models::USER_LIVE2D))
                 .route("/user_vrm/{*path}", models::user_files(models::USER_VRM)),
         )
-.get(
+        .get(
             "/api/config/steam_language",
             "platform language (no platform: success false, uiLanguage override)",
             extras::steam_language,
         )
+        .id("steam_language")
+        .ok::<extras::SteamLanguage>()
         .get(
             "/api/agent/health",
             "agent server health (none: 502 down)",
             extras::agent_down,
         )
+        .id("agent_health")
+        .fails_of([agent_down()])
         .get("/api/agent/flags", "agent flags (none: 502)", extras::agent_down)
+        .id("agent_flags")
+        .fails_of([agent_down()])
         .get("/api/agent/state", "agent state (none: 502)", extras::agent_down)
+        .id("agent_state")
+        .fails_of([agent_down()])
         .get(
             "/api/agent/{capability}/availability",
             "availability of an agent capability (none: 502 ready false)",
             extras::agent_availability,
         )
+        .id("agent_availability")
+        .ok::<extras::Availability>()
+        .fails_of([agent_unavailable()])
         .get(
             "/api/music/domains",
             "allowed music hosts (none)",
-            || async { ok_json(json!({"success": true, "domains": []})) },
+            extras::music_domains,
         )
+        .id("music_domains")
+        .ok::<extras::MusicDomains>()
         .get(
             "/api/music/search",
             "music search (unavailable)",
             extras::music_search,
         )
+        .id("music_search")
+        .query::<extras::MusicQuery>()
+        .ok::<extras::MusicSearch>()
         .get(
             "/api/widget-mode/state",
             "widget-mode flags (in memory)",
             extras::widget_get,
         )
+        .id("widget_state")
+        .ok::<extras::WidgetAnswer>()
         .get(
             "/api/card-drop/active-character",
             "the character shown in the card-drop window",
             extras::card_drop_get,
         )
+        .id("card_drop_character")
+        .ok::<extras::CardDropCharacter>()
         .get(
             "/api/steam/workshop/subscribed-items",
             "workshop subscriptions (none)",
-            || async { ok_json(json!({"success": true, "items": [], "total": 0})) },
+            extras::workshop_items,
         )
-        .get("/api/steam/workshop/status", "workshop status", || async {
-            ok_json(json!({"success": true, "steamworks_initialized": false}))
-        })
+        .id("workshop_items")
+        .ok::<extras::WorkshopItems>()
+        .get(
+            "/api/steam/workshop/status",
+            "workshop status",
+            extras::workshop_status,
+        )
+        .id("workshop_status")
+        .ok::<extras::WorkshopStatus>()
         .get(
             "/api/steam/workshop/meta/{character}",
             "workshop upload metadata of a character (none)",
             extras::workshop_meta,
         )
+        .id("workshop_meta")
+        .ok::<extras::WorkshopMeta>()
         .guarded(
             Method::POST,
             "/api/agent/flags",
@@ -319,6 +493,8 @@ pub fn api(state: &AppState) -> Api {
             Csrf::Success,
             extras::agent_down,
         )
+        .id("set_agent_flags")
+        .fails_of([agent_down()])
         .guarded(
             Method::POST,
             "/api/widget-mode/enabled",
@@ -326,6 +502,10 @@ pub fn api(state: &AppState) -> Api {
             Csrf::Success,
             extras::widget_enabled,
         )
+        .id("set_widget_mode")
+        .json_body::<extras::EnabledBody>()
+        .ok::<extras::WidgetAnswer>()
+        .fails_of([bad_request()])
         .guarded(
             Method::POST,
             "/api/widget-mode/stealth-enabled",
@@ -333,101 +513,100 @@ pub fn api(state: &AppState) -> Api {
             Csrf::Success,
             extras::widget_stealth,
         )
-.post(
-        "/api/card-drop/active-character",
-        "remember the active character for the card-drop window",
-        extras::card_drop_set,
-    )
-.post(
-        "/api/galgame/options",
-        "reply options after an assistant turn (canned fallback)",
-        extras::galgame_options,
-    )
-.post(
-        "/api/steam/workshop/sync-characters",
-        "import workshop characters (nothing to import)",
-        || async {
-            ok_json(
-                json!({"success": true, "added": 0, "backfilled_faces": 0, "skipped": 0,
-                           "errors": [], "message": "no workshop subscriptions"}),
-            )
-        },
-    )
-// The original shuts down only in its "open browser" mode; companiond never does.
-.post(
-        "/api/beacon/shutdown",
-        "page-unload beacon (a no-op: companiond keeps running)",
-        || async { ok_json(Value::Null) },
-    )
-.get(
+        .id("set_widget_stealth")
+        .json_body::<extras::EnabledBody>()
+        .ok::<extras::WidgetAnswer>()
+        .fails_of([bad_request()])
+        .post(
+            "/api/card-drop/active-character",
+            "remember the active character for the card-drop window",
+            extras::card_drop_set,
+        )
+        .id("set_card_drop_character")
+        .json_body::<extras::CardDropBody>()
+        .ok::<extras::Okay>()
+        .fails_of([bad_request()])
+        .post(
+            "/api/galgame/options",
+            "reply options after an assistant turn (canned fallback)",
+            extras::galgame_options,
+        )
+        .id("galgame_options")
+        .json_body::<extras::GalgameBody>()
+        .ok::<extras::GalgameOptions>()
+        .fails_of([refused(
+            "no_assistant_turn",
+            "the messages have no assistant turn",
+        )])
+        .post(
+            "/api/steam/workshop/sync-characters",
+            "import workshop characters (nothing to import)",
+            extras::workshop_sync,
+        )
+        .id("workshop_sync")
+        .ok::<extras::WorkshopSync>()
+        .post(
+            "/api/beacon/shutdown",
+            "page-unload beacon (a no-op: companiond keeps running)",
+            extras::beacon_shutdown,
+        )
+        .id("shutdown_beacon")
+        .ok::<extras::Null>()
+        .get(
             "/api/storage/location/bootstrap",
             "the storage location (the data dir) and its flags",
             storage::bootstrap,
         )
+        .id("storage_bootstrap")
+        .ok::<storage::Bootstrap>()
         .get(
             "/api/storage/location/status",
             "storage lifecycle status (no-store)",
             storage::status,
         )
+        .id("storage_status")
+        .ok::<storage::LocationStatus>()
         .get(
             "/api/storage/location/diagnostics",
             "storage diagnostics",
             storage::diagnostics,
         )
+        .id("storage_diagnostics")
+        .ok::<storage::Diagnostics>()
         .get(
             "/api/storage/location/retained-source",
             "retained previous storage root (none)",
             storage::retained_source,
         )
-        .guarded(
-            Method::POST,
+        .id("retained_storage")
+        .ok::<storage::RetainedSource>();
+    let api = [
+        (
             "/api/storage/location/pick-directory",
-            "relocating storage is not supported (409 ok:false)",
-            Csrf::Success,
-            storage::unsupported,
-        )
-        .guarded(
-            Method::POST,
-            "/api/storage/location/open-current",
-            "relocating storage is not supported (409 ok:false)",
-            Csrf::Success,
-            storage::unsupported,
-        )
-        .guarded(
-            Method::POST,
-            "/api/storage/location/preflight",
-            "relocating storage is not supported (409 ok:false)",
-            Csrf::Success,
-            storage::unsupported,
-        )
-        .guarded(
-            Method::POST,
-            "/api/storage/location/select",
-            "relocating storage is not supported (409 ok:false)",
-            Csrf::Success,
-            storage::unsupported,
-        )
-        .guarded(
-            Method::POST,
-            "/api/storage/location/restart",
-            "relocating storage is not supported (409 ok:false)",
-            Csrf::Success,
-            storage::unsupported,
-        )
-        .guarded(
-            Method::POST,
-            "/api/storage/location/exit",
-            "relocating storage is not supported (409 ok:false)",
-            Csrf::Success,
-            storage::unsupported,
-        )
-        .guarded(
-            Method::POST,
+            "pick_storage_directory",
+        ),
+        ("/api/storage/location/open-current", "open_storage"),
+        ("/api/storage/location/preflight", "storage_preflight"),
+        ("/api/storage/location/select", "select_storage"),
+        ("/api/storage/location/restart", "restart_storage"),
+        ("/api/storage/location/exit", "exit_storage"),
+        (
             "/api/storage/location/retained-source/cleanup",
-            "relocating storage is not supported (409 ok:false)",
+            "clean_retained_storage",
+        ),
+    ]
+    .into_iter()
+    .fold(api, |api, (path, id)| {
+        api.guarded(
+            Method::POST,
+            path,
+            "relocating storage is not supported (409)",
             Csrf::Success,
             storage::unsupported,
-        );
+        )
+        .id(id)
+        .fails_of([relocation_unsupported()])
+    });
     match state.opts.frontend_dir.clone() {
         Some(dir) => api.raw(pages::router(dir)),
         None => api,

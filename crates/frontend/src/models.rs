@@ -11,14 +11,242 @@
 use std::path::{Path, PathBuf};
 
 use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::Json;
-use companiond_core::envelope::JsonBody;
+use companiond_core::envelope::{JsonBody, SuccessError};
 use companiond_core::static_files::serve_contained;
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
+use crate::characters::cards::{message, Message};
 use crate::error::{Answer, FrontendError};
+
+// ------------------------------------------------------------------ bodies and answers
+
+/// A Live2D model: its folder name, the served path of its `*.model3.json` and
+/// where it was found (`static`, `documents`: the data dir's `user_live2d/`,
+/// `steam_workshop`).
+#[derive(Clone, Serialize, ToSchema)]
+#[schema(example = json!({"name": "yui-lolita", "display_name": "yui-lolita",
+    "path": "/static/yui-lolita/yui-lolita.model3.json", "source": "static"}))]
+pub struct Live2dModel {
+    pub name: String,
+    pub display_name: String,
+    pub path: String,
+    pub source: &'static str,
+    /// The workshop item (workshop models only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub item_id: Option<String>,
+    /// `true` when shown in place of a character's missing model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub is_fallback: Option<bool>,
+}
+
+/// `?simple=`: `true`, `1` or `yes` lists the names only.
+#[derive(IntoParams)]
+#[allow(dead_code)]
+pub(crate) struct SimpleQuery {
+    simple: Option<String>,
+}
+
+/// The Live2D models: a bare array, or with `?simple=true` their names.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub(crate) enum Live2dModels {
+    Full(Vec<Live2dModel>),
+    Names(Live2dNames),
+}
+
+/// The names of the Live2D models.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Live2dNames {
+    success: bool,
+    models: Vec<String>,
+}
+
+/// A user Live2D model folder (`broken` when it has no model file) or a user VRM file (`type: vrm`).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct UserModel {
+    name: String,
+    path: String,
+    source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    broken: Option<bool>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    kind: Option<&'static str>,
+}
+
+/// The user's Live2D models and VRM files.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct UserModels {
+    success: bool,
+    models: Vec<UserModel>,
+}
+
+/// A Live2D model's motion and expression files (paths in its folder).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "motion_files": ["motions/idle.motion3.json"],
+    "expression_files": ["exp/smile.exp3.json"]}))]
+pub(crate) struct ModelFiles {
+    success: bool,
+    motion_files: Vec<String>,
+    expression_files: Vec<String>,
+}
+
+/// A Live2D model's emotion mapping (empty).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Live2dEmotionMapping {
+    success: bool,
+    config: Live2dEmotionConfig,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Live2dEmotionConfig {
+    #[schema(value_type = Object)]
+    motions: Map<String, Value>,
+    #[schema(value_type = Object)]
+    expressions: Map<String, Value>,
+}
+
+/// A VRM model (`location`: `project` for `static/vrm/`, `user` for the data dir's `user_vrm/`).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmModel {
+    name: String,
+    filename: String,
+    path: String,
+    url: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    size: u64,
+    location: &'static str,
+}
+
+/// The VRM models.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmModels {
+    success: bool,
+    models: Vec<VrmModel>,
+}
+
+/// A VRM animation (`.vrma`).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmAnimation {
+    name: String,
+    filename: String,
+    url: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    size: u64,
+}
+
+/// The VRM animations.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmAnimations {
+    success: bool,
+    animations: Vec<VrmAnimation>,
+}
+
+/// Where VRM files are served.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmConfig {
+    success: bool,
+    paths: VrmPaths,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmPaths {
+    user_vrm: &'static str,
+    static_vrm: &'static str,
+    static_animation: &'static str,
+    user_animation: &'static str,
+}
+
+/// A VRM model's emotion mapping (empty).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmEmotionMapping {
+    success: bool,
+    #[schema(value_type = Object)]
+    config: Map<String, Value>,
+}
+
+/// A Live2D model's saved parameters (`{}` when none).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct SavedParameters {
+    success: bool,
+    /// Parameter values by id, as the parameter editor saved them.
+    #[schema(value_type = Object)]
+    parameters: Value,
+}
+
+/// A Live2D model's parameters and parameter groups (from its `.cdi3.json`).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ModelParameters {
+    success: bool,
+    parameters: Vec<ModelParameter>,
+    /// Groups by id.
+    #[schema(value_type = std::collections::BTreeMap<String, ParameterGroup>)]
+    parameter_groups: indexmap::IndexMap<String, ParameterGroup>,
+}
+
+/// A parameter (`Id`, `GroupId` and `Name` of the `.cdi3.json`; the name
+/// defaults to the id, the group to empty).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ModelParameter {
+    id: String,
+    #[serde(rename = "groupId")]
+    group_id: String,
+    name: String,
+}
+
+/// A parameter group (`Id` and `Name`; the name defaults to the id).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ParameterGroup {
+    id: String,
+    name: String,
+}
+
+/// An uploaded VRM model.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VrmUploaded {
+    success: bool,
+    message: String,
+    model_name: String,
+    model_url: String,
+    file_size: u64,
+}
+
+/// An uploaded VRM animation.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct AnimationUploaded {
+    success: bool,
+    message: String,
+    filename: String,
+    file_path: String,
+    file_size: u64,
+}
+
+/// `{url}`: the imported model to delete.
+#[derive(ToSchema)]
+#[schema(example = json!({"url": "/user_vrm/Alicia.vrm"}))]
+#[allow(dead_code)]
+pub(crate) struct VrmDeleteBody {
+    /// `/user_vrm/<file>.vrm`.
+    #[schema(pattern = "^/user_vrm/[^/\\\\]+\\.[vV][rR][mM]$")]
+    url: String,
+}
+
+/// `200 {success:false, error, ...}`: the original's answer for a model it cannot read.
+fn not_read(body: SuccessError) -> Response {
+    body.status(StatusCode::OK)
+}
 
 /// Data-dir folder of user Live2D models (`/user_live2d/...`).
 pub const USER_LIVE2D: &str = "user_live2d";
@@ -88,25 +316,38 @@ fn scan_live2d(root: &Path, depth: usize) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Every Live2D model: `[{name, display_name, path, source, item_id?}]`.
+impl Live2dModel {
+    fn new(name: String, path: String, source: &'static str, item_id: Option<String>) -> Self {
+        Live2dModel {
+            display_name: name.clone(),
+            name,
+            path,
+            source,
+            item_id,
+            is_fallback: None,
+        }
+    }
+}
+
+/// Every Live2D model.
 pub fn live2d_models_blocking(
     roots: &[PathBuf],
     data: &Path,
     workshop: Option<&Path>,
-) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
+) -> Vec<Live2dModel> {
+    let mut out: Vec<Live2dModel> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for root in roots {
         for (name, rel) in scan_live2d(root, 3) {
             if seen.insert(name.clone()) {
-                out.push(json!({"name": name, "display_name": name,
-                                "path": url_path("/static", &rel), "source": "static"}));
+                let path = url_path("/static", &rel);
+                out.push(Live2dModel::new(name, path, "static", None));
             }
         }
     }
     for (name, rel) in scan_live2d(&data.join(USER_LIVE2D), 2) {
-        out.push(json!({"name": name, "display_name": name,
-                        "path": url_path("/user_live2d", &rel), "source": "documents"}));
+        let path = url_path("/user_live2d", &rel);
+        out.push(Live2dModel::new(name, path, "documents", None));
     }
     if let Some(ws) = workshop {
         if let Ok(rd) = std::fs::read_dir(ws) {
@@ -115,9 +356,13 @@ pub fn live2d_models_blocking(
             for item in items {
                 let id = item.file_name().to_string_lossy().into_owned();
                 for (name, rel) in scan_live2d(&item.path(), 3) {
-                    out.push(json!({"name": name, "display_name": name,
-                                    "path": url_path(&format!("/workshop/{id}"), &rel),
-                                    "source": "steam_workshop", "item_id": id}));
+                    let path = url_path(&format!("/workshop/{id}"), &rel);
+                    out.push(Live2dModel::new(
+                        name,
+                        path,
+                        "steam_workshop",
+                        Some(id.clone()),
+                    ));
                 }
             }
         }
@@ -125,7 +370,7 @@ pub fn live2d_models_blocking(
     out
 }
 
-pub(crate) async fn live2d_all(st: &AppState) -> Vec<Value> {
+pub(crate) async fn live2d_all(st: &AppState) -> Vec<Live2dModel> {
     let roots = static_roots(st);
     let data = st.data_dir().to_path_buf();
     let ws = st.opts.workshop_dir.clone();
@@ -135,15 +380,15 @@ pub(crate) async fn live2d_all(st: &AppState) -> Vec<Value> {
 }
 
 /// The model named `name_or_path` (a folder name, or a model URL path).
-pub async fn find_live2d(st: &AppState, name_or_path: &str) -> Option<Value> {
+pub async fn find_live2d(st: &AppState, name_or_path: &str) -> Option<Live2dModel> {
     let key = name_or_path.trim();
     if key.is_empty() {
         return None;
     }
-    live2d_all(st).await.into_iter().find(|m| {
-        m.get("name").and_then(Value::as_str) == Some(key)
-            || m.get("path").and_then(Value::as_str) == Some(key)
-    })
+    live2d_all(st)
+        .await
+        .into_iter()
+        .find(|m| m.name == key || m.path == key)
 }
 
 /// The served path of the model named `name` (what page_config passes through).
@@ -151,26 +396,23 @@ pub async fn live2d_path_of(st: &AppState, name: &str) -> Option<String> {
     if name.starts_with('/') {
         return Some(name.to_string());
     }
-    find_live2d(st, name)
-        .await
-        .and_then(|m| m.get("path").and_then(Value::as_str).map(str::to_string))
+    find_live2d(st, name).await.map(|m| m.path)
 }
 
 pub(crate) async fn live2d_models(
     State(st): State<AppState>,
     RawQuery(q): RawQuery,
-) -> Json<Value> {
+) -> Json<Live2dModels> {
     let models = live2d_all(&st).await;
     let simple = crate::pages::query_param(q.as_deref().unwrap_or(""), "simple")
         .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
     if simple {
-        let names: Vec<Value> = models
-            .iter()
-            .filter_map(|m| m.get("name").cloned())
-            .collect();
-        return Json(json!({"success": true, "models": names}));
+        return Json(Live2dModels::Names(Live2dNames {
+            success: true,
+            models: models.into_iter().map(|m| m.name).collect(),
+        }));
     }
-    Json(Value::Array(models))
+    Json(Live2dModels::Full(models))
 }
 
 fn files_with_ext(dir: &Path, ext: &str) -> Vec<(String, u64)> {
@@ -191,7 +433,7 @@ fn files_with_ext(dir: &Path, ext: &str) -> Vec<(String, u64)> {
     v
 }
 
-pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Json<Value> {
+pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Json<UserModels> {
     let data = st.data_dir().to_path_buf();
     let models = tokio::task::spawn_blocking(move || {
         let root = data.join(USER_LIVE2D);
@@ -201,13 +443,22 @@ pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Json<Value
             dirs.sort_by_key(|e| e.file_name());
             for d in dirs {
                 let name = d.file_name().to_string_lossy().into_owned();
-                match scan_live2d(&d.path(), 2).into_iter().next() {
-                    Some((_, rel)) => out.push(json!({"name": name,
-                        "path": url_path(&format!("/user_live2d/{name}"), &rel),
-                        "source": "user_documents"})),
-                    None => out.push(json!({"name": name, "path": "",
-                        "source": "user_documents", "broken": true})),
-                }
+                out.push(match scan_live2d(&d.path(), 2).into_iter().next() {
+                    Some((_, rel)) => UserModel {
+                        path: url_path(&format!("/user_live2d/{name}"), &rel),
+                        name,
+                        source: "user_documents",
+                        broken: None,
+                        kind: None,
+                    },
+                    None => UserModel {
+                        name,
+                        path: String::new(),
+                        source: "user_documents",
+                        broken: Some(true),
+                        kind: None,
+                    },
+                });
             }
         }
         for (f, _) in files_with_ext(&data.join(USER_VRM), ".vrm") {
@@ -215,14 +466,22 @@ pub(crate) async fn live2d_user_models(State(st): State<AppState>) -> Json<Value
                 .trim_end_matches(".vrm")
                 .trim_end_matches(".VRM")
                 .to_string();
-            out.push(json!({"name": stem, "path": format!("/user_vrm/{f}"),
-                            "source": "user_documents", "type": "vrm"}));
+            out.push(UserModel {
+                name: stem,
+                path: format!("/user_vrm/{f}"),
+                source: "user_documents",
+                broken: None,
+                kind: Some("vrm"),
+            });
         }
         out
     })
     .await
     .unwrap_or_default();
-    Json(json!({"success": true, "models": models}))
+    Json(UserModels {
+        success: true,
+        models,
+    })
 }
 
 /// The folder of the Live2D model `name` on disk, with its model file.
@@ -286,7 +545,7 @@ fn walk_files(dir: &Path, suffix: &str, depth: usize) -> Vec<String> {
 pub(crate) async fn live2d_model_files(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<ModelFiles>> {
     let r = in_live2d_dir(&st, name, |dir| {
         (
             walk_files(dir, ".motion3.json", 3),
@@ -295,15 +554,25 @@ pub(crate) async fn live2d_model_files(
     })
     .await;
     match r {
-        Some((motions, exps)) => Ok(Json(
-            json!({"success": true, "motion_files": motions, "expression_files": exps}),
-        )),
+        Some((motion_files, expression_files)) => Ok(Json(ModelFiles {
+            success: true,
+            motion_files,
+            expression_files,
+        })),
         None => Err(FrontendError::Live2dModelNotFound),
     }
 }
 
-pub(crate) async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Json<Value> {
-    Json(json!({"success": true, "config": {"motions": {}, "expressions": {}}}))
+pub(crate) async fn live2d_emotion_mapping(
+    UrlPath(_name): UrlPath<String>,
+) -> Json<Live2dEmotionMapping> {
+    Json(Live2dEmotionMapping {
+        success: true,
+        config: Live2dEmotionConfig {
+            motions: Map::new(),
+            expressions: Map::new(),
+        },
+    })
 }
 
 /// `<model dir>/parameters.json` of a Live2D model (what the parameter editor
@@ -312,7 +581,7 @@ pub(crate) async fn live2d_emotion_mapping(UrlPath(_name): UrlPath<String>) -> J
 pub(crate) async fn live2d_load_parameters(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Json<Value> {
+) -> Response {
     let r = in_live2d_dir(&st, name, |dir| {
         std::fs::read(dir.join("parameters.json"))
             .ok()
@@ -322,10 +591,13 @@ pub(crate) async fn live2d_load_parameters(
     })
     .await;
     match r {
-        Some(p) => Json(json!({"success": true, "parameters": p})),
-        None => Json(
-            json!({"success": false, "error": "no Live2D model of that name",
-                               "parameters": {}}),
+        Some(parameters) => Json(SavedParameters {
+            success: true,
+            parameters,
+        })
+        .into_response(),
+        None => not_read(
+            SuccessError::new("no Live2D model of that name").with("parameters", json!({})),
         ),
     }
 }
@@ -334,7 +606,7 @@ pub(crate) async fn live2d_load_parameters(
 pub(crate) async fn live2d_model_parameters(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Json<Value> {
+) -> Response {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let r = tokio::task::spawn_blocking(move || {
@@ -353,32 +625,36 @@ pub(crate) async fn live2d_model_parameters(
                 .cloned()
                 .unwrap_or_default()
         };
-        let params: Vec<Value> = list("Parameters")
+        let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+        let parameters: Vec<ModelParameter> = list("Parameters")
             .iter()
             .filter_map(|p| {
-                let id = p.get("Id")?.clone();
-                Some(json!({"id": id,
-                    "groupId": p.get("GroupId").cloned().unwrap_or(json!("")),
-                    "name": p.get("Name").cloned().unwrap_or(id.clone())}))
+                let id = text(p, "Id")?;
+                Some(ModelParameter {
+                    group_id: text(p, "GroupId").unwrap_or_default(),
+                    name: text(p, "Name").unwrap_or_else(|| id.clone()),
+                    id,
+                })
             })
             .collect();
-        let mut groups = serde_json::Map::new();
+        let mut parameter_groups = indexmap::IndexMap::new();
         for g in list("ParameterGroups") {
-            if let Some(id) = g.get("Id").and_then(Value::as_str) {
-                groups.insert(
-                    id.to_string(),
-                    json!({"id": id,
-                    "name": g.get("Name").cloned().unwrap_or(json!(id))}),
-                );
+            if let Some(id) = text(&g, "Id") {
+                let name = text(&g, "Name").unwrap_or_else(|| id.clone());
+                parameter_groups.insert(id.clone(), ParameterGroup { id, name });
             }
         }
-        Ok::<_, &str>(json!({"success": true, "parameters": params, "parameter_groups": groups}))
+        Ok::<_, &str>(ModelParameters {
+            success: true,
+            parameters,
+            parameter_groups,
+        })
     })
     .await
     .unwrap_or(Err("the model could not be read"));
     match r {
-        Ok(v) => Json(v),
-        Err(e) => Json(json!({"success": false, "error": e})),
+        Ok(v) => Json(v).into_response(),
+        Err(e) => not_read(SuccessError::new(e)),
     }
 }
 
@@ -399,19 +675,36 @@ fn upload_refused(msg: impl Into<String>, code: &'static str) -> FrontendError {
 pub(crate) async fn vrm_upload_model(
     State(st): State<AppState>,
     req: Request,
-) -> Answer<Json<Value>> {
-    vrm_upload(st, req, false).await
+) -> Answer<Json<VrmUploaded>> {
+    let (name, size) = vrm_upload(st, req, false).await?;
+    let stem = name[..name.len() - ".vrm".len()].to_string();
+    Ok(Json(VrmUploaded {
+        success: true,
+        message: format!("VRM model {name} uploaded"),
+        model_name: stem,
+        model_url: format!("/user_vrm/{name}"),
+        file_size: size,
+    }))
 }
 
 /// `POST /api/model/vrm/upload_animation`: [`vrm_upload`] of a `.vrma` animation.
 pub(crate) async fn vrm_upload_animation(
     State(st): State<AppState>,
     req: Request,
-) -> Answer<Json<Value>> {
-    vrm_upload(st, req, true).await
+) -> Answer<Json<AnimationUploaded>> {
+    let (name, size) = vrm_upload(st, req, true).await?;
+    Ok(Json(AnimationUploaded {
+        success: true,
+        message: format!("VRM animation {name} uploaded"),
+        file_path: format!("/user_vrm/animation/{name}"),
+        filename: name,
+        file_size: size,
+    }))
 }
 
-async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Answer<Json<Value>> {
+/// Store the upload: its file name (ending in the extension, longer than it)
+/// and size.
+async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Answer<(String, u64)> {
     use futures::StreamExt as _;
     use tokio::io::AsyncWriteExt as _;
     let (ext, label) = if animation {
@@ -512,13 +805,7 @@ async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Answer<Json<
     .await;
     let _ = tokio::fs::remove_file(&tmp).await;
     match written {
-        Ok(Ok(size)) if animation => Ok(Json(json!({"success": true,
-            "message": format!("{label} {name} uploaded"), "filename": name,
-            "file_path": format!("/user_vrm/animation/{name}"), "file_size": size}))),
-        Ok(Ok(size)) => Ok(Json(json!({"success": true,
-            "message": format!("{label} {name} uploaded"),
-            "model_name": name[..name.len() - ext.len()].to_string(),
-            "model_url": format!("/user_vrm/{name}"), "file_size": size}))),
+        Ok(Ok(size)) => Ok((name, size)),
         Ok(Err(msg)) => Err(upload_refused(msg, "upload_refused")),
         Err(e) => Err(FrontendError::Storage(format!(
             "cannot store the {label}: {e}"
@@ -530,7 +817,7 @@ async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Answer<Json<
 pub(crate) async fn vrm_delete(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Value>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Message>> {
     let bad = |m: &str| Err(FrontendError::BadRequest(m.into()));
     let Some(url) = body
         .get("url")
@@ -550,8 +837,10 @@ pub(crate) async fn vrm_delete(
     }
     let target = st.data_dir().join(USER_VRM).join(rel);
     match tokio::fs::remove_file(&target).await {
-        Ok(()) => Ok(Json(json!({"success": true,
-            "message": format!("VRM model {} deleted", &rel[..rel.len() - 4])}))),
+        Ok(()) => Ok(message(format!(
+            "VRM model {} deleted",
+            &rel[..rel.len() - 4]
+        ))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(FrontendError::NotFound("no such model file".into()))
         }
@@ -561,7 +850,7 @@ pub(crate) async fn vrm_delete(
     }
 }
 
-pub(crate) async fn vrm_models(State(st): State<AppState>) -> Json<Value> {
+pub(crate) async fn vrm_models(State(st): State<AppState>) -> Json<VrmModels> {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let models = tokio::task::spawn_blocking(move || {
@@ -570,55 +859,94 @@ pub(crate) async fn vrm_models(State(st): State<AppState>) -> Json<Value> {
         for root in &roots {
             for (f, size) in files_with_ext(&root.join("vrm"), ".vrm") {
                 if seen.insert(f.clone()) {
-                    let url = format!("/static/vrm/{f}");
-                    out.push(json!({"name": f.trim_end_matches(".vrm"), "filename": f,
-                        "path": url, "url": url, "type": "vrm", "size": size,
-                        "location": "project"}));
+                    out.push(VrmModel::new(f, "/static/vrm", size, "project"));
                 }
             }
         }
         for (f, size) in files_with_ext(&data.join(USER_VRM), ".vrm") {
-            let url = format!("/user_vrm/{f}");
-            out.push(json!({"name": f.trim_end_matches(".vrm"), "filename": f,
-                "path": url, "url": url, "type": "vrm", "size": size, "location": "user"}));
+            out.push(VrmModel::new(f, "/user_vrm", size, "user"));
         }
         out
     })
     .await
     .unwrap_or_default();
-    Json(json!({"success": true, "models": models}))
+    Json(VrmModels {
+        success: true,
+        models,
+    })
 }
 
-pub(crate) async fn vrm_animations(State(st): State<AppState>) -> Json<Value> {
+impl VrmModel {
+    /// The model file `f` served under `prefix`.
+    fn new(f: String, prefix: &str, size: u64, location: &'static str) -> Self {
+        let url = format!("{prefix}/{f}");
+        VrmModel {
+            name: f.trim_end_matches(".vrm").to_string(),
+            filename: f,
+            path: url.clone(),
+            url,
+            kind: "vrm",
+            size,
+            location,
+        }
+    }
+}
+
+impl VrmAnimation {
+    /// The animation file `f` served under `prefix`.
+    fn new(f: String, prefix: &str, size: u64) -> Self {
+        VrmAnimation {
+            name: f.trim_end_matches(".vrma").to_string(),
+            url: format!("{prefix}/{f}"),
+            filename: f,
+            kind: "vrma",
+            size,
+        }
+    }
+}
+
+pub(crate) async fn vrm_animations(State(st): State<AppState>) -> Json<VrmAnimations> {
     let roots = static_roots(&st);
     let data = st.data_dir().to_path_buf();
     let anims = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
         for root in &roots {
             for (f, size) in files_with_ext(&root.join("vrm").join("animation"), ".vrma") {
-                out.push(json!({"name": f.trim_end_matches(".vrma"), "filename": f,
-                    "url": format!("/static/vrm/animation/{f}"), "type": "vrma", "size": size}));
+                out.push(VrmAnimation::new(f, "/static/vrm/animation", size));
             }
         }
         for (f, size) in files_with_ext(&data.join(USER_VRM).join("animation"), ".vrma") {
-            out.push(json!({"name": f.trim_end_matches(".vrma"), "filename": f,
-                "url": format!("/user_vrm/animation/{f}"), "type": "vrma", "size": size}));
+            out.push(VrmAnimation::new(f, "/user_vrm/animation", size));
         }
         out
     })
     .await
     .unwrap_or_default();
-    Json(json!({"success": true, "animations": anims}))
+    Json(VrmAnimations {
+        success: true,
+        animations: anims,
+    })
 }
 
-pub(crate) async fn vrm_config() -> Json<Value> {
-    Json(json!({"success": true, "paths": {
-        "user_vrm": "/user_vrm", "static_vrm": "/static/vrm",
-        "static_animation": "/static/vrm/animation", "user_animation": "/user_vrm/animation"}}))
+pub(crate) async fn vrm_config() -> Json<VrmConfig> {
+    Json(VrmConfig {
+        success: true,
+        paths: VrmPaths {
+            user_vrm: "/user_vrm",
+            static_vrm: "/static/vrm",
+            static_animation: "/static/vrm/animation",
+            user_animation: "/user_vrm/animation",
+        },
+    })
 }
 
-pub(crate) async fn vrm_emotion_mapping(UrlPath(_name): UrlPath<String>) -> Json<Value> {
-    Json(json!({"success": true, "config": {}}))
+pub(crate) async fn vrm_emotion_mapping(
+    UrlPath(_name): UrlPath<String>,
+) -> Json<VrmEmotionMapping> {
+    Json(VrmEmotionMapping {
+        success: true,
+        config: Map::new(),
+    })
 }
 
 /// `GET /user_live2d/{*path}`, `/user_vrm/{*path}`: a file below

@@ -4,9 +4,66 @@
 use axum::extract::{RawQuery, State};
 use axum::Json;
 use companiond_core::AppState;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
+use super::cards::{message, Message};
 use super::*;
+use crate::models::Live2dModel;
+
+// ------------------------------------------------------------------ bodies and answers
+
+/// The model to bind: `model_type` `live2d` (default; `live2d` the model's
+/// name or served path), `vrm`/`mmd`/`live3d` (`vrm` or `mmd` a served path under
+/// `/user_<kind>/`, `/static/<kind>/` or `/workshop/`) or `pngtuber` (image
+/// paths in `pngtuber` or flat keys). Only `live2d_idle_animation`: that alone
+/// changes. Other keys are ignored.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"model_type": "live2d", "live2d": "yui-lolita"}))]
+#[allow(dead_code)]
+pub(crate) struct BindBody {
+    /// `live2d`, `live3d`, `vrm`, `mmd` or `pngtuber` (any case).
+    model_type: Option<String>,
+    live2d: Option<String>,
+    live2d_item_id: Option<String>,
+    live2d_idle_animation: Option<Value>,
+    vrm: Option<String>,
+    vrm_animation: Option<Value>,
+    /// One name or a list of names.
+    idle_animation: Option<Value>,
+    mmd: Option<String>,
+    mmd_animation: Option<Value>,
+    mmd_idle_animation: Option<Value>,
+    /// Image paths by state (local served paths).
+    #[schema(value_type = Object)]
+    pngtuber: Option<Value>,
+    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// `?catgirl_name=`: whose model (default: the current character).
+#[derive(IntoParams)]
+#[allow(dead_code)]
+pub(crate) struct ModelOf {
+    catgirl_name: Option<String>,
+}
+
+/// The Live2D model a character shows (the default model, `is_fallback`, when
+/// it has none or its model is gone); `success:false` with `model_info: null`
+/// when not even the default model exists.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CurrentLive2d {
+    success: bool,
+    catgirl_name: String,
+    model_name: String,
+    #[schema(required = true)]
+    model_info: Option<Live2dModel>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    error: Option<&'static str>,
+}
 
 // ------------------------------------------------------------------ model binding
 
@@ -41,7 +98,7 @@ fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 pub(crate) async fn bind_model(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Message>> {
     existing(&st, &name)?;
     let mut set = Map::new();
     let model_type = str_field(&body, "model_type").map(str::to_ascii_lowercase);
@@ -149,7 +206,7 @@ pub(crate) async fn bind_model(
         Ok(())
     })
     .await?;
-    Ok(Json(json!({"success": true, "message": "model saved"})))
+    Ok(message("model saved"))
 }
 
 /// Store an idle-animation setting given as a list or one name: its first
@@ -169,7 +226,7 @@ fn set_idle(set: &mut Map<String, Value>, idle: Option<&Value>, one: &str) {
 pub(crate) async fn current_live2d_model(
     State(st): State<AppState>,
     RawQuery(q): RawQuery,
-) -> Json<Value> {
+) -> Json<CurrentLive2d> {
     let q = q.unwrap_or_default();
     let asked = crate::pages::query_param(&q, "catgirl_name").unwrap_or_default();
     let name = st
@@ -188,23 +245,24 @@ pub(crate) async fn current_live2d_model(
         None => crate::models::find_live2d(&st, crate::models::DEFAULT_LIVE2D_NAME)
             .await
             .map(|mut m| {
-                if let Some(o) = m.as_object_mut() {
-                    o.insert("is_fallback".into(), json!(true));
-                }
+                m.is_fallback = Some(true);
                 m
             }),
     };
-    match model {
-        Some(m) => Json(json!({
-            "success": true, "catgirl_name": name,
-            "model_name": m.get("name").cloned().unwrap_or(Value::Null),
-            "model_info": m,
-        })),
-        None => Json(json!({
-            "success": false, "catgirl_name": name,
-            "model_name": crate::models::DEFAULT_LIVE2D_NAME,
-            "model_info": Value::Null,
-            "error": "no Live2D model is bound or the bound model was not found",
-        })),
-    }
+    Json(match model {
+        Some(m) => CurrentLive2d {
+            success: true,
+            catgirl_name: name,
+            model_name: m.name.clone(),
+            model_info: Some(m),
+            error: None,
+        },
+        None => CurrentLive2d {
+            success: false,
+            catgirl_name: name,
+            model_name: crate::models::DEFAULT_LIVE2D_NAME.to_string(),
+            model_info: None,
+            error: Some("no Live2D model is bound or the bound model was not found"),
+        },
+    })
 }

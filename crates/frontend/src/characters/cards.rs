@@ -6,20 +6,187 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::AppState;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
 use super::*;
+
+// ------------------------------------------------------------------ bodies and answers
+
+/// `GET /api/characters/current_catgirl`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"current_catgirl": "Mika"}))]
+pub(crate) struct CurrentCatgirl {
+    current_catgirl: String,
+}
+
+/// The switch body: the character in `catgirl_name` (or `name`); other keys are ignored.
+#[derive(ToSchema)]
+#[schema(example = json!({"catgirl_name": "Mika"}))]
+#[allow(dead_code)]
+pub(crate) struct SwitchBody {
+    /// The character to switch to (trimmed; required unless `name` is given).
+    catgirl_name: Option<String>,
+    /// Alias of `catgirl_name`.
+    name: Option<String>,
+}
+
+/// The current character after a switch (both keys name it).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "current": "Mika", "current_catgirl": "Mika"}))]
+pub(crate) struct Switched {
+    success: bool,
+    current: String,
+    current_catgirl: String,
+}
+
+/// The original card form: the name in `档案名`, the field order in
+/// `_field_order`, every other non-empty key a user field of the profile (keys
+/// the system owns, such as `live2d` or `_reserved`, are ignored; `voice_id` and
+/// `model_type` are kept).
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"档案名": "Mika", "性格": "cheerful", "_field_order": ["性格"]}))]
+#[allow(dead_code)]
+pub(crate) struct CardForm {
+    /// The character's name (required to create; ignored by a save).
+    #[serde(rename = "档案名")]
+    name: Option<String>,
+    /// The order the card form shows the user fields in.
+    #[serde(rename = "_field_order")]
+    field_order: Option<Vec<String>>,
+    voice_id: Option<String>,
+    model_type: Option<String>,
+    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// A created character (a taken name gets a suffix: `Mika(1)`).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "character_name": "Mika", "memory_server_reloaded": false}))]
+pub(crate) struct CardCreated {
+    success: bool,
+    character_name: String,
+    memory_server_reloaded: bool,
+}
+
+/// A saved card form.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CardSaved {
+    success: bool,
+    character_name: String,
+    voice_id_changed: bool,
+    session_restarted: bool,
+    context_refreshed: bool,
+    /// Body keys the system owns, not saved.
+    ignored_reserved_fields: Vec<String>,
+}
+
+/// A deleted character.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CardDeleted {
+    success: bool,
+    memory_server_reloaded: bool,
+}
+
+/// `{name}`: the character to delete.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct DeleteBody {
+    name: String,
+}
+
+/// The master profile (`主人`): its name in `档案名`, every other non-empty key
+/// stored as sent.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"档案名": "Alex", "称呼": "master"}))]
+#[allow(dead_code)]
+pub(crate) struct MasterForm {
+    /// The master's name: at most 60 characters, without `/` or `\\`.
+    #[serde(rename = "档案名")]
+    name: String,
+    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// `{new_name}`: a character's rename.
+#[derive(ToSchema)]
+#[schema(example = json!({"new_name": "Mika"}))]
+#[allow(dead_code)]
+pub(crate) struct RenameBody {
+    /// The new name (not blank; the character name rules apply).
+    #[schema(pattern = "\\S")]
+    new_name: String,
+}
+
+/// `{new_name}`: the master's new name.
+#[derive(ToSchema)]
+#[schema(example = json!({"new_name": "Alex"}))]
+#[allow(dead_code)]
+pub(crate) struct MasterRenameBody {
+    /// Not blank, at most 60 characters (trimmed), without `/` or `\\`.
+    #[schema(pattern = "^[^/\\\\]*[^/\\\\\\s][^/\\\\]*$")]
+    new_name: String,
+}
+
+/// `{success: true}`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Done {
+    success: bool,
+}
+
+/// `{success: true, message}`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Message {
+    success: bool,
+    message: String,
+}
+
+/// [`Message`] with `success: true`.
+pub(crate) fn message(message: impl Into<String>) -> Json<Message> {
+    Json(Message {
+        success: true,
+        message: message.into(),
+    })
+}
+
+/// [`Done`] with `success: true`.
+pub(crate) fn done() -> Json<Done> {
+    Json(Done { success: true })
+}
+
+/// The answer of the rename transaction (the interface's rename route, built
+/// by the memory family): `changed:false, already_renamed:true` when the
+/// configuration already holds the new name.
+#[derive(ToSchema)]
+#[schema(example = json!({"success": true, "changed": true, "memory_renamed": true,
+    "memory_server_reloaded": true, "old_name": "Mika", "new_name": "Mia"}))]
+#[allow(dead_code)]
+pub(crate) struct Renamed {
+    success: bool,
+    changed: bool,
+    old_name: String,
+    new_name: String,
+    memory_renamed: Option<bool>,
+    memory_server_reloaded: Option<bool>,
+    already_renamed: Option<bool>,
+    exists_after: Option<bool>,
+}
 
 // ------------------------------------------------------------------ current
 
 pub(crate) async fn current_get(State(st): State<AppState>) -> Response {
-    no_store(Json(json!({"current_catgirl": st.characters.current()})))
+    no_store(Json(CurrentCatgirl {
+        current_catgirl: st.characters.current(),
+    }))
 }
 
 pub(crate) async fn current_set(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Switched>> {
     let Some(name) = body
         .get("catgirl_name")
         .or_else(|| body.get("name"))
@@ -36,32 +203,39 @@ pub(crate) async fn current_set(
             json!({"type": "catgirl_switched", "new_catgirl": new, "old_catgirl": old}),
         );
     }
-    Ok(Json(
-        json!({"success": true, "current": new, "current_catgirl": new}),
-    ))
+    Ok(Json(Switched {
+        success: true,
+        current: new.clone(),
+        current_catgirl: new,
+    }))
 }
 
 // ------------------------------------------------------------------ create / save / delete
 
-/// The user fields of a form body: not reserved (except `voice_id`/`model_type`),
-/// not empty, without `档案名` and transport keys. Also the reserved keys ignored.
-fn form_fields(body: &Map<String, Value>) -> (Map<String, Value>, Vec<String>) {
+/// The user fields of a form body: not reserved (except `voice_id`/`model_type`,
+/// which must be strings: 400 otherwise), not empty, without `档案名` and
+/// transport keys. Also the reserved keys ignored.
+fn form_fields(body: &Map<String, Value>) -> Answer<(Map<String, Value>, Vec<String>)> {
     let mut out = Map::new();
     let mut ignored = Vec::new();
     for (k, v) in body {
         if matches!(k.as_str(), "档案名" | "_field_order" | "_csrf_token") {
             continue;
         }
-        if is_reserved(k) && !FORM_SETTABLE.contains(&k.as_str()) {
+        let settable = FORM_SETTABLE.contains(&k.as_str());
+        if is_reserved(k) && !settable {
             ignored.push(k.clone());
             continue;
         }
         if is_empty_value(v) {
             continue;
         }
+        if settable && !v.is_string() {
+            return Err(bad(format!("{k} must be a string")));
+        }
         out.insert(k.clone(), v.clone());
     }
-    (out, ignored)
+    Ok((out, ignored))
 }
 
 fn field_order(body: &Map<String, Value>) -> Option<Value> {
@@ -73,12 +247,12 @@ fn field_order(body: &Map<String, Value>) -> Option<Value> {
 pub(crate) async fn create(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<CardCreated>> {
     let Some(raw) = body.get("档案名").and_then(Value::as_str) else {
         return Err(bad("档案名 (the character name) is required"));
     };
     let base = validate_name(raw, NameRules::NEW).map_err(CharacterError::Invalid)?;
-    let (mut fields, _) = form_fields(&body);
+    let (mut fields, _) = form_fields(&body)?;
     if let Some(order) = field_order(&body) {
         reserved_obj(&mut fields).insert("field_order".into(), order);
     }
@@ -92,8 +266,11 @@ pub(crate) async fn create(
         match st.characters.create(&candidate, fields.clone()).await {
             Ok(name) => {
                 st.sessions.ensure(&name);
-                return Ok(Json(json!({"success": true, "character_name": name,
-                                      "memory_server_reloaded": false})));
+                return Ok(Json(CardCreated {
+                    success: true,
+                    character_name: name,
+                    memory_server_reloaded: false,
+                }));
             }
             Err(CharacterError::Exists(_)) => continue,
             Err(e) => return Err(e.into()),
@@ -105,8 +282,8 @@ pub(crate) async fn create(
 pub(crate) async fn save(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
-) -> Answer<Json<Value>> {
-    let (fields, ignored) = form_fields(&body);
+) -> Answer<Json<CardSaved>> {
+    let (fields, ignored) = form_fields(&body)?;
     let order = field_order(&body);
     let voice_changed = update_profile(&st, &name, move |p| {
         let old_voice = p.get("voice_id").cloned();
@@ -127,14 +304,17 @@ pub(crate) async fn save(
         Ok(voice_changed)
     })
     .await?;
-    Ok(Json(json!({
-        "success": true, "character_name": name, "voice_id_changed": voice_changed,
-        "session_restarted": false, "context_refreshed": false,
-        "ignored_reserved_fields": ignored,
-    })))
+    Ok(Json(CardSaved {
+        success: true,
+        character_name: name,
+        voice_id_changed: voice_changed,
+        session_restarted: false,
+        context_refreshed: false,
+        ignored_reserved_fields: ignored,
+    }))
 }
 
-pub(crate) async fn remove(st: &AppState, name: &str) -> Answer<Json<Value>> {
+pub(crate) async fn remove(st: &AppState, name: &str) -> Answer<Json<CardDeleted>> {
     existing(st, name)?;
     if st.characters.current() == name {
         return Err(FrontendError::Refused {
@@ -147,22 +327,23 @@ pub(crate) async fn remove(st: &AppState, name: &str) -> Answer<Json<Value>> {
         m.terminate(std::time::Duration::from_secs(3)).await;
     }
     st.sessions.remove(name);
-    Ok(Json(
-        json!({"success": true, "memory_server_reloaded": false}),
-    ))
+    Ok(Json(CardDeleted {
+        success: true,
+        memory_server_reloaded: false,
+    }))
 }
 
 pub(crate) async fn delete_path(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<CardDeleted>> {
     remove(&st, &name).await
 }
 
 pub(crate) async fn delete_body(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<CardDeleted>> {
     match body.get("name").and_then(Value::as_str) {
         Some(n) => remove(&st, n).await,
         None => Err(bad("name is required")),
@@ -174,7 +355,7 @@ pub(crate) async fn delete_body(
 pub(crate) async fn master_set(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Done>> {
     let name =
         master_name(&body, "档案名", "档案名 (the master's name) is required").map_err(bad)?;
     let mut doc = Map::new();
@@ -210,12 +391,12 @@ fn master_name<'a, 'm>(
 }
 
 /// Replace the master profile (`主人`) document: `{success:true}`, or 500 in the envelope.
-async fn save_master(st: &AppState, doc: Map<String, Value>) -> Answer<Json<Value>> {
+async fn save_master(st: &AppState, doc: Map<String, Value>) -> Answer<Json<Done>> {
     st.store
         .write(MASTER_DOC, Value::Object(doc))
         .await
         .map_err(master_storage_error)?;
-    Ok(Json(json!({"success": true})))
+    Ok(done())
 }
 
 /// 500 `storage_error`: the master profile could not be saved.
@@ -231,7 +412,7 @@ pub(crate) async fn master_rename(
         name: old_name,
         body,
     }: CharacterEdit,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Done>> {
     let new =
         master_name(&body, "new_name", "new_name (non-empty string) is required").map_err(bad)?;
     // One read-modify-write under the document's lock: a save beside it is
@@ -253,7 +434,7 @@ pub(crate) async fn master_rename(
         })
         .await;
     match renamed {
-        Ok(Ok(())) => Ok(Json(json!({"success": true}))),
+        Ok(Ok(())) => Ok(done()),
         Ok(Err(())) => Err(FrontendError::NotFound(format!(
             "the master is not named {old_name:?}"
         ))),

@@ -5,9 +5,85 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::AppState;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
 use super::*;
+
+// ------------------------------------------------------------------ bodies and answers
+
+/// The first-run onboarding state (as saved; `completed` before any save:
+/// without presets there is nothing to choose).
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct OnboardingState {
+    version: Option<u32>,
+    /// `pending`, `completed` or `skipped`.
+    status: Option<String>,
+    /// When it was recorded (RFC 3339).
+    handled_at: Option<String>,
+    manual_reselect_character_name: Option<String>,
+    manual_reselect_requested_at: Option<String>,
+    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// The onboarding state.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "state": {"version": 1, "status": "completed",
+    "handled_at": null, "manual_reselect_character_name": null, "manual_reselect_requested_at": null}}))]
+pub(crate) struct Onboarding {
+    success: bool,
+    #[schema(value_type = OnboardingState)]
+    state: Value,
+}
+
+/// The onboarding outcome to record.
+#[derive(ToSchema)]
+#[schema(example = json!({"status": "completed"}))]
+#[allow(dead_code)]
+pub(crate) struct OnboardingBody {
+    #[schema(value_type = String, pattern = "^(pending|completed|skipped)$")]
+    status: String,
+}
+
+/// Personality presets (none in companiond).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Presets {
+    success: bool,
+    #[schema(value_type = Vec<Object>)]
+    presets: Vec<Value>,
+}
+
+/// A character's preset selection (always the default: no presets).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct PersonaSelection {
+    success: bool,
+    selection: Selection,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Selection {
+    mode: &'static str,
+    #[schema(required = true, value_type = Option<String>)]
+    preset_id: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    source: Option<String>,
+    #[schema(required = true, value_type = Option<String>)]
+    selected_at: Option<String>,
+    #[schema(required = true, value_type = Option<Object>)]
+    profile: Option<Value>,
+}
+
+/// `GET /api/characters/persona-presets`.
+pub(crate) async fn presets() -> Json<Presets> {
+    Json(Presets {
+        success: true,
+        presets: Vec::new(),
+    })
+}
 
 // ------------------------------------------------------------------ onboarding, presets
 
@@ -26,13 +102,16 @@ pub(crate) async fn onboarding_get(State(st): State<AppState>) -> Response {
         json!({"version": 1, "status": "completed", "handled_at": null,
                "manual_reselect_character_name": null, "manual_reselect_requested_at": null})
     });
-    no_store(Json(json!({"success": true, "state": state})))
+    no_store(Json(Onboarding {
+        success: true,
+        state,
+    }))
 }
 
 pub(crate) async fn onboarding_set(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Onboarding>> {
     let status = body.get("status").and_then(Value::as_str).unwrap_or("");
     if !matches!(status, "pending" | "completed" | "skipped") {
         return Err(bad("status must be pending, completed or skipped"));
@@ -43,16 +122,25 @@ pub(crate) async fn onboarding_set(
         .write(ONBOARDING_DOC, state.clone())
         .await
         .map_err(|e| FrontendError::Storage(format!("cannot save: {e}")))?;
-    Ok(Json(json!({"success": true, "state": state})))
+    Ok(Json(Onboarding {
+        success: true,
+        state,
+    }))
 }
 
 pub(crate) async fn persona_selection_get(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<PersonaSelection>> {
     existing(&st, &name)?;
-    Ok(Json(
-        json!({"success": true, "selection": {"mode": "default", "preset_id": null,
-                   "source": null, "selected_at": null, "profile": null}}),
-    ))
+    Ok(Json(PersonaSelection {
+        success: true,
+        selection: Selection {
+            mode: "default",
+            preset_id: None,
+            source: None,
+            selected_at: None,
+            profile: None,
+        },
+    }))
 }

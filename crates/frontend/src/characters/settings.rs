@@ -6,9 +6,231 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::no_store;
 use companiond_core::AppState;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
+use super::cards::{done, Done};
 use super::*;
+
+// ------------------------------------------------------------------ bodies and answers
+
+/// A character's voice-mode status (companiond is text only: never voice mode).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"is_voice_mode": false, "is_current": true, "is_active": false,
+    "is_starting": false, "is_voice_starting": false}))]
+pub(crate) struct VoiceModeStatus {
+    is_voice_mode: bool,
+    is_current: bool,
+    is_active: bool,
+    is_starting: bool,
+    is_voice_starting: bool,
+    /// `true` when the path's name is not a valid character name (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    invalid_name: Option<bool>,
+}
+
+/// The MMD viewer settings: every key is present in an answer; a save may send
+/// any of them (unknown keys are ignored, numbers clamped to their range).
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub(crate) struct MmdSettings {
+    lighting: Option<MmdLighting>,
+    rendering: Option<MmdRendering>,
+    physics: Option<MmdPhysics>,
+    /// Also accepted as `cursor_follow` in a save.
+    cursor_follow: Option<MmdCursorFollow>,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub(crate) struct MmdLighting {
+    #[schema(minimum = 0, maximum = 10)]
+    ambient_intensity: Option<f64>,
+    /// A CSS colour (at most 32 characters).
+    ambient_color: Option<String>,
+    #[schema(minimum = 0, maximum = 10)]
+    directional_intensity: Option<f64>,
+    directional_color: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub(crate) struct MmdRendering {
+    #[schema(minimum = 0, maximum = 7)]
+    tone_mapping: Option<f64>,
+    #[schema(minimum = 0, maximum = 10)]
+    exposure: Option<f64>,
+    outline: Option<bool>,
+    #[schema(minimum = 0, maximum = 4)]
+    pixel_ratio: Option<f64>,
+}
+
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct MmdPhysics {
+    enabled: Option<bool>,
+    #[schema(minimum = 0, maximum = 10)]
+    strength: Option<f64>,
+}
+
+#[derive(ToSchema)]
+#[schema(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub(crate) struct MmdCursorFollow {
+    enabled: Option<bool>,
+    #[schema(minimum = 0, maximum = 90)]
+    head_yaw: Option<f64>,
+    #[schema(minimum = 0, maximum = 90)]
+    head_pitch: Option<f64>,
+    #[schema(minimum = 0, maximum = 20)]
+    smooth_speed: Option<f64>,
+}
+
+/// A character's MMD viewer settings (saved over the defaults).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct MmdSettingsAnswer {
+    success: bool,
+    #[schema(value_type = MmdSettings)]
+    settings: Value,
+}
+
+/// `{lighting}`: the VRM lighting, every value a number.
+#[derive(ToSchema)]
+#[schema(example = json!({"lighting": {"ambient": 0.6, "main": 1.2}}))]
+#[allow(dead_code)]
+pub(crate) struct LightingBody {
+    lighting: std::collections::BTreeMap<String, f64>,
+}
+
+/// A model's touch reactions.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct TouchSetBody {
+    /// The model the reactions belong to (not blank).
+    #[schema(pattern = "\\S")]
+    model_name: String,
+    /// The reactions, stored as sent.
+    #[schema(value_type = Object)]
+    touch_set: Value,
+}
+
+/// A character's reply language: its own (empty: none) and the one in effect
+/// (the UI language when it has none).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "language": "", "effective_language": "en"}))]
+pub(crate) struct LanguagePreference {
+    success: bool,
+    language: String,
+    effective_language: String,
+}
+
+/// `{language}`: a language code (empty or null: none).
+#[derive(ToSchema)]
+#[schema(example = json!({"language": "zh-CN"}))]
+#[allow(dead_code)]
+pub(crate) struct LanguageBody {
+    #[schema(pattern = "^[A-Za-z0-9_-]{0,16}$")]
+    language: Option<String>,
+}
+
+/// The saved reply language.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct LanguageSet {
+    success: bool,
+    language: String,
+}
+
+/// Legacy character cards (none).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CardList {
+    success: bool,
+    #[schema(value_type = Vec<Object>)]
+    character_cards: Vec<Value>,
+}
+
+/// Characters with a card face (none).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CardFaces {
+    success: bool,
+    names: Vec<String>,
+}
+
+/// Card metadata (the saved one is kept as stored).
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct CardMeta {
+    author: Option<String>,
+    origin: Option<String>,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// Card metadata by character name.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "metas": {"Mika": {"author": "", "origin": "self",
+    "created_at": null, "updated_at": null}}}))]
+pub(crate) struct CardMetas {
+    success: bool,
+    #[schema(value_type = std::collections::BTreeMap<String, CardMeta>)]
+    metas: Map<String, Value>,
+}
+
+/// Text-to-speech voices (none in companiond).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Voices {
+    success: bool,
+    #[schema(value_type = Object)]
+    voices: Map<String, Value>,
+    #[schema(value_type = Object)]
+    native_voices: Map<String, Value>,
+    #[schema(value_type = Object)]
+    free_voices: Map<String, Value>,
+    pinned_voices: Vec<String>,
+    #[schema(value_type = Object)]
+    voice_owners: Map<String, Value>,
+}
+
+/// Custom voices are not enabled (always this answer).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct CustomVoices {
+    /// Always `false`.
+    success: bool,
+    code: &'static str,
+    error_code: &'static str,
+    error: &'static str,
+    voices: Vec<String>,
+}
+
+/// Voices cleared.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VoicesCleared {
+    success: bool,
+    cleared_count: usize,
+    message: String,
+}
+
+/// `{voice_id}`: the voice to set.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct VoiceIdBody {
+    voice_id: Option<String>,
+}
+
+/// A character's voice cleared.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct VoiceUnregistered {
+    success: bool,
+    session_restarted: bool,
+    voice_id_changed: bool,
+}
 
 // ------------------------------------------------------------------ per-character settings
 
@@ -17,17 +239,14 @@ pub(crate) async fn voice_mode_status(
     UrlPath(name): UrlPath<String>,
 ) -> Response {
     let valid = validate_name(&name, NameRules::EXISTING).is_ok();
-    let mut body = json!({
-        "is_voice_mode": false,
-        "is_current": valid && st.characters.current() == name,
-        "is_active": valid && st.sessions.is_active(&name),
-        "is_starting": false,
-        "is_voice_starting": false,
-    });
-    if !valid {
-        body["invalid_name"] = json!(true);
-    }
-    no_store(Json(body))
+    no_store(Json(VoiceModeStatus {
+        is_voice_mode: false,
+        is_current: valid && st.characters.current() == name,
+        is_active: valid && st.sessions.is_active(&name),
+        is_starting: false,
+        is_voice_starting: false,
+        invalid_name: (!valid).then_some(true),
+    }))
 }
 
 fn mmd_defaults() -> Value {
@@ -106,15 +325,18 @@ fn mmd_settings_of(profile: &Value) -> Value {
 pub(crate) async fn mmd_settings_get(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<MmdSettingsAnswer>> {
     let settings = mmd_settings_of(&profile_of(&st, &name)?);
-    Ok(Json(json!({"success": true, "settings": settings})))
+    Ok(Json(MmdSettingsAnswer {
+        success: true,
+        settings,
+    }))
 }
 
 pub(crate) async fn mmd_settings_put(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<MmdSettingsAnswer>> {
     let mut settings = mmd_settings_of(&profile_of(&st, &name)?);
     merge_mmd(&mut settings, &body).map_err(bad)?;
     let to_store = settings.clone();
@@ -123,13 +345,16 @@ pub(crate) async fn mmd_settings_put(
         Ok(())
     })
     .await?;
-    Ok(Json(json!({"success": true, "settings": settings})))
+    Ok(Json(MmdSettingsAnswer {
+        success: true,
+        settings,
+    }))
 }
 
 pub(crate) async fn lighting_put(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Done>> {
     let Some(lighting) = body.get("lighting").and_then(Value::as_object).cloned() else {
         return Err(bad("lighting must be an object"));
     };
@@ -141,13 +366,13 @@ pub(crate) async fn lighting_put(
         Ok(())
     })
     .await?;
-    Ok(Json(json!({"success": true})))
+    Ok(done())
 }
 
 pub(crate) async fn touch_set_patch(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Done>> {
     let Some(model) = body
         .get("model_name")
         .and_then(Value::as_str)
@@ -172,7 +397,7 @@ pub(crate) async fn touch_set_patch(
         Ok(())
     })
     .await?;
-    Ok(Json(json!({"success": true})))
+    Ok(done())
 }
 
 // ------------------------------------------------------------------ language preference
@@ -203,15 +428,17 @@ pub(crate) async fn language_get(
     } else {
         lang.clone()
     };
-    Ok(no_store(Json(
-        json!({"success": true, "language": lang, "effective_language": effective}),
-    )))
+    Ok(no_store(Json(LanguagePreference {
+        success: true,
+        language: lang,
+        effective_language: effective,
+    })))
 }
 
 pub(crate) async fn language_put(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<LanguageSet>> {
     let lang = match body.get("language") {
         Some(Value::String(s)) => s.trim().to_string(),
         Some(Value::Null) | None => String::new(),
@@ -235,20 +462,29 @@ pub(crate) async fn language_put(
         Ok(())
     })
     .await?;
-    Ok(Json(json!({"success": true, "language": lang})))
+    Ok(Json(LanguageSet {
+        success: true,
+        language: lang,
+    }))
 }
 
 // ------------------------------------------------------------------ cards, voices
 
-pub(crate) async fn card_list() -> Json<Value> {
-    Json(json!({"success": true, "character_cards": []}))
+pub(crate) async fn card_list() -> Json<CardList> {
+    Json(CardList {
+        success: true,
+        character_cards: Vec::new(),
+    })
 }
 
-pub(crate) async fn card_faces() -> Json<Value> {
-    Json(json!({"success": true, "names": []}))
+pub(crate) async fn card_faces() -> Json<CardFaces> {
+    Json(CardFaces {
+        success: true,
+        names: Vec::new(),
+    })
 }
 
-pub(crate) async fn card_metas(State(st): State<AppState>) -> Json<Value> {
+pub(crate) async fn card_metas(State(st): State<AppState>) -> Json<CardMetas> {
     let doc = st.characters.snapshot();
     let metas: Map<String, Value> = doc
         .characters
@@ -262,7 +498,10 @@ pub(crate) async fn card_metas(State(st): State<AppState>) -> Json<Value> {
             (name.clone(), meta)
         })
         .collect();
-    Json(json!({"success": true, "metas": metas}))
+    Json(CardMetas {
+        success: true,
+        metas,
+    })
 }
 
 /// Custom (GPT-SoVITS) voices: companiond has no voice server for characters, so
@@ -270,21 +509,28 @@ pub(crate) async fn card_metas(State(st): State<AppState>) -> Json<Value> {
 /// one-line hint under the voice list.
 /// (The original answers 400; 200 with `success:false` reads the same to the page
 /// and keeps a "failed to load resource" line out of its console.)
-pub(crate) async fn custom_tts_voices() -> Json<Value> {
-    Json(json!({"success": false, "code": "GPTSOVITS_NOT_ENABLED",
-                   "error_code": "GPTSOVITS_NOT_ENABLED",
-                   "error": "custom voices (GPT-SoVITS) are not enabled: companiond has no voice server for characters",
-                   "voices": []}))
+pub(crate) async fn custom_tts_voices() -> Json<CustomVoices> {
+    Json(CustomVoices {
+        success: false,
+        code: "GPTSOVITS_NOT_ENABLED",
+        error_code: "GPTSOVITS_NOT_ENABLED",
+        error: "custom voices (GPT-SoVITS) are not enabled: companiond has no voice server for characters",
+        voices: Vec::new(),
+    })
 }
 
-pub(crate) async fn voices() -> Json<Value> {
-    Json(
-        json!({"success": true, "voices": {}, "native_voices": {}, "free_voices": {},
-                   "pinned_voices": [], "voice_owners": {}}),
-    )
+pub(crate) async fn voices() -> Json<Voices> {
+    Json(Voices {
+        success: true,
+        voices: Map::new(),
+        native_voices: Map::new(),
+        free_voices: Map::new(),
+        pinned_voices: Vec::new(),
+        voice_owners: Map::new(),
+    })
 }
 
-pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Answer<Json<Value>> {
+pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Answer<Json<VoicesCleared>> {
     let n = st
         .characters
         .mutate(|doc| {
@@ -299,14 +545,17 @@ pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Answer<Json<V
             Ok(n)
         })
         .await?;
-    Ok(Json(json!({"success": true, "cleared_count": n,
-                   "message": format!("cleared the voice of {n} character(s)")})))
+    Ok(Json(VoicesCleared {
+        success: true,
+        cleared_count: n,
+        message: format!("cleared the voice of {n} character(s)"),
+    }))
 }
 
 pub(crate) async fn voice_id_put(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<Done>> {
     existing(&st, &name)?;
     let voice = body.get("voice_id").and_then(Value::as_str).unwrap_or("");
     Err(FrontendError::VoiceUnavailable(format!(
@@ -317,7 +566,7 @@ pub(crate) async fn voice_id_put(
 pub(crate) async fn unregister_voice(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<VoiceUnregistered>> {
     let had_voice = update_profile(&st, &name, |p| {
         Ok(p.remove("voice_id").is_some_and(|v| !is_empty_value(&v)))
     })
@@ -325,7 +574,9 @@ pub(crate) async fn unregister_voice(
     if !had_voice {
         return Err(FrontendError::VoiceNotRegistered);
     }
-    Ok(Json(
-        json!({"success": true, "session_restarted": false, "voice_id_changed": true}),
-    ))
+    Ok(Json(VoiceUnregistered {
+        success: true,
+        session_restarted: false,
+        voice_id_changed: true,
+    }))
 }

@@ -421,3 +421,36 @@ async fn concurrent_master_saves_both_land() {
         }
     }
 }
+
+/// The card form's `voice_id` and `model_type` are strings: another value is
+/// refused (400) and nothing is stored.
+#[tokio::test]
+async fn a_card_form_with_a_non_string_model_type_is_refused() {
+    let s = TestServer::start(FAMILIES).await;
+    for body in [
+        json!({"档案名": "Mika", "model_type": {"x": 1}}),
+        json!({"档案名": "Mika", "voice_id": 7}),
+    ] {
+        let (st, r) = send_json(&s, Method::POST, "/api/characters/catgirl", body).await;
+        assert_eq!(
+            (st, r["error_code"].as_str()),
+            (400, Some("invalid_request")),
+            "{r}"
+        );
+    }
+    let (st, r) = send_json(
+        &s,
+        Method::PUT,
+        "/api/characters/catgirl/Companion",
+        json!({"model_type": [1]}),
+    )
+    .await;
+    assert_eq!(
+        (st, r["error_code"].as_str()),
+        (400, Some("invalid_request")),
+        "{r}"
+    );
+    let (_, doc) = s.get("/api/characters").await;
+    assert!(!doc["猫娘"].as_object().unwrap().contains_key("Mika"));
+    assert_eq!(doc["猫娘"]["Companion"]["model_type"], "live2d");
+}
