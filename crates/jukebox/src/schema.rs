@@ -171,45 +171,45 @@ pub struct ActionItem {
     error: Option<String>,
 }
 
-/// A batch deletion of songs: user songs deleted, built-in ones hidden.
-#[derive(ToSchema)]
-#[schema(as = JukeboxSongBatchDeletion)]
-pub struct SongBatchDeletion {
-    /// `false` when any item failed.
-    success: bool,
-    /// Some items failed and others did not.
-    partial: bool,
-    #[schema(rename = "requestedCount")]
-    requested_count: usize,
-    #[schema(rename = "deletedCount")]
-    deleted_count: usize,
-    #[schema(rename = "hiddenCount")]
-    hidden_count: usize,
-    #[schema(rename = "failedCount")]
-    failed_count: usize,
-    deleted: Vec<SongItem>,
-    hidden: Vec<SongItem>,
-    failed: Vec<SongItem>,
+/// The answer of a batch deletion whose items are `$item` (the same shape for
+/// songs and actions; only the items' id key differs).
+macro_rules! batch_deletion {
+    ($name:ident, $alias:ident, $item:ident, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(ToSchema)]
+        #[schema(as = $alias)]
+        pub struct $name {
+            /// `false` when any item failed.
+            success: bool,
+            /// Some items failed and others did not.
+            partial: bool,
+            #[schema(rename = "requestedCount")]
+            requested_count: usize,
+            #[schema(rename = "deletedCount")]
+            deleted_count: usize,
+            #[schema(rename = "hiddenCount")]
+            hidden_count: usize,
+            #[schema(rename = "failedCount")]
+            failed_count: usize,
+            deleted: Vec<$item>,
+            hidden: Vec<$item>,
+            failed: Vec<$item>,
+        }
+    };
 }
 
-/// A batch deletion of actions (as [`SongBatchDeletion`]).
-#[derive(ToSchema)]
-#[schema(as = JukeboxActionBatchDeletion)]
-pub struct ActionBatchDeletion {
-    success: bool,
-    partial: bool,
-    #[schema(rename = "requestedCount")]
-    requested_count: usize,
-    #[schema(rename = "deletedCount")]
-    deleted_count: usize,
-    #[schema(rename = "hiddenCount")]
-    hidden_count: usize,
-    #[schema(rename = "failedCount")]
-    failed_count: usize,
-    deleted: Vec<ActionItem>,
-    hidden: Vec<ActionItem>,
-    failed: Vec<ActionItem>,
-}
+batch_deletion!(
+    SongBatchDeletion,
+    JukeboxSongBatchDeletion,
+    SongItem,
+    "A batch deletion of songs: user songs deleted, built-in ones hidden."
+);
+batch_deletion!(
+    ActionBatchDeletion,
+    JukeboxActionBatchDeletion,
+    ActionItem,
+    "A batch deletion of actions: user actions deleted, built-in ones hidden."
+);
 
 // ------------------------------------------------------------------ request bodies
 //

@@ -14,6 +14,14 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
+/// The schema of the 200 answer of `method path`.
+fn ok_of<'a>(doc: &'a Value, path: &str, method: &str) -> &'a Value {
+    resolve(
+        doc,
+        &doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"],
+    )
+}
+
 fn property_names(schema: &Value) -> Vec<String> {
     let mut names: Vec<String> = schema["properties"]
         .as_object()
@@ -45,10 +53,7 @@ async fn the_recent_file_routes_are_typed_and_their_answers_match() {
     assert_eq!(get["operationId"], "memory_read_recent_file");
     assert_eq!(get["parameters"][0]["name"], "filename");
     assert_eq!(get["parameters"][0]["required"], true);
-    let ok = resolve(
-        &doc,
-        &get["responses"]["200"]["content"]["application/json"]["schema"],
-    );
+    let ok = ok_of(&doc, "/api/memory/recent_file", "get");
     assert_eq!(
         property_names(ok),
         ["content", "fingerprint", "identity_token"]
@@ -75,10 +80,7 @@ async fn the_recent_file_routes_are_typed_and_their_answers_match() {
         property_names(entry),
         ["role", "source_index", "text", "theater"]
     );
-    let saved = resolve(
-        &doc,
-        &save["responses"]["200"]["content"]["application/json"]["schema"],
-    );
+    let saved = ok_of(&doc, "/api/memory/recent_file/save", "post");
     let (st, answer) = save_request(&s, &r).await;
     assert_eq!(st, 200, "{answer}");
     assert_eq!(keys(&answer), property_names(saved));
@@ -111,19 +113,12 @@ async fn the_long_term_routes_state_params_and_answers() {
         .find(|p| p["name"] == "limit")
         .expect("limit");
     assert_eq!(limit["schema"]["maximum"], 200);
-    let listing = resolve(
-        &doc,
-        &facts["responses"]["200"]["content"]["application/json"]["schema"],
-    );
+    let listing = ok_of(&doc, "/api/memory/facts", "get");
     let (st, real) = s.get(&format!("/api/memory/facts?character={C}")).await;
     assert_eq!(st, 200, "{real}");
     assert_eq!(keys(&real), property_names(listing));
 
-    let search = &doc["paths"]["/api/memory/search"]["get"];
-    let answer = resolve(
-        &doc,
-        &search["responses"]["200"]["content"]["application/json"]["schema"],
-    );
+    let answer = ok_of(&doc, "/api/memory/search", "get");
     let (st, real) = s.get(&format!("/api/memory/search?character={C}")).await;
     assert_eq!(st, 200, "{real}");
     assert_eq!(keys(&real), property_names(answer));
