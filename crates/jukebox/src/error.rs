@@ -126,6 +126,79 @@ impl IntoResponse for JukeboxError {
     }
 }
 
+/// Every `{detail}` answer of [`JukeboxError`], by status; the refusals of a
+/// single-file upload are the upload routes' own ([`refused_answers`]).
+impl companiond_core::api::DocumentedError for JukeboxError {
+    fn answers() -> Vec<companiond_core::api::ErrorDoc> {
+        use companiond_core::api::ErrorDoc;
+        use companiond_core::envelope::EnvelopeKind;
+        let m = || String::from("x");
+        let samples = [
+            (
+                JukeboxError::BadRequest(m()),
+                "invalid input, unsafe path or unsupported type",
+            ),
+            (
+                JukeboxError::NotFound(m()),
+                "unknown song, action, binding or file",
+            ),
+            (
+                JukeboxError::NotFoundIds {
+                    message: m(),
+                    key: "songIds",
+                    ids: Vec::new(),
+                },
+                "unknown ids (`detail`: `{message, songIds|actionIds}`)",
+            ),
+            (JukeboxError::Conflict(m()), "the item already exists"),
+            (
+                JukeboxError::TooLarge(m()),
+                "an upload, archive or form over its limit",
+            ),
+            (JukeboxError::Invalid(m()), "a JSON body of the wrong shape"),
+            (
+                JukeboxError::Storage(m()),
+                "the stored library is unreadable or the disk failed",
+            ),
+        ];
+        samples
+            .into_iter()
+            .map(|(e, d)| ErrorDoc::new(e.status().as_u16(), EnvelopeKind::Detail, d))
+            .collect()
+    }
+}
+
+/// The refusals of a single-file upload (`{success: false, error, detail}`,
+/// [`JukeboxError::Refused`]), which only the upload routes answer:
+/// `.fails::<UploadRefusals>()`.
+pub struct UploadRefusals;
+
+impl companiond_core::api::DocumentedError for UploadRefusals {
+    fn answers() -> Vec<companiond_core::api::ErrorDoc> {
+        use companiond_core::api::ErrorDoc;
+        use companiond_core::envelope::EnvelopeKind;
+        [
+            (
+                Refused::Invalid(String::new()),
+                "the one uploaded file's name or type is refused",
+            ),
+            (
+                Refused::Duplicate {
+                    kind: crate::library::Kind::Song,
+                    existing: String::new(),
+                },
+                "the one uploaded file is already in the library",
+            ),
+        ]
+        .into_iter()
+        .map(|(refused, d)| {
+            let status = JukeboxError::Refused(refused).status().as_u16();
+            ErrorDoc::new(status, EnvelopeKind::Success, d)
+        })
+        .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

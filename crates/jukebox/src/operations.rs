@@ -54,7 +54,8 @@ impl Serialize for VisibilitySet {
 }
 
 /// The default action after a change to a song's bindings (`offset`: of a new binding).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = JukeboxDefaultAction)]
 #[serde(rename_all = "camelCase")]
 pub struct DefaultAction {
     pub success: bool,

@@ -8,7 +8,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::SuccessError;
+use companiond_core::api::{DocumentedError, ErrorDoc};
+use companiond_core::envelope::{EnvelopeKind, SuccessError};
 use companiond_core::rename::{RenameError, RenameFailure};
 use serde::Serialize;
 
@@ -244,5 +245,130 @@ pub struct ToggleReadError {
 impl IntoResponse for ToggleReadError {
     fn into_response(self) -> Response {
         (StatusCode::SERVICE_UNAVAILABLE, Json(self)).into_response()
+    }
+}
+
+/// Every answer of [`MemoryError`] (status, envelope, code), read from one
+/// sample of each variant, so the description follows [`MemoryError::status`]
+/// and the envelope. Variants whose code depends on the input (`Invalid`,
+/// `Exists`: the name rule that failed) are listed without a fixed code.
+impl DocumentedError for MemoryError {
+    fn answers() -> Vec<ErrorDoc> {
+        use MemoryError::*;
+        let s = || String::from("x");
+        let samples: [(MemoryError, &'static str, bool); 21] = [
+            (
+                BadRequest(s()),
+                "invalid input (query, body or file name)",
+                false,
+            ),
+            (
+                Invalid {
+                    code: "empty",
+                    error: s(),
+                },
+                "a character name breaks the naming rules (code names the rule)",
+                false,
+            ),
+            (NotFound(s()), "no such character or memory entry", true),
+            (
+                MissingTokens,
+                "fingerprint and identity_token of the read are missing",
+                true,
+            ),
+            (
+                Conflict {
+                    fingerprint: None,
+                    identity_token: None,
+                },
+                "the recent file changed since it was read (current tokens included)",
+                true,
+            ),
+            (
+                TheaterReadonly,
+                "theater messages could not be placed",
+                true,
+            ),
+            (
+                Fence {
+                    mode: s(),
+                    operation: s(),
+                    target: s(),
+                },
+                "cloud storage maintenance blocks writes (retryable)",
+                true,
+            ),
+            (
+                Exists {
+                    code: "character_exists",
+                    error: s(),
+                },
+                "the new name is taken",
+                false,
+            ),
+            (
+                PartialRename(s()),
+                "an earlier rename left the old storage",
+                true,
+            ),
+            (
+                NotWritable {
+                    error: s(),
+                    rolled_back: true,
+                },
+                "storage could not be written; the rename was rolled back",
+                true,
+            ),
+            (NoLegacyRoots, "no legacy memory root is recognized", true),
+            (
+                Disabled(s()),
+                "long-term memory extraction is switched off",
+                true,
+            ),
+            (ExtractionRunning, "an extraction is already running", true),
+            (ModelFailed(s()), "the memory model call failed", true),
+            (
+                ConfigUnreadable(s()),
+                "the core configuration cannot be read",
+                true,
+            ),
+            (Busy(s()), "memory work did not stop in time", true),
+            (
+                MigrationFailed(s()),
+                "the powerful-memory migration failed; nothing was saved",
+                true,
+            ),
+            (
+                ReloadFailed {
+                    error: s(),
+                    rolled_back: true,
+                    rollback_error: String::new(),
+                },
+                "the renamed memory could not be reloaded",
+                true,
+            ),
+            (
+                RollbackFailed {
+                    error: s(),
+                    rollback_error: s(),
+                },
+                "the rename failed and was not fully rolled back",
+                true,
+            ),
+            (Storage(s()), "a storage failure", true),
+            (Internal(s()), "an unexpected failure", true),
+        ];
+        samples
+            .into_iter()
+            .map(|(e, description, fixed)| {
+                let status = e.status().as_u16();
+                let code = e.envelope().error_code.filter(|_| fixed);
+                let doc = ErrorDoc::new(status, EnvelopeKind::Success, description);
+                match code {
+                    Some(c) => doc.code(c),
+                    None => doc,
+                }
+            })
+            .collect()
     }
 }

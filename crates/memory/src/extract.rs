@@ -37,6 +37,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::index::{self, Line, Query};
@@ -75,7 +76,8 @@ pub const MARK_RECONCILE: &str = "TASK: reconcile-facts";
 pub const MARK_REFLECT: &str = "TASK: reflect";
 
 /// What one extraction did.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq, ToSchema)]
+#[schema(as = ExtractionOutcome)]
 pub struct Outcome {
     pub lines_read: usize,
     pub added: usize,

@@ -12,11 +12,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::no_store;
 use companiond_core::{AppState, Ext};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::error::MemoryError;
 use crate::index::Query;
-use crate::longterm::{self, Correction, Kind, ListRequest};
+use crate::longterm::{self, Correction, HitAnswer, Kind, ListRequest};
 use crate::recent::{RecentFile, Saved};
 use crate::toggles::{self, Toggle};
 use crate::{extract, fence, legacy, listing, recent, rename, stores, timefmt, MemoryRuntime};
@@ -41,6 +43,50 @@ pub(crate) async fn recent_files(
             .await
             .map(|body| ([(header::CONTENT_TYPE, "application/json")], body)),
     )
+}
+
+/// The query of `GET /api/memory/recent_file`.
+#[derive(IntoParams)]
+#[allow(dead_code)] // read by hand from the raw query; this states its shape
+pub(crate) struct RecentFileQuery {
+    /// Logical file name `recent_<character>.json` (from `recent_files`).
+    #[param(example = "recent_Companion.json")]
+    filename: String,
+}
+
+/// The body of `POST /api/memory/recent_file/save`: the fields the one-pass
+/// reader ([`crate::save_body`]) keeps; any other field is skipped.
+#[derive(ToSchema)]
+#[schema(example = json!({"filename": "recent_Companion.json",
+    "fingerprint": "3f2a…", "identity_token": "9c41…",
+    "chat": [{"role": "human", "text": "hi"}, {"role": "ai", "text": "hello"}]}))]
+#[allow(dead_code)]
+pub(crate) struct SaveBody {
+    /// Logical file name `recent_<character>.json`.
+    filename: String,
+    /// The whole new history (at most 10,000 entries, 2,097,152 text characters).
+    #[schema(max_items = 10000)]
+    chat: Vec<SaveEntry>,
+    /// `fingerprint` of the read this edit started from.
+    fingerprint: String,
+    /// `identity_token` of the read this edit started from.
+    identity_token: String,
+}
+
+/// One chat entry of a save (other fields are skipped).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct SaveEntry {
+    /// `human`, `ai`, `system`, ... (non-empty).
+    #[schema(min_length = 1)]
+    role: String,
+    /// At most 32,768 characters; absent or null = empty.
+    #[schema(max_length = 32768)]
+    text: Option<String>,
+    /// Position of a read-only theater message in the read (keeps its place).
+    source_index: Option<u64>,
+    /// A theater memory message (read-only).
+    theater: Option<bool>,
 }
 
 /// `GET /api/memory/recent_file?filename=recent_<name>.json`.
@@ -83,12 +129,32 @@ fn name_field(v: &Value, key: &str) -> Result<String, MemoryError> {
     }
 }
 
+/// The body of `POST /api/memory/update_character_name`.
+#[derive(ToSchema)]
+#[schema(example = json!({"old_name": "Companion", "new_name": "Hana"}))]
+#[allow(dead_code)] // read by hand ([`name_field`]); this states its shape
+pub(crate) struct RenameAliasBody {
+    #[schema(min_length = 1)]
+    old_name: String,
+    #[schema(min_length = 1)]
+    new_name: String,
+}
+
+/// The body of `POST /api/characters/profile/{old_name}/rename`.
+#[derive(ToSchema)]
+#[schema(example = json!({"new_name": "Hana"}))]
+#[allow(dead_code)]
+pub(crate) struct RenameBody {
+    #[schema(min_length = 1)]
+    new_name: String,
+}
+
 /// `POST /api/memory/update_character_name` (`{old_name, new_name}`).
 pub(crate) async fn rename_alias(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer<Value> {
+) -> Answer<rename::Renamed> {
     let v = json_body(body)?;
     let old = name_field(&v, "old_name")?;
     let new = name_field(&v, "new_name")?;
@@ -101,7 +167,7 @@ pub(crate) async fn rename_canonical(
     Ext(rt): Ext<MemoryRuntime>,
     old: Result<UrlPath<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer<Value> {
+) -> Answer<rename::Renamed> {
     let UrlPath(old) =
         old.map_err(|e| MemoryError::BadRequest(format!("invalid old_name: {e}")))?;
     let new = name_field(&json_body(body)?, "new_name")?;
@@ -125,6 +191,28 @@ impl ToggleRoute for Powerful {
     const TOGGLE: Toggle = Toggle::Powerful;
 }
 
+/// A toggle's state.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"enabled": true}))]
+pub(crate) struct ToggleState {
+    enabled: bool,
+}
+
+/// A toggle's saved state.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ToggleSaved {
+    success: bool,
+    enabled: bool,
+}
+
+/// The body of a toggle's `POST`.
+#[derive(ToSchema)]
+#[schema(example = json!({"enabled": false}))]
+#[allow(dead_code)] // read by [`toggles::parse_body`]; this states its shape
+pub(crate) struct ToggleBody {
+    enabled: bool,
+}
+
 /// `GET` of a toggle: `{enabled}`, or 503 `{error, code?}`.
 pub(crate) async fn toggle_get<T: ToggleRoute>(
     State(st): State<AppState>,
@@ -133,7 +221,7 @@ pub(crate) async fn toggle_get<T: ToggleRoute>(
     no_store(
         toggles::read(&st, &rt, T::TOGGLE)
             .await
-            .map(|enabled| Json(json!({"enabled": enabled}))),
+            .map(|enabled| Json(ToggleState { enabled })),
     )
 }
 
@@ -142,10 +230,13 @@ pub(crate) async fn toggle_post<T: ToggleRoute>(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer<Value> {
+) -> Answer<ToggleSaved> {
     let bytes = body.map_err(|e| MemoryError::BadRequest(format!("unreadable body: {e}")))?;
     let enabled = toggles::write(&st, &rt, T::TOGGLE, toggles::parse_body(&bytes)?).await?;
-    Ok(Json(json!({"success": true, "enabled": enabled})))
+    Ok(Json(ToggleSaved {
+        success: true,
+        enabled,
+    }))
 }
 
 /// `GET /api/memory/legacy/scan`.
@@ -158,6 +249,16 @@ pub(crate) async fn legacy_scan(State(st): State<AppState>) -> Response {
             .await
             .map(Json);
     no_store(r)
+}
+
+/// The body of `POST /api/memory/legacy/purge`.
+#[derive(ToSchema)]
+#[schema(example = json!({"paths": ["/home/me/Documents/Companion/memory/Old"]}))]
+#[allow(dead_code)] // read by [`legacy::parse_purge`]; this states its shape
+pub(crate) struct PurgeBody {
+    /// Absolute paths of entries listed by `legacy/scan` (each is checked again).
+    #[schema(min_items = 1)]
+    paths: Vec<String>,
 }
 
 /// `POST /api/memory/legacy/purge` (`{paths}`).
@@ -254,9 +355,63 @@ fn query_params(m: &HashMap<String, String>, max_limit: usize) -> Result<Query, 
     })
 }
 
+/// The query of the facts and reflections listings.
+#[derive(IntoParams)]
+#[allow(dead_code)] // read by hand from the raw query; this states its shape
+pub(crate) struct ListQuery {
+    /// The character (non-empty).
+    #[param(example = "Companion")]
+    character: String,
+    /// Free text (at most 1,000 characters); empty = the whole window, newest first.
+    q: Option<String>,
+    /// Window start: a date (`YYYY-MM-DD`), an ISO date-time or seconds since the epoch.
+    since: Option<String>,
+    /// Window end (same forms; a date includes its whole day).
+    until: Option<String>,
+    #[param(minimum = 0, maximum = 100000, default = 0)]
+    offset: Option<u32>,
+    #[param(minimum = 1, maximum = 200, default = 50)]
+    limit: Option<u32>,
+    /// List the archive (superseded and forgotten-by-correction entries).
+    #[param(default = false)]
+    archived: Option<bool>,
+}
+
+/// The query of `GET /api/memory/persona`.
+#[derive(IntoParams)]
+#[allow(dead_code)]
+pub(crate) struct CharacterQuery {
+    /// The character (non-empty).
+    #[param(example = "Companion")]
+    character: String,
+}
+
+/// The query of `GET /api/memory/search`.
+#[derive(IntoParams)]
+#[allow(dead_code)]
+pub(crate) struct SearchQuery {
+    /// The character (non-empty).
+    #[param(example = "Companion")]
+    character: String,
+    /// Free text (at most 1,000 characters).
+    #[param(example = "tea")]
+    q: Option<String>,
+    /// Window start: a date (`YYYY-MM-DD`), an ISO date-time or seconds since the epoch.
+    since: Option<String>,
+    /// Window end (same forms).
+    until: Option<String>,
+    #[param(minimum = 0, maximum = 100000, default = 0)]
+    offset: Option<u32>,
+    #[param(minimum = 1, maximum = 100, default = 50)]
+    limit: Option<u32>,
+    /// Comma-separated kinds: `fact`, `reflection`, `persona`, `line`.
+    #[param(default = "fact,reflection")]
+    kinds: Option<String>,
+}
+
 /// Facts or reflections of a character, paged.
 async fn list_kind(st: &AppState, kind: Kind, q: Option<String>) -> Response {
-    let r: Result<Value, MemoryError> = async {
+    let r: Result<longterm::Listing, MemoryError> = async {
         let m = params(q);
         let name = character_param(&m)?;
         let archived = match m.get("archived").map(|s| s.trim()) {
@@ -293,21 +448,50 @@ pub(crate) async fn reflections_list(
     list_kind(&st, Kind::Reflection, q).await
 }
 
+/// The answer of `GET /api/memory/persona`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct PersonaAnswer {
+    success: bool,
+    character: String,
+    /// The persona document as stored (sections by entity, each with its
+    /// `facts`; the original application's shape).
+    #[schema(value_type = Object)]
+    persona: stores::Obj,
+}
+
 /// `GET /api/memory/persona?character=`.
 pub(crate) async fn persona_get(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let r: Result<Value, MemoryError> = async {
+    let r: Result<PersonaAnswer, MemoryError> = async {
         let m = params(q);
         let name = character_param(&m)?;
         let s = longterm::load(&st, &name).await?;
-        Ok(json!({"success": true, "character": name, "persona": s.persona}))
+        Ok(PersonaAnswer {
+            success: true,
+            character: name,
+            persona: s.persona,
+        })
     }
     .await;
     no_store(r.map(Json))
 }
 
+/// The answer of `GET /api/memory/search`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct SearchAnswer {
+    success: bool,
+    character: String,
+    q: String,
+    /// The kinds searched, normalised (`fact`, `reflection`, `persona`, `line`).
+    kinds: Vec<&'static str>,
+    offset: usize,
+    limit: usize,
+    /// Hits ranked best first.
+    items: Vec<HitAnswer>,
+}
+
 /// `GET /api/memory/search`.
 pub(crate) async fn search(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let r: Result<Value, MemoryError> = async {
+    let r: Result<SearchAnswer, MemoryError> = async {
         let m = params(q);
         let name = character_param(&m)?;
         let query = query_params(&m, 100)?;
@@ -343,11 +527,15 @@ pub(crate) async fn search(State(st): State<AppState>, RawQuery(q): RawQuery) ->
         let hits = longterm::search(&st, &name, query, kinds.clone())
             .await
             .map_err(MemoryError::Storage)?;
-        let items: Vec<Value> = hits.iter().map(longterm::hit_json).collect();
-        Ok(json!({
-            "success": true, "character": name, "q": text, "kinds": kinds,
-            "offset": offset, "limit": limit, "items": items,
-        }))
+        Ok(SearchAnswer {
+            success: true,
+            character: name,
+            q: text,
+            kinds,
+            offset,
+            limit,
+            items: hits.iter().map(longterm::hit_answer).collect(),
+        })
     }
     .await;
     no_store(r.map(Json))
@@ -378,11 +566,73 @@ fn body_str(
     }
 }
 
+/// The body of `POST /api/memory/forget`.
+#[derive(ToSchema)]
+#[schema(example = json!({"character": "Companion", "id": "fact_1732540000000_ab12"}))]
+#[allow(dead_code)] // read by hand ([`body_str`]); this states its shape
+pub(crate) struct ForgetBody {
+    #[schema(min_length = 1, max_length = 200)]
+    character: String,
+    /// Id of a fact, reflection or persona entry.
+    #[schema(min_length = 1, max_length = 200)]
+    id: String,
+}
+
+/// The body of `POST /api/memory/correct`.
+#[derive(ToSchema)]
+#[schema(example = json!({"character": "Companion",
+    "id": "fact_1732540000000_ab12", "text": "Likes green tea", "importance": 7}))]
+#[allow(dead_code)]
+pub(crate) struct CorrectBody {
+    #[schema(min_length = 1, max_length = 200)]
+    character: String,
+    /// Id of a fact, reflection or persona entry.
+    #[schema(min_length = 1, max_length = 200)]
+    id: String,
+    /// The corrected text.
+    #[schema(min_length = 1, max_length = 2000)]
+    text: String,
+    /// New importance of a fact.
+    #[schema(minimum = 1, maximum = 10)]
+    importance: Option<i64>,
+    /// Whom the entry is about.
+    entity: Option<Entity>,
+}
+
+/// Whom a memory entry is about.
+#[derive(ToSchema)]
+#[schema(as = MemoryEntity)]
+#[allow(dead_code)]
+#[allow(non_camel_case_types)]
+pub(crate) enum Entity {
+    master,
+    neko,
+    relationship,
+}
+
+/// The body of `POST /api/memory/extract`.
+#[derive(ToSchema)]
+#[schema(example = json!({"character": "Companion"}))]
+#[allow(dead_code)]
+pub(crate) struct ExtractBody {
+    #[schema(min_length = 1, max_length = 200)]
+    character: String,
+}
+
+/// The answer of `POST /api/memory/extract`: what the extraction did.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Extracted {
+    success: bool,
+    character: String,
+    #[serde(flatten)]
+    outcome: extract::Outcome,
+}
+
 /// `POST /api/memory/forget` (`{character, id}`).
 pub(crate) async fn forget(
     State(st): State<AppState>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer<Value> {
+) -> Answer<longterm::Forgotten> {
     let m = body_object(body)?;
     let name = body_str(&m, "character", 200)?;
     let id = body_str(&m, "id", 200)?;
@@ -393,7 +643,7 @@ pub(crate) async fn forget(
 pub(crate) async fn correct(
     State(st): State<AppState>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer<Value> {
+) -> Answer<longterm::Corrected> {
     let m = body_object(body)?;
     let name = body_str(&m, "character", 200)?;
     let correction = Correction {
@@ -420,15 +670,13 @@ pub(crate) async fn correct(
 pub(crate) async fn extract_now(
     State(st): State<AppState>,
     body: Result<Bytes, BytesRejection>,
-) -> Answer<Value> {
+) -> Answer<Extracted> {
     let name = body_str(&body_object(body)?, "character", 200)?;
     fence::check(st.data_dir(), "extract", &format!("memory/{name}"))?;
     let outcome = extract::run_now(&st, &name).await?;
-    let mut v = json!({"success": true, "character": name});
-    if let (Some(obj), Ok(Value::Object(extra))) =
-        (v.as_object_mut(), serde_json::to_value(outcome))
-    {
-        obj.extend(extra);
-    }
-    Ok(Json(v))
+    Ok(Json(Extracted {
+        success: true,
+        character: name,
+        outcome,
+    }))
 }

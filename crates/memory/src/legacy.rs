@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::unit;
@@ -22,7 +23,8 @@ pub const SCAN_LIMIT: usize = 50_000;
 /// Source label of configured roots.
 pub const SOURCE: &str = "configured";
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = LegacyEntry)]
 pub struct Entry {
     pub name: String,
     pub path: String,
@@ -32,7 +34,8 @@ pub struct Entry {
     pub runtime_has_same_name: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = LegacyRoot)]
 pub struct Root {
     pub root: String,
     pub source: &'static str,
@@ -40,7 +43,8 @@ pub struct Root {
     pub entries: Vec<Entry>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = LegacyScan)]
 pub struct Scan {
     pub success: bool,
     pub runtime_memory_dir: String,
@@ -49,13 +53,15 @@ pub struct Scan {
     pub total_size_bytes: i64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = LegacyPurgeError)]
 pub struct PurgeError {
     pub path: String,
     pub error: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = LegacyPurge)]
 pub struct Purge {
     pub success: bool,
     pub removed: Vec<String>,

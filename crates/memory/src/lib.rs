@@ -135,7 +135,8 @@ impl CharacterRename for Renamer {
                 return Err(MemoryError::Busy("the server is stopping".into()).into());
             };
             let rt = MemoryRuntime::of(&state);
-            Ok(rename::rename(&state, &rt, &old, &new).await?)
+            let renamed = rename::rename(&state, &rt, &old, &new).await?;
+            serde_json::to_value(renamed).map_err(|e| MemoryError::Internal(e.to_string()).into())
         })
     }
 }
@@ -333,85 +334,142 @@ fn catch_up(state: &AppState) {
     });
 }
 
-/// Every route of this family, with its literal path.
+/// Every route of this family, with its literal path, and what it reads and
+/// answers (docs/memory.md § OpenAPI).
 pub fn api(state: &AppState) -> Api {
+    use http::*;
     Api::new(state, "memory")
+        .about("Memory: the recent chat history (read, compare-and-swap save), the character rename transaction, memory toggles, legacy memory roots and long-term memory (facts, reflections, persona, search, corrections). Errors answer `{success:false, error, code?}` (docs/memory.md).")
         .get(
             "/api/memory/recent_files",
             "logical recent-history file names (recent_<character>.json)",
             http::recent_files,
         )
+        .id("list_recent_files")
+        .ok::<listing::Files<'static>>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/recent_file",
             "one recent-history file: content, fingerprint, identity_token",
             http::recent_file,
         )
+        .id("read_recent_file")
+        .query::<RecentFileQuery>()
+        .ok::<recent::RecentFile>()
+        .fails::<MemoryError>()
         .route(
             Method::POST,
             "/api/memory/recent_file/save",
             "replace a character's recent history (compare-and-swap on the read tokens)",
             post(http::recent_save).layer(DefaultBodyLimit::max(recent::MAX_SAVE_BODY)),
         )
+        .id("save_recent_file")
+        .json_body::<SaveBody>()
+        .ok::<recent::Saved>()
+        .fails::<MemoryError>()
         .post(
             "/api/memory/update_character_name",
             "rename a character (alias of /api/characters/profile/{old_name}/rename)",
             http::rename_alias,
         )
+        .id("update_character_name")
+        .json_body::<RenameAliasBody>()
+        .ok::<rename::Renamed>()
+        .fails::<MemoryError>()
         .post(
             "/api/characters/profile/{old_name}/rename",
             "rename a character: configuration, memory storage and chat session together",
             http::rename_canonical,
         )
+        .id("rename_character")
+        .json_body::<RenameBody>()
+        .ok::<rename::Renamed>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/review_config",
             "automatic recent-memory review toggle",
             http::toggle_get::<http::Review>,
         )
+        .id("get_review_config")
+        .ok::<ToggleState>()
         .post(
             "/api/memory/review_config",
             "update the automatic recent-memory review toggle",
             http::toggle_post::<http::Review>,
         )
+        .id("set_review_config")
+        .json_body::<ToggleBody>()
+        .ok::<ToggleSaved>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/powerful_memory_config",
             "powerful-memory toggle",
             http::toggle_get::<http::Powerful>,
         )
+        .id("get_powerful_memory_config")
+        .ok::<ToggleState>()
         .post(
             "/api/memory/powerful_memory_config",
             "update the powerful-memory toggle (runs the switch-off migration)",
             http::toggle_post::<http::Powerful>,
         )
+        .id("set_powerful_memory_config")
+        .json_body::<ToggleBody>()
+        .ok::<ToggleSaved>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/legacy/scan",
             "scan the legacy memory roots without changing them",
             http::legacy_scan,
         )
+        .id("scan_legacy")
+        .ok::<legacy::Scan>()
+        .fails::<MemoryError>()
         .post(
             "/api/memory/legacy/purge",
             "delete selected entries below recognized legacy memory roots",
             http::legacy_purge,
         )
+        .id("purge_legacy")
+        .json_body::<PurgeBody>()
+        .ok::<legacy::Purge>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/facts",
             "facts of a character (query: character, q, since, until, offset, limit, archived)",
             http::facts_list,
         )
+        .id("list_facts")
+        .query::<ListQuery>()
+        .ok::<longterm::Listing>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/reflections",
             "reflections of a character (query: character, q, since, until, offset, limit, archived)",
             http::reflections_list,
         )
+        .id("list_reflections")
+        .query::<ListQuery>()
+        .ok::<longterm::Listing>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/persona",
             "the persona of a character (stable traits kept from facts)",
             http::persona_get,
         )
+        .id("get_persona")
+        .query::<CharacterQuery>()
+        .ok::<PersonaAnswer>()
+        .fails::<MemoryError>()
         .get(
             "/api/memory/search",
             "search a character's memory (query: character, q, since, until, offset, limit, kinds)",
             http::search,
         )
+        .id("search")
+        .query::<SearchQuery>()
+        .ok::<SearchAnswer>()
+        .fails::<MemoryError>()
         .guarded(
             Method::POST,
             "/api/memory/correct",
@@ -419,6 +477,10 @@ pub fn api(state: &AppState) -> Api {
             Csrf::Success,
             http::correct,
         )
+        .id("correct")
+        .json_body::<CorrectBody>()
+        .ok::<longterm::Corrected>()
+        .fails::<MemoryError>()
         .guarded(
             Method::POST,
             "/api/memory/forget",
@@ -426,6 +488,10 @@ pub fn api(state: &AppState) -> Api {
             Csrf::Success,
             http::forget,
         )
+        .id("forget")
+        .json_body::<ForgetBody>()
+        .ok::<longterm::Forgotten>()
+        .fails::<MemoryError>()
         .guarded(
             Method::POST,
             "/api/memory/extract",
@@ -433,6 +499,10 @@ pub fn api(state: &AppState) -> Api {
             Csrf::Success,
             http::extract_now,
         )
+        .id("extract")
+        .json_body::<ExtractBody>()
+        .ok::<Extracted>()
+        .fails::<MemoryError>()
 }
 
 /// This family as the binary lists it: its routes and its start-up work.

@@ -20,6 +20,7 @@ use companiond_core::paths;
 use companiond_core::stamp::{lstamp, Stamp};
 use companiond_core::AppState;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::recent::{parse_filename, real_file};
@@ -92,8 +93,13 @@ fn entries(root: &Path) -> Option<Vec<Entry>> {
     )
 }
 
-#[derive(Serialize)]
-struct Files<'a> {
+/// The answer of `GET /api/memory/recent_files`.
+#[derive(Serialize, ToSchema)]
+#[schema(as = RecentFiles)]
+#[schema(example = json!({"files": ["recent_Companion.json"]}))]
+pub(crate) struct Files<'a> {
+    /// Logical names `recent_<character>.json`, sorted, without repeats.
+    #[schema(value_type = Vec<String>)]
     files: &'a BTreeSet<String>,
 }
 

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use companiond_core::AppState;
 use rusqlite::Connection;
+use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::index::{self, Hit, Query};
@@ -230,8 +232,28 @@ fn entry_ts(o: &Obj) -> i64 {
     stores::entry_time(o, &["created_at", "updated_at"]).unwrap_or(0)
 }
 
+/// A page of facts or reflections (`GET /api/memory/facts`, `/reflections`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = MemoryListing)]
+pub struct Listing {
+    pub success: bool,
+    pub character: String,
+    /// `fact` or `reflection`.
+    pub kind: &'static str,
+    pub archived: bool,
+    /// Entries matching the query (all pages).
+    pub total: usize,
+    pub offset: usize,
+    pub limit: usize,
+    /// The stored entries as kept on disk (the original application's shapes:
+    /// `id`, `text`, `created_at`, `importance`, `entity`, ... and any field
+    /// an older version wrote), newest first or by rank when `q` is given.
+    #[schema(value_type = Vec<Object>)]
+    pub items: Vec<Value>,
+}
+
 /// List (or search) facts or reflections: `{total, items}`.
-pub async fn list(state: &AppState, name: &str, req: ListRequest) -> Result<Value, MemoryError> {
+pub async fn list(state: &AppState, name: &str, req: ListRequest) -> Result<Listing, MemoryError> {
     let s = load(state, name).await?;
     let doc = match (req.kind, req.archived) {
         (Kind::Fact, false) => &s.facts,
@@ -275,33 +297,50 @@ pub async fn list(state: &AppState, name: &str, req: ListRequest) -> Result<Valu
             .collect();
         (total, items)
     };
-    Ok(json!({
-        "success": true,
-        "character": name,
-        "kind": req.kind.as_str(),
-        "archived": req.archived,
-        "total": total,
-        "offset": q.offset,
-        "limit": q.limit,
-        "items": items,
-    }))
+    Ok(Listing {
+        success: true,
+        character: name.to_string(),
+        kind: req.kind.as_str(),
+        archived: req.archived,
+        total,
+        offset: q.offset,
+        limit: q.limit,
+        items,
+    })
 }
 
-/// The JSON form of a search hit.
-pub fn hit_json(h: &Hit) -> Value {
-    let mut v = json!({
-        "kind": h.kind,
-        "id": h.id,
-        "text": h.text,
-        "time": timefmt::iso(h.ts),
-        "score": h.score,
-    });
-    if h.kind == "line" {
-        v["speaker"] = json!(h.who);
-    } else {
-        v["entity"] = json!(h.who);
+/// One search hit as answered.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = MemoryHit)]
+pub struct HitAnswer {
+    /// `fact`, `reflection`, `persona` or `line`.
+    pub kind: String,
+    pub id: String,
+    pub text: String,
+    /// ISO 8601 time of the entry.
+    pub time: String,
+    /// Rank score (BM25: lower is better).
+    pub score: f64,
+    /// Who spoke the line (lines only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
+    /// `master`, `neko` or `relationship` (facts, reflections, persona).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+}
+
+/// The answer form of a search hit.
+pub fn hit_answer(h: &Hit) -> HitAnswer {
+    let line = h.kind == "line";
+    HitAnswer {
+        kind: h.kind.clone(),
+        id: h.id.clone(),
+        text: h.text.clone(),
+        time: timefmt::iso(h.ts),
+        score: h.score,
+        speaker: line.then(|| h.who.clone()),
+        entity: (!line).then(|| h.who.clone()),
     }
-    v
 }
 
 /// Search facts, reflections, persona entries and history lines; the ranked
@@ -374,7 +413,25 @@ pub fn search_fused(
 
 /// Forget one fact, reflection or persona entry everywhere: every store, the
 /// index, and the references to it. 404 when nothing has that id.
-pub async fn forget(state: &AppState, name: &str, id: String) -> Result<Value, MemoryError> {
+/// One entry a forget removed.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = MemoryRemoved)]
+pub struct Removed {
+    /// `fact`, `reflection` or `persona` (active or archived).
+    pub kind: &'static str,
+    pub id: String,
+}
+
+/// The answer of `POST /api/memory/forget`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Forgotten {
+    pub success: bool,
+    pub character: String,
+    pub id: String,
+    pub removed: Vec<Removed>,
+}
+
+pub async fn forget(state: &AppState, name: &str, id: String) -> Result<Forgotten, MemoryError> {
     // A running extraction might bring it back from what it already read.
     MemoryRuntime::of(state)
         .tasks
@@ -390,11 +447,16 @@ pub async fn forget(state: &AppState, name: &str, id: String) -> Result<Value, M
         Ok(removed)
     })
     .await?;
-    let list: Vec<Value> = removed
-        .iter()
-        .map(|(k, i)| json!({"kind": k, "id": i}))
+    let removed = removed
+        .into_iter()
+        .map(|(k, i)| Removed { kind: k, id: i })
         .collect();
-    Ok(json!({"success": true, "character": name, "id": id, "removed": list}))
+    Ok(Forgotten {
+        success: true,
+        character: name.to_string(),
+        id,
+        removed,
+    })
 }
 
 /// A correction of one entry.
@@ -435,7 +497,23 @@ fn corrected(old: &Obj, kind: &str, c: &Correction, now: i64) -> (Obj, String) {
 /// new id and the old version goes to its archive (`arbitration_reason:
 /// "user_correction"`, `superseded_by`); a persona entry is edited in place
 /// (the old text goes to its `version_history`).
-pub async fn correct(state: &AppState, name: &str, c: Correction) -> Result<Value, MemoryError> {
+/// The answer of `POST /api/memory/correct`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Corrected {
+    pub success: bool,
+    pub character: String,
+    /// `fact`, `reflection` or `persona`.
+    pub kind: &'static str,
+    /// The corrected entry as stored (a fact or reflection under its new id).
+    #[schema(value_type = Object)]
+    pub item: Value,
+}
+
+pub async fn correct(
+    state: &AppState,
+    name: &str,
+    c: Correction,
+) -> Result<Corrected, MemoryError> {
     MemoryRuntime::of(state)
         .tasks
         .cancel(name, Some(TaskKind::Extraction));
@@ -457,7 +535,7 @@ pub async fn correct(state: &AppState, name: &str, c: Correction) -> Result<Valu
             if kind == "fact" {
                 crate::extract::promote_persona(s, now);
             }
-            return Ok(json!({"kind": kind, "item": new}));
+            return Ok((kind, Value::Object(new)));
         }
         for section in s.persona.values_mut() {
             let Some(list) = section.get_mut("facts").and_then(Value::as_array_mut) else {
@@ -475,7 +553,7 @@ pub async fn correct(state: &AppState, name: &str, c: Correction) -> Result<Valu
                 e.insert("text".into(), json!(c.text));
                 let item = Value::Object(e.clone());
                 s.persona_dirty = true;
-                return Ok(json!({"kind": "persona", "item": item}));
+                return Ok(("persona", item));
             }
         }
         Err(MemoryError::NotFound(format!(
@@ -484,11 +562,13 @@ pub async fn correct(state: &AppState, name: &str, c: Correction) -> Result<Valu
         )))
     })
     .await?;
-    let mut out = json!({"success": true, "character": name});
-    if let (Some(o), Value::Object(m)) = (out.as_object_mut(), item) {
-        o.extend(m);
-    }
-    Ok(out)
+    let (kind, item) = item;
+    Ok(Corrected {
+        success: true,
+        character: name.to_string(),
+        kind,
+        item,
+    })
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use companiond_core::AppState;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::fence;
@@ -46,15 +47,22 @@ pub const MAX_TOTAL_CHARS: usize = 2_097_152;
 pub const MAX_SAVE_BODY: usize = 40 * 1024 * 1024;
 
 /// Content and tokens of a read.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({"content": "[{\"role\":\"human\",\"text\":\"hi\"}]",
+    "fingerprint": "3f2a…", "identity_token": "9c41…"}))]
 pub struct RecentFile {
+    /// The history as a JSON text (an array of chat entries).
     pub content: String,
+    /// Changes whenever the content changes; send it back with a save.
     pub fingerprint: String,
+    /// Names the file the content came from; send it back with a save.
     pub identity_token: String,
 }
 
 /// Result of a successful save.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "need_refresh": true, "profile_name": "Mika",
+    "fingerprint": "51be…", "identity_token": "9c41…"}))]
 pub struct Saved {
     pub success: bool,
     pub need_refresh: bool,

@@ -17,7 +17,9 @@ use std::time::Duration;
 use companiond_core::characters::{validate_name, CharacterError, NameRules};
 use companiond_core::store::atomic_write;
 use companiond_core::AppState;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::{fence, unit, MemoryRuntime};
@@ -44,13 +46,35 @@ fn invalid(which: &str, e: companiond_core::characters::NameError) -> MemoryErro
     }
 }
 
+/// The success answer of a rename: either it ran (`changed`, with
+/// `memory_renamed` and `memory_server_reloaded`), or the configuration
+/// already held the new name (`already_renamed`, `exists_after`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "changed": true, "memory_renamed": true,
+    "memory_server_reloaded": true, "old_name": "Mika", "new_name": "Hana"}))]
+pub struct Renamed {
+    pub success: bool,
+    pub changed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub already_renamed: Option<bool>,
+    /// Whether the new name's memory storage exists (an earlier rename's result).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exists_after: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_renamed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_server_reloaded: Option<bool>,
+    pub old_name: String,
+    pub new_name: String,
+}
+
 /// Run the transaction. `Ok` is the success body.
 pub async fn rename(
     state: &AppState,
     rt: &MemoryRuntime,
     old_raw: &str,
     new_raw: &str,
-) -> Result<Value, MemoryError> {
+) -> Result<Renamed, MemoryError> {
     let new = validate_name(new_raw, NameRules::NEW).map_err(|e| invalid("new_name", e))?;
     let old = validate_name(old_raw, NameRules::EXISTING).map_err(|e| invalid("old_name", e))?;
     if old == new {
@@ -70,14 +94,16 @@ pub async fn rename(
                     "the configuration already holds {new:?} but the memory storage of {old:?} remains"
                 )));
             }
-            return Ok(json!({
-                "success": true,
-                "changed": false,
-                "already_renamed": true,
-                "exists_after": unit::memory_exists(&data, &new),
-                "old_name": old,
-                "new_name": new,
-            }));
+            return Ok(Renamed {
+                success: true,
+                changed: false,
+                already_renamed: Some(true),
+                exists_after: Some(unit::memory_exists(&data, &new)),
+                memory_renamed: None,
+                memory_server_reloaded: None,
+                old_name: old,
+                new_name: new,
+            });
         }
         return Err(MemoryError::NotFound(format!(
             "character {old:?} does not exist"
@@ -139,7 +165,7 @@ struct Published {
     was_current: bool,
 }
 
-async fn transaction(state: &AppState, old: &str, new: &str) -> Result<Value, MemoryError> {
+async fn transaction(state: &AppState, old: &str, new: &str) -> Result<Renamed, MemoryError> {
     let data = state.data_dir().to_path_buf();
     // 1. Publish the new name.
     let published = publish(state, old, new).await?;
@@ -190,14 +216,16 @@ async fn transaction(state: &AppState, old: &str, new: &str) -> Result<Value, Me
         };
         return Err(rollback(state, old, new, &published, journal, true, failure).await);
     }
-    Ok(json!({
-        "success": true,
-        "changed": true,
-        "memory_renamed": true,
-        "memory_server_reloaded": true,
-        "old_name": old,
-        "new_name": new,
-    }))
+    Ok(Renamed {
+        success: true,
+        changed: true,
+        already_renamed: None,
+        exists_after: None,
+        memory_renamed: Some(true),
+        memory_server_reloaded: Some(true),
+        old_name: old.to_string(),
+        new_name: new.to_string(),
+    })
 }
 
 fn storage_error(e: CharacterError) -> MemoryError {

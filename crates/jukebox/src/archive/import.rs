@@ -27,7 +27,8 @@ use companiond_core::text::shown_name;
 use super::zip_err;
 
 /// The answer of an import: `{success, stats {...}, skipped}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = JukeboxImported)]
 pub struct Imported {
     pub success: bool,
     pub stats: ImportStats,
@@ -36,7 +37,8 @@ pub struct Imported {
 }
 
 /// What an import added or merged (by MD5) into the library.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = JukeboxImportStats)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportStats {
     pub songs_added: usize,

@@ -19,6 +19,7 @@ mod import;
 mod pack;
 
 pub use export::ExportSelection;
+pub use import::Imported;
 pub use pack::Packer;
 
 /// Extensions that are deflated in archives: text and motion data that compress

@@ -85,7 +85,8 @@ pub fn parse_bool(s: &str) -> Option<bool> {
 }
 
 /// A song record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = JukeboxSong)]
 #[serde(rename_all = "camelCase")]
 pub struct Song {
     #[serde(default, deserialize_with = "lenient_string")]
@@ -115,7 +116,8 @@ pub struct Song {
 }
 
 /// An action (dance) record.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = JukeboxAction)]
 #[serde(rename_all = "camelCase")]
 pub struct Action {
     #[serde(default, deserialize_with = "lenient_string")]
@@ -154,7 +156,8 @@ impl Action {
 }
 
 /// One song–action binding.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = JukeboxBinding)]
 pub struct Binding {
     #[serde(default, deserialize_with = "lenient_offset")]
     pub offset: i64,
@@ -164,11 +167,14 @@ pub struct Binding {
 pub type Bindings = IndexMap<String, IndexMap<String, Binding>>;
 
 /// `md5 -> id` for songs and actions.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = JukeboxMd5Index)]
 pub struct Md5Index {
     #[serde(default)]
+    #[schema(value_type = HashMap<String, String>)]
     pub songs: IndexMap<String, String>,
     #[serde(default)]
+    #[schema(value_type = HashMap<String, String>)]
     pub actions: IndexMap<String, String>,
 }
 

@@ -143,7 +143,9 @@ pub(super) fn version_string(v: &Value) -> String {
 }
 
 /// The cheap part of the config that clients poll.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = JukeboxSummary, example = json!({"configRevision": "3f9c0a…", "songCount": 12,
+    "visibleSongCount": 11, "actionCount": 4}))]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub config_revision: String,

@@ -6,6 +6,7 @@ mod bindings;
 mod common;
 mod config;
 mod files;
+mod openapi;
 mod songs;
 mod storage;
 mod uploads;

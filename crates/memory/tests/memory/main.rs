@@ -8,6 +8,7 @@ mod embeddings;
 mod fence;
 mod legacy;
 mod longterm;
+mod openapi;
 mod recent_file;
 mod rename;
 mod review;
