@@ -4,7 +4,7 @@
 //! (benches/heavy_user), starts `companiond serve` on it and, per row, prints
 //! the median / p90 of ≥ 30 calls, the first call and the answer size.
 //! Rows: cloudsave_summary, tools, pngtuber_models, recent_files, token_usage,
-//! leaderboard, history_append, restart. `HEAVY_BIN=/path/to/companiond` measures another
+//! leaderboard, history_append, recent_save, restart. `HEAVY_BIN=/path/to/companiond` measures another
 //! build (e.g. the previous release) on the same data; `HEAVY_CALLS=n` sets the
 //! number of calls (default 30).
 //!
@@ -29,6 +29,7 @@ const ROWS: &[&str] = &[
     "token_usage",
     "leaderboard",
     "history_append",
+    "recent_save",
     "restart",
 ];
 
@@ -371,6 +372,51 @@ fn main() {
         let lines: Vec<serde_json::Value> =
             serde_json::from_slice(&std::fs::read(&path).expect("read back")).expect("json");
         assert_eq!(lines.len(), 10_000 + calls(), "every append landed");
+    }
+    if want("recent_save") {
+        // The memory browser's save of a 10,000-entry history: read the
+        // tokens (not timed), then post the edited history with them.
+        let name = heavy_user::character_name(1);
+        let path = data.join("memory").join(&name).join("recent.json");
+        std::fs::write(&path, heavy_user::long_history(10_000)).expect("history");
+        let file = format!("recent_{name}.json");
+        let read_url = format!(
+            "/api/memory/recent_file?filename={}",
+            file.replace(' ', "%20")
+        );
+        let mut ms = Vec::new();
+        let mut body_len = 0;
+        for round in 0..calls() {
+            let (st, b) = request(&s.addr, "GET", &read_url, None);
+            assert_eq!(st, 200, "{}", String::from_utf8_lossy(&b));
+            let tokens: serde_json::Value = serde_json::from_slice(&b).expect("json");
+            let chat: Vec<serde_json::Value> = (0..10_000)
+                .map(|i| {
+                    serde_json::json!({"role": if i % 2 == 0 { "human" } else { "ai" },
+                        "text": format!("{round:02}{i:05} {}", "so how was your day? ".repeat(9)),
+                        "source_index": i})
+                })
+                .collect();
+            let body = serde_json::json!({"filename": file, "chat": chat,
+                "fingerprint": tokens["fingerprint"], "identity_token": tokens["identity_token"]})
+            .to_string();
+            body_len = body.len();
+            let t = Instant::now();
+            let (st, answer) =
+                request(&s.addr, "POST", "/api/memory/recent_file/save", Some(&body));
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(st, 200, "{}", String::from_utf8_lossy(&answer));
+        }
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        println!(
+            "{:<18} {:<46} POST {:<51} median {:>7.2} ms  p90 {:>7.2} ms  ({} calls, body {body_len} bytes)",
+            "recent_save",
+            format!("10,000 entries ({size} bytes stored)"),
+            "/api/memory/recent_file/save",
+            pct(&mut ms, 0.5),
+            pct(&mut ms, 0.9),
+            ms.len(),
+        );
     }
     println!("load after: {}", load().trim());
 }

@@ -29,7 +29,7 @@ use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::fence;
-use crate::save_body::{self, EntryFields, Shaped};
+use crate::save_body::{self, EntryFields, Scalar, Shaped};
 use crate::stored_json;
 use crate::tasks::TaskKind;
 use crate::theater::{self, ChatEntry};
@@ -377,7 +377,9 @@ pub async fn read(
             )));
         };
         Ok(RecentFile {
-            content: String::from_utf8_lossy(&bytes).into_owned(),
+            // Valid UTF-8 (the usual case) is moved, not copied.
+            content: String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
             fingerprint: snap.fingerprint,
             identity_token: snap.identity_token,
         })
@@ -445,7 +447,7 @@ pub fn parse_chat(items: Vec<Shaped<EntryFields>>) -> Result<Vec<ChatEntry>, Mem
             )));
         };
         let role = match o.role {
-            Some(Value::String(r)) if !r.trim().is_empty() => r,
+            Some(Scalar::Str(r)) if !r.trim().is_empty() => r,
             _ => {
                 return Err(MemoryError::BadRequest(format!(
                     "chat[{i}].role (non-empty string) is required"
@@ -453,8 +455,8 @@ pub fn parse_chat(items: Vec<Shaped<EntryFields>>) -> Result<Vec<ChatEntry>, Mem
             }
         };
         let text = match o.text {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(t)) => t,
+            None | Some(Scalar::Null) => String::new(),
+            Some(Scalar::Str(t)) => t,
             Some(_) => {
                 return Err(MemoryError::BadRequest(format!(
                     "chat[{i}].text must be a string"
@@ -473,12 +475,11 @@ pub fn parse_chat(items: Vec<Shaped<EntryFields>>) -> Result<Vec<ChatEntry>, Mem
                 "the chat text exceeds {MAX_TOTAL_CHARS} characters in total"
             )));
         }
-        let source_index = o
-            .source_index
-            .as_ref()
-            .and_then(Value::as_u64)
-            .and_then(|v| usize::try_from(v).ok());
-        let theater = o.theater.as_ref().and_then(Value::as_bool).unwrap_or(false);
+        let source_index = match o.source_index {
+            Some(Scalar::U64(v)) => usize::try_from(v).ok(),
+            _ => None,
+        };
+        let theater = matches!(o.theater, Some(Scalar::Bool(true)));
         out.push(ChatEntry {
             role,
             text,
