@@ -17,7 +17,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use axum::http::Method;
+use axum::response::IntoResponse;
+use futures::FutureExt;
 use serde_json::Value;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::example::{Example, ExampleBuilder};
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn,
 };
@@ -124,6 +128,8 @@ pub struct ErrorDoc {
     pub envelope: EnvelopeKind,
     pub code: Option<Cow<'static, str>>,
     pub description: Cow<'static, str>,
+    /// A body this answer really had (shown as the response's example).
+    pub example: Option<Value>,
 }
 
 impl ErrorDoc {
@@ -138,6 +144,42 @@ impl ErrorDoc {
             envelope,
             code: None,
             description: description.into(),
+            example: None,
+        }
+    }
+
+    /// The answer `sample` really gives, read back: its status, its envelope
+    /// (told by its fields), its machine code and its body as the example. An
+    /// error enum lists one sample per variant, so the description is the
+    /// answer itself and cannot drift from it.
+    pub fn observed(description: impl Into<Cow<'static, str>>, sample: impl IntoResponse) -> Self {
+        let response = sample.into_response();
+        let status = response.status().as_u16();
+        // The envelopes are built in memory: the body is ready at once.
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .now_or_never()
+            .and_then(Result::ok)
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .unwrap_or(Value::Null);
+        let envelope = if body.get("detail").is_some() {
+            EnvelopeKind::Detail
+        } else if body.get("ok").is_some() {
+            EnvelopeKind::Ok
+        } else if body.get("message_key").is_some() {
+            EnvelopeKind::Cloud
+        } else {
+            EnvelopeKind::Success
+        };
+        let code = code_field(envelope)
+            .and_then(|f| body.get(f))
+            .and_then(Value::as_str)
+            .map(|c| Cow::Owned(c.to_string()));
+        ErrorDoc {
+            status,
+            envelope,
+            code,
+            description: description.into(),
+            example: Some(body),
         }
     }
     /// The machine code this answer carries (`error_code`, `reason` or `code`),
@@ -473,7 +515,28 @@ fn operation(
                 }
                 RefOr::T(Schema::AnyOf(any.build()))
             };
-            rb = rb.content(content_type.to_string(), Content::new(Some(schema)));
+            let mut content = ContentBuilder::new().schema(Some(schema));
+            let examples: Vec<(String, Example)> = here
+                .iter()
+                .filter_map(|e| {
+                    let v = e.example.clone()?;
+                    let name = e.code.as_deref().unwrap_or("error").to_string();
+                    Some((
+                        name,
+                        ExampleBuilder::new()
+                            .summary(e.description.to_string())
+                            .value(Some(v))
+                            .build(),
+                    ))
+                })
+                .collect();
+            if !examples.is_empty() {
+                let mut seen = BTreeSet::new();
+                content = content.examples_from_iter(
+                    examples.into_iter().filter(|(n, _)| seen.insert(n.clone())),
+                );
+            }
+            rb = rb.content(content_type.to_string(), content.build());
         }
         b = b.response(status.to_string(), rb.build());
     }
