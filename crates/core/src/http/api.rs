@@ -105,6 +105,12 @@ impl Api {
         self.last(|op| op.body = Some(Body::Json(Box::new(Typed::of::<T>()))))
     }
 
+    /// A JSON body the handler reads itself (not through `JsonBody`): it may be
+    /// absent, and its failures are listed by the family enum (`fails`).
+    pub fn own_json_body<T: ToSchema>(self) -> Self {
+        self.last(|op| op.body = Some(Body::OwnJson(Box::new(Typed::of::<T>()))))
+    }
+
     /// A `multipart/form-data` body with these parts.
     pub fn multipart(self, parts: &[Part]) -> Self {
         let parts = parts.to_vec();

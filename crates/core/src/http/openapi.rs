@@ -58,11 +58,12 @@ const INLINE_NAMES: &[&str] = &[
 ];
 
 impl Typed {
-    /// The schema of `T`: a `$ref` to `components.schemas[T::name()]` for a named type.
+    /// The schema of `T`: a `$ref` to `components.schemas[T::name()]` for a
+    /// named type (a generic one is named after its arguments: `Succeeded_Summary`).
     pub fn of<T: ToSchema>() -> Typed {
         let mut components = Vec::new();
         T::schemas(&mut components);
-        let name = T::name();
+        let name = component_name::<T>();
         let schema = if INLINE_NAMES.contains(&name.as_ref()) {
             T::schema()
         } else {
@@ -70,6 +71,26 @@ impl Typed {
             RefOr::Ref(Ref::from_schema_name(name))
         };
         Typed { schema, components }
+    }
+}
+
+/// `T::name()`, with the last segment of each generic argument appended for a
+/// generic type (whose derived name leaves them out).
+fn component_name<T: ToSchema>() -> Cow<'static, str> {
+    let full = std::any::type_name::<T>();
+    let name = T::name();
+    match full.split_once('<') {
+        Some((_, args)) if !INLINE_NAMES.contains(&name.as_ref()) => {
+            let mut out = name.to_string();
+            for arg in args.split(['<', '>', ',', ' ']) {
+                if let Some(last) = arg.rsplit("::").next().filter(|s| !s.is_empty()) {
+                    out.push('_');
+                    out.push_str(last);
+                }
+            }
+            Cow::Owned(out)
+        }
+        _ => name,
     }
 }
 
@@ -108,7 +129,10 @@ impl Part {
 /// What a request carries.
 #[derive(Clone, Debug)]
 pub enum Body {
+    /// Read with `JsonBody` (a bad body is answered 413/422 in the path's envelope).
     Json(Box<Typed>),
+    /// Read by the handler itself, may be absent; its failures are the family enum's.
+    OwnJson(Box<Typed>),
     Multipart(Vec<Part>),
 }
 
@@ -439,11 +463,15 @@ fn operation(
         b = b.parameter(p.clone());
     }
     match &op.body {
-        Some(Body::Json(t)) => {
+        Some(Body::Json(t)) | Some(Body::OwnJson(t)) => {
             used.extend(t.components.clone());
+            let required = match &op.body {
+                Some(Body::Json(_)) => Required::True,
+                _ => Required::False,
+            };
             b = b.request_body(Some(
                 RequestBodyBuilder::new()
-                    .required(Some(Required::True))
+                    .required(Some(required))
                     .content("application/json", Content::new(Some(t.schema.clone())))
                     .build(),
             ));
