@@ -57,6 +57,7 @@ pub struct SuccessError {
     pub success: bool,
     pub error: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error_code: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
