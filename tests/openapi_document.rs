@@ -28,7 +28,7 @@ async fn the_whole_document_is_openapi_3_1_with_resolving_refs() {
         }
     }
     let tags = doc["tags"].as_array().expect("tags");
-    for typed in ["characters", "cloudsave"] {
+    for typed in ["characters", "cloudsave", "config"] {
         assert!(
             tags.iter()
                 .any(|t| t["name"] == typed && t["description"].is_string()),

@@ -51,8 +51,12 @@ def save_setting(c):
     except ImportError:
         print("   skipped: saving a setting (the config family is not typed yet)")
         return
-    body = pref_model(model_path="/static/models/client-check/model.json")
-    body["position"] = {"x": 1, "y": 2}
+    vector = importlib.import_module("client.models.vector").Vector
+    body = pref_model(
+        model_path="/static/models/client-check/model.json",
+        position=vector(x=1.0, y=2.0),
+        scale=vector(x=1.0, y=1.0),
+    )
     saved = prefs.sync_detailed(client=c, body=body)
     check(saved.status_code == 200, "config_save_preference")
     listed = get_prefs.sync(client=c)

@@ -27,7 +27,8 @@ use utoipa::openapi::path::{
 };
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{
-    AllOfBuilder, AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+    AllOfBuilder, AnyOfBuilder, ArrayBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat,
+    Type,
 };
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::tag::TagBuilder;
@@ -71,6 +72,19 @@ impl Typed {
             RefOr::Ref(Ref::from_schema_name(name))
         };
         Typed { schema, components }
+    }
+}
+
+impl Typed {
+    /// An array of `T`, its items a `$ref` when `T` is named.
+    pub fn list_of<T: ToSchema>() -> Typed {
+        let item = Typed::of::<T>();
+        Typed {
+            schema: RefOr::T(Schema::Array(
+                ArrayBuilder::new().items(item.schema).build(),
+            )),
+            components: item.components,
+        }
     }
 }
 
@@ -206,6 +220,13 @@ impl ErrorDoc {
             example: Some(body),
         }
     }
+    /// This answer's machine code varies (e.g. one per validation rule): the
+    /// envelope's code field is documented as any string.
+    pub fn any_code(mut self) -> Self {
+        self.code = None;
+        self
+    }
+
     /// The machine code this answer carries (`error_code`, `reason` or `code`),
     /// exactly as sent.
     pub fn code(mut self, code: impl Into<Cow<'static, str>>) -> Self {
@@ -548,7 +569,12 @@ fn operation(
                 .iter()
                 .filter_map(|e| {
                     let v = e.example.clone()?;
-                    let name = e.code.as_deref().unwrap_or("error").to_string();
+                    let name = e
+                        .code
+                        .as_deref()
+                        .or_else(|| v.get(code_field(e.envelope)?)?.as_str())
+                        .unwrap_or("error")
+                        .to_string();
                     Some((
                         name,
                         ExampleBuilder::new()
