@@ -121,6 +121,17 @@ pub async fn detail(Ext(cloud): Ext<CloudSave>, UrlPath(raw): UrlPath<String>) -
     }
 }
 
+/// The character of a route (`/api/cloudsave/character/{name}/...`): the
+/// character-name rules, dots allowed for existing names, no surrounding whitespace.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // read as a string by `audit_name`
+pub struct CharacterPath {
+    /// The character's name.
+    #[param(example = "Companion", min_length = 1, max_length = 60)]
+    name: String,
+}
+
 /// The body of an upload (absent fields take their default).
 #[derive(ToSchema)]
 #[schema(example = json!({"overwrite": false}))]

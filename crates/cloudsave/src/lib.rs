@@ -59,6 +59,7 @@ pub fn api(state: &AppState) -> Api {
             http::detail,
         )
         .id("character_detail")
+        .path::<http::CharacterPath>()
         .ok::<Succeeded<DetailAnswer>>()
         .fails::<CloudSaveError>()
         .post(
@@ -67,6 +68,7 @@ pub fn api(state: &AppState) -> Api {
             http::upload,
         )
         .id("upload")
+        .path::<http::CharacterPath>()
         .own_json_body::<http::UploadOptions>()
         .ok::<Succeeded<Transferred>>()
         .fails::<CloudSaveError>()
@@ -76,6 +78,7 @@ pub fn api(state: &AppState) -> Api {
             http::download,
         )
         .id("download")
+        .path::<http::CharacterPath>()
         .own_json_body::<download::DownloadOptions>()
         .ok::<Succeeded<Transferred>>()
         .fails::<CloudSaveError>()
