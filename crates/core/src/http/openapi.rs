@@ -701,6 +701,37 @@ fn slug(text: &str) -> String {
         .join("_")
 }
 
+/// What is wrong with a served document (empty when nothing): not OpenAPI
+/// 3.1, a `$ref` that does not resolve, a repeated operation id, an operation
+/// without its 200 or without the Host refusal (403).
+pub fn problems(doc: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if doc["openapi"] != "3.1.0" {
+        out.push(format!("openapi is {}, not 3.1.0", doc["openapi"]));
+    }
+    out.extend(
+        dangling_refs(doc)
+            .into_iter()
+            .map(|r| format!("{r} does not resolve")),
+    );
+    let mut ids = BTreeSet::new();
+    let paths = doc["paths"].as_object().into_iter().flatten();
+    for (path, item) in paths {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let id = op["operationId"].as_str().unwrap_or("");
+            if !ids.insert(id.to_string()) {
+                out.push(format!("{method} {path}: operationId {id:?} repeated"));
+            }
+            for status in ["200", "403"] {
+                if op["responses"].get(status).is_none() {
+                    out.push(format!("{method} {path}: no {status} answer"));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Every `$ref` of `doc` (a serialized document) that does not resolve inside it.
 pub fn dangling_refs(doc: &Value) -> Vec<String> {
     let mut out = Vec::new();
