@@ -210,14 +210,26 @@ pub async fn api_providers(
     Json(catalog::view(&catalog, source))
 }
 
+/// What a provider probe reads: the effective core settings and the catalog.
+async fn probe_inputs(
+    st: &AppState,
+    family: &ConfigState,
+) -> (
+    Map<String, Value>,
+    std::sync::Arc<companiond_core::providers::Catalog>,
+) {
+    let cfg = st.llm.core_config().await;
+    let (catalog, _) = family.catalog.get(st.bundle_dir());
+    (cfg, catalog)
+}
+
 /// `POST /api/config/test_connectivity`.
 pub async fn test_connectivity(
     State(st): State<AppState>,
     Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ConnectivityRequest>,
 ) -> Result<Json<ConnectivityOk>, ConfigError> {
-    let cfg = st.llm.core_config().await;
-    let (catalog, _) = family.catalog.get(st.bundle_dir());
+    let (cfg, catalog) = probe_inputs(&st, &family).await;
     let r = connectivity::test_connectivity(req, &cfg, &catalog).await?;
     Ok(Json(ConnectivityOk {
         success: true,
@@ -232,8 +244,7 @@ pub async fn list_models(
     Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ListModelsRequest>,
 ) -> Result<Json<ModelListAnswer>, ConfigError> {
-    let cfg = st.llm.core_config().await;
-    let (catalog, _) = family.catalog.get(st.bundle_dir());
+    let (cfg, catalog) = probe_inputs(&st, &family).await;
     let list = models::list_models(req, &cfg, &catalog).await?;
     Ok(Json(ModelListAnswer {
         success: true,
