@@ -125,7 +125,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("save_preference")
         .own_json_body::<preferences::ModelPreference>()
-        .ok::<preferences::Saved>()
+        .ok::<preferences::PreferenceSaved>()
         .fails::<ConfigError>()
         .post(
             "/api/config/preferences/set-preferred",
@@ -134,7 +134,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("set_preferred_model")
         .own_json_body::<preferences::ModelPathBody>()
-        .ok::<preferences::Saved>()
+        .ok::<preferences::PreferenceSaved>()
         .fails::<ConfigError>()
         .get(
             "/api/config/conversation-settings",

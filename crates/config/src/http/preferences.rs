@@ -61,7 +61,7 @@ pub struct ModelPathBody {
 
 /// `{success: true, message}`.
 #[derive(Serialize, ToSchema)]
-pub struct Saved {
+pub struct PreferenceSaved {
     pub success: bool,
     pub message: &'static str,
 }
@@ -102,10 +102,13 @@ pub async fn get(State(st): State<AppState>) -> Result<Response, ConfigError> {
 }
 
 /// `POST /api/config/preferences`: save one model's record.
-pub async fn post(State(st): State<AppState>, body: RawJson) -> Result<Json<Saved>, ConfigError> {
+pub async fn post(
+    State(st): State<AppState>,
+    body: RawJson,
+) -> Result<Json<PreferenceSaved>, ConfigError> {
     let rec = body.object().and_then(|b| preferences::validate(&b))?;
     update_list(&st, move |list| preferences::upsert(list, rec)).await?;
-    Ok(Json(Saved {
+    Ok(Json(PreferenceSaved {
         success: true,
         message: "preferences saved",
     }))
@@ -115,7 +118,7 @@ pub async fn post(State(st): State<AppState>, body: RawJson) -> Result<Json<Save
 pub async fn set_preferred(
     State(st): State<AppState>,
     body: RawJson,
-) -> Result<Json<Saved>, ConfigError> {
+) -> Result<Json<PreferenceSaved>, ConfigError> {
     let path = match body.object()?.get("model_path") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
         Some(Value::String(_)) | None | Some(Value::Null) => {
@@ -124,7 +127,7 @@ pub async fn set_preferred(
         Some(_) => return Err(ConfigError::bad("model_path must be a string")),
     };
     update_list(&st, move |list| preferences::set_preferred(list, &path)).await?;
-    Ok(Json(Saved {
+    Ok(Json(PreferenceSaved {
         success: true,
         message: "preferred model updated",
     }))

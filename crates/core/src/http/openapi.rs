@@ -22,6 +22,7 @@ use futures::FutureExt;
 use serde_json::Value;
 use utoipa::openapi::content::ContentBuilder;
 use utoipa::openapi::example::{Example, ExampleBuilder};
+use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn,
 };
@@ -311,9 +312,19 @@ pub fn document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
         components.insert(name, schema);
     }
     let mut ids = BTreeSet::new();
+    let mut collisions = BTreeSet::new();
     for op in ops {
         let (mut operation, used) = operation(op);
-        components.extend(used);
+        for (name, schema) in used {
+            // Two types of one name would silently share one schema: recorded,
+            // and `problems` reports it (rename one, e.g. `#[schema(as = ..)]`).
+            if let Some(seen) = components.get(&name) {
+                if serde_json::to_value(seen).ok() != serde_json::to_value(&schema).ok() {
+                    collisions.insert(name.clone());
+                }
+            }
+            components.entry(name).or_insert(schema);
+        }
         // Two routes with the same summary: the later ones are numbered.
         let base = op.operation_id();
         let mut id = base.clone();
@@ -346,7 +357,7 @@ pub fn document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
                 .build()
         })
         .collect();
-    OpenApiBuilder::new()
+    let mut doc = OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
                 .title("companiond")
@@ -357,8 +368,21 @@ pub fn document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
         .paths(paths)
         .components(Some(comp.build()))
         .tags(Some(tags))
-        .build()
+        .build();
+    if !collisions.is_empty() {
+        tracing::error!("OpenAPI schema names used by two different types: {collisions:?}");
+        doc.extensions = Some(
+            ExtensionsBuilder::new()
+                .add(COLLISIONS, collisions.into_iter().collect::<Vec<_>>())
+                .build(),
+        );
+    }
+    doc
 }
+
+/// Root extension listing schema names that two different types claim (only
+/// present when there are some: a mistake [`problems`] reports).
+const COLLISIONS: &str = "x-schema-name-collisions";
 
 /// The envelopes' schemas (always present: the front door answers in them).
 fn envelope_schemas() -> Vec<(String, RefOr<Schema>)> {
@@ -706,6 +730,11 @@ fn slug(text: &str) -> String {
 /// without its 200 or without the Host refusal (403).
 pub fn problems(doc: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(names) = doc.get(COLLISIONS) {
+        out.push(format!(
+            "schema names claimed by two different types: {names}"
+        ));
+    }
     if doc["openapi"] != "3.1.0" {
         out.push(format!("openapi is {}, not 3.1.0", doc["openapi"]));
     }
@@ -855,6 +884,35 @@ mod tests {
             ids.contains("t_read_one_thing") && ids.contains("games_save_it"),
             "{ids:?}"
         );
+    }
+
+    mod other {
+        /// A different type of the same name as the outer `Inner`.
+        #[derive(serde::Serialize, utoipa::ToSchema)]
+        pub struct Inner {
+            pub text: String,
+        }
+    }
+
+    #[test]
+    fn two_types_of_one_name_are_reported() {
+        let mut a = OpDoc::new(Method::GET, "/api/a", "A", "t");
+        a.ok = Some(Success {
+            content_type: Cow::Borrowed("application/json"),
+            schema: Some(Typed::of::<Inner>()),
+            description: Cow::Borrowed("success"),
+        });
+        let mut b = OpDoc::new(Method::GET, "/api/b", "B", "t");
+        b.ok = Some(Success {
+            content_type: Cow::Borrowed("application/json"),
+            schema: Some(Typed::of::<other::Inner>()),
+            description: Cow::Borrowed("success"),
+        });
+        let same = serde_json::to_value(document(&[a.clone(), a.clone()], &[])).expect("json");
+        assert_eq!(problems(&same), Vec::<String>::new());
+        let doc = serde_json::to_value(document(&[a, b], &[])).expect("json");
+        let found = problems(&doc);
+        assert!(found.len() == 1 && found[0].contains("Inner"), "{found:?}");
     }
 
     #[test]
