@@ -99,6 +99,7 @@ impl OkReason {
 
 /// `{detail}` — the jukebox's explicit route errors and request validation.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DetailError)] // `Detail` is a common name among the families' own types
 pub struct Detail {
     pub detail: Value,
 }

@@ -402,7 +402,7 @@ fn envelope_name(kind: EnvelopeKind) -> &'static str {
     match kind {
         EnvelopeKind::Success => "SuccessError",
         EnvelopeKind::Ok => "OkReason",
-        EnvelopeKind::Detail => "Detail",
+        EnvelopeKind::Detail => "DetailError",
         EnvelopeKind::Cloud => "CloudError",
     }
 }
@@ -863,7 +863,7 @@ mod tests {
             "Inner",
             "SuccessError",
             "OkReason",
-            "Detail",
+            "DetailError",
             "CloudError",
         ] {
             assert!(schemas.contains_key(name), "{name} missing");
