@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 use crate::local_state::LocalState;
 use crate::unit::{self, Meta};
 
 /// `platform_autocloud` (the keys the frontend reads, in this order).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct PlatformAutocloud {
     pub backend: &'static str,
     pub app_id: &'static str,

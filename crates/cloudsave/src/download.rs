@@ -25,14 +25,18 @@ use crate::unit::{self, FileEntry, Meta};
 /// How long a forced download waits for the chat session to close.
 const TERMINATE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Options of a download.
-#[derive(Clone, Copy, Debug)]
+/// Options of a download (the route's body; each absent one takes its default).
+#[derive(Clone, Copy, Debug, utoipa::ToSchema)]
+#[schema(example = json!({"overwrite": true, "backup_before_overwrite": true, "force": false}))]
 pub struct DownloadOptions {
     /// Replace an existing local character.
+    #[schema(default = false)]
     pub overwrite: bool,
     /// Keep a backup of the replaced files under `cloudsave_backups/`.
+    #[schema(default = true)]
     pub backup_before_overwrite: bool,
     /// Close an active chat session.
+    #[schema(default = false)]
     pub force: bool,
 }
 

@@ -4,6 +4,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use companiond_core::api::{DocumentedError, ErrorDoc};
 use companiond_core::envelope::CloudError;
 
 /// Everything a cloud-save operation can fail with.
@@ -304,5 +305,54 @@ pub struct Failure(pub CloudSaveError, pub Option<String>);
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
         self.0.to_response(self.1.as_deref())
+    }
+}
+
+/// Every answer of [`CloudSaveError`], read back from one sample per variant
+/// (docs/cloudsave.md describes when each happens).
+impl DocumentedError for CloudSaveError {
+    fn answers() -> Vec<ErrorDoc> {
+        use CloudSaveError::*;
+        let m = || "reason".to_string();
+        [
+            InvalidJsonBody("expected a JSON object".into()),
+            InvalidParameter("overwrite"),
+            BodyTooLarge,
+            NameAuditFailed {
+                reason: "path_traversal",
+                message: "the character name may not contain ..".into(),
+            },
+            ProviderUnavailable(m()),
+            CharacterNotFound,
+            LocalNotFound,
+            CloudNotFound,
+            LocalExists,
+            CloudExists,
+            FenceActive {
+                mode: "maintenance_readonly".into(),
+                operation: "cloudsave_download".into(),
+                target: "Mika".into(),
+            },
+            ActiveSession,
+            SessionTerminateFailed(m()),
+            MemoryReleaseFailed(m()),
+            PayloadCorrupt(m()),
+            LocalUnreadable(m()),
+            UploadFailed(m()),
+            DownloadFailed(m()),
+            TaskFailed(m()),
+            ReloadRolledBack {
+                message: m(),
+                rolled_back: true,
+                rollback_error: String::new(),
+                backup_path: None,
+            },
+        ]
+        .into_iter()
+        .map(|e| {
+            let description = e.message();
+            ErrorDoc::observed(description, Failure(e, Some("Mika".into())))
+        })
+        .collect()
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::autocloud::{self, PlatformAutocloud};
 use crate::error::CloudSaveError;
@@ -21,10 +22,11 @@ use crate::target::{self, Target, TargetSpec};
 use crate::unit::{self, Meta};
 
 /// An answer document with its `success: true` flag first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Succeeded<T> {
     pub success: bool,
     #[serde(flatten)]
+    #[schema(inline)]
     pub body: T,
 }
 
@@ -38,7 +40,7 @@ impl<T> Succeeded<T> {
 }
 
 /// `GET platform-autocloud-config` (without `success`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct AutocloudAnswer {
     pub sync_backend: &'static str,
     pub platform_autocloud: PlatformAutocloud,
@@ -46,15 +48,20 @@ pub struct AutocloudAnswer {
 
 /// What a transfer adds to its answer: the published meta record (upload) or
 /// the kept backup of the replaced local files (download; null without one).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum Transfer {
-    Upload { meta: Box<Meta> },
-    Download { backup_path: Option<String> },
+    Upload {
+        meta: Box<Meta>,
+    },
+    Download {
+        #[schema(required = true)]
+        backup_path: Option<String>,
+    },
 }
 
 /// `POST character/{name}/upload` and `…/download` (without `success`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Transferred {
     pub character_name: String,
     pub detail: Option<Succeeded<Detail>>,

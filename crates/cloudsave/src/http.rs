@@ -11,6 +11,7 @@ use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::{paths, Ext};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use crate::download::DownloadOptions;
 use crate::error::{CloudSaveError, Failure};
@@ -120,15 +121,39 @@ pub async fn detail(Ext(cloud): Ext<CloudSave>, UrlPath(raw): UrlPath<String>) -
     }
 }
 
+/// The character of a route (`/api/cloudsave/character/{name}/...`): the
+/// character-name rules, dots allowed for existing names, no surrounding whitespace.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // read as a string by `audit_name`
+pub struct CharacterPath {
+    /// The character's name.
+    #[param(example = "Companion", min_length = 1, max_length = 60)]
+    name: String,
+}
+
+/// The body of an upload (absent fields take their default).
+#[derive(ToSchema)]
+#[schema(example = json!({"overwrite": false}))]
+pub struct UploadOptions {
+    /// Replace the cloud's unit of the character.
+    #[schema(default = false)]
+    pub overwrite: bool,
+}
+
 /// `POST /api/cloudsave/character/{name}/upload` `{overwrite?}`.
 pub async fn upload(
     Ext(cloud): Ext<CloudSave>,
     UrlPath(raw): UrlPath<String>,
     req: Request,
 ) -> Response {
-    let read = |body: &Map<String, Value>| flag(body, "overwrite", false);
-    let run = |cloud: Arc<CloudSave>, name: String, overwrite| async move {
-        cloud.upload(&name, overwrite).await
+    let read = |body: &Map<String, Value>| -> Result<UploadOptions, CloudSaveError> {
+        Ok(UploadOptions {
+            overwrite: flag(body, "overwrite", false)?,
+        })
+    };
+    let run = |cloud: Arc<CloudSave>, name: String, opts: UploadOptions| async move {
+        cloud.upload(&name, opts.overwrite).await
     };
     transfer(cloud, raw, req, read, run, CloudSaveError::UploadFailed).await
 }

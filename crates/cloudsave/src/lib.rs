@@ -30,34 +30,58 @@ use std::sync::Arc;
 
 use companiond_core::{Api, AppState};
 
+use error::CloudSaveError;
+use family::{AutocloudAnswer, Succeeded, Transferred};
+use summary::{DetailAnswer, Summary};
+
 /// The five routes of this family.
 pub fn api(state: &AppState) -> Api {
     Api::new(state, "cloudsave")
+        .about("Cloud save: export a character unit (profile, managed memory files, meta record) to a storage target and import it back (docs/cloudsave.md).")
         .get(
             "/api/cloudsave/summary",
             "compare local and cloud character units",
             http::summary,
         )
+        .id("summary")
+        .ok::<Succeeded<Summary>>()
+        .fails::<CloudSaveError>()
         .get(
             "/api/cloudsave/platform-autocloud-config",
             "cloud-save backend and sync state",
             http::autocloud,
         )
+        .id("autocloud_config")
+        .ok::<Succeeded<AutocloudAnswer>>()
         .get(
             "/api/cloudsave/character/{name}",
             "local and cloud comparison of one character",
             http::detail,
         )
+        .id("character_detail")
+        .path::<http::CharacterPath>()
+        .ok::<Succeeded<DetailAnswer>>()
+        .fails::<CloudSaveError>()
         .post(
             "/api/cloudsave/character/{name}/upload",
             "export one character unit to cloud storage",
             http::upload,
         )
+        .id("upload")
+        .path::<http::CharacterPath>()
+        .own_json_body::<http::UploadOptions>()
+        .ok::<Succeeded<Transferred>>()
+        .fails::<CloudSaveError>()
         .post(
             "/api/cloudsave/character/{name}/download",
             "import one character unit and reload runtime state",
             http::download,
         )
+        .id("download")
+        .path::<http::CharacterPath>()
+        .own_json_body::<download::DownloadOptions>()
+        .ok::<Succeeded<Transferred>>()
+        .fails::<CloudSaveError>()
 }
 
 /// This family as the binary lists it: its routes and its start-up work.

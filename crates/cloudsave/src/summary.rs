@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use companiond_core::paths;
 use serde::Serialize;
 use serde_json::value::RawValue;
+use utoipa::ToSchema;
 
 use crate::autocloud::PlatformAutocloud;
 use crate::error::CloudSaveError;
@@ -20,7 +21,7 @@ use crate::unit::Meta;
 
 /// One side of a character (`local_summary`, `cloud_summary`): what this
 /// device or the cloud has of it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Side {
     pub character_name: String,
     pub display_name: String,
@@ -31,23 +32,21 @@ pub struct Side {
     pub workshop_status: String,
     pub updated_at_utc: String,
     pub fingerprint: String,
-    /// Cloud side only: who uploaded the unit.
-    #[serde(flatten)]
-    pub origin: Option<Origin>,
+    /// Cloud side only: the unit's sequence number on the device that uploaded it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub sequence_number: Option<u64>,
+    /// Cloud side only: the device that uploaded the unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub source_client_id: Option<String>,
     /// Member file → size.
     pub files: BTreeMap<String, u64>,
     pub warnings: Vec<&'static str>,
 }
 
-/// The device a cloud unit comes from, and its sequence number there.
-#[derive(Debug, Serialize)]
-pub struct Origin {
-    pub sequence_number: u64,
-    pub source_client_id: String,
-}
-
 /// How the two sides relate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Relation {
     LocalOnly,
@@ -57,7 +56,7 @@ pub enum Relation {
 }
 
 /// One row of the summary: the two sides related.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Item {
     pub character_name: String,
     pub display_name: String,
@@ -89,10 +88,12 @@ pub struct Item {
 }
 
 /// `GET summary` (without `success`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Summary {
     pub provider_available: bool,
     pub current_character_name: String,
+    /// One [`Item`] per character (rendered once per change of its sides).
+    #[schema(value_type = Vec<Item>)]
     pub items: Vec<Box<RawValue>>,
     pub sync_backend: &'static str,
     pub platform_autocloud: PlatformAutocloud,
@@ -100,7 +101,7 @@ pub struct Summary {
 
 /// One character's comparison (the `detail` of upload and download; without
 /// `success`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Detail {
     pub provider_available: bool,
     pub current_character_name: String,
@@ -110,7 +111,7 @@ pub struct Detail {
 }
 
 /// `GET character/{name}`: the comparison and the sync fields.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DetailAnswer {
     #[serde(flatten)]
     pub detail: Detail,
@@ -159,7 +160,8 @@ pub fn local_side(name: &str, facts: &LocalFacts, workshop_dir: Option<&Path>) -
         workshop_status: ws,
         updated_at_utc: facts.updated_at.clone(),
         fingerprint: facts.fingerprint.clone().unwrap_or_default(),
-        origin: None,
+        sequence_number: None,
+        source_client_id: None,
         files: facts
             .files
             .iter()
@@ -206,10 +208,8 @@ pub fn cloud_side(name: &str, m: &Meta, workshop_dir: Option<&Path>) -> Side {
         workshop_status: ws,
         updated_at_utc: m.updated_at_utc.clone(),
         fingerprint: m.payload_fingerprint.clone(),
-        origin: Some(Origin {
-            sequence_number: m.sequence_number,
-            source_client_id: m.source_client_id.clone(),
-        }),
+        sequence_number: Some(m.sequence_number),
+        source_client_id: Some(m.source_client_id.clone()),
         files: m.files.iter().map(|(k, v)| (k.clone(), v.size)).collect(),
         warnings,
     }
@@ -260,7 +260,7 @@ pub fn item(name: &str, local: Option<&Side>, cloud: Option<&Side>) -> Item {
         cloud_updated_at_utc: field(cloud, |s| &s.updated_at_utc),
         local_fingerprint: lf,
         cloud_fingerprint: cf,
-        cloud_sequence_number: cloud.and_then(|c| c.origin.as_ref().map(|o| o.sequence_number)),
+        cloud_sequence_number: cloud.and_then(|c| c.sequence_number),
         available_actions,
         warnings,
         local_workshop_status: field(local, |s| &s.workshop_status),

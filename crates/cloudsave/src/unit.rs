@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
 
 /// The flat files of a unit, when they exist.
 /// Everything else in the memory folder (archive dirs, recent_meta.json,
@@ -31,14 +32,14 @@ pub fn is_managed(name: &str) -> bool {
 }
 
 /// One member file of a payload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FileEntry {
     pub sha256: String,
     pub size: u64,
 }
 
 /// `characters/<name>/meta.json`: written last; names the published payload.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct Meta {
     pub schema_version: u32,
     pub character_name: String,

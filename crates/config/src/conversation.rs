@@ -217,18 +217,31 @@ impl Doc {
     }
 
     /// `{settings, revision, decisions, reset}` (revision as a string, see docs).
-    pub fn snapshot(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("settings".into(), Value::Object(self.settings.clone()));
-        m.insert("revision".into(), json!(self.revision.to_string()));
-        m.insert("decisions".into(), self.decisions());
-        m.insert("reset".into(), json!(self.reset));
-        m
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            settings: self.settings.clone(),
+            revision: self.revision.to_string(),
+            decisions: self.decisions(),
+            reset: self.reset,
+        }
     }
 
     pub fn etag(&self) -> String {
         etag(self.revision)
     }
+}
+
+/// What every answer of the conversation-settings routes shows of the document.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Snapshot {
+    /// The settings (open: docs/config.md lists the known fields and their ranges).
+    pub settings: Map<String, Value>,
+    /// The revision as digits; the `ETag` is `"conversation-settings-<revision>"`.
+    pub revision: String,
+    /// The ASR decision, when one is in force.
+    #[schema(value_type = Object)]
+    pub decisions: Value,
+    pub reset: bool,
 }
 
 /// The ETag of a revision.

@@ -2,6 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use companiond_core::api::{DocumentedError, ErrorDoc};
 use companiond_core::envelope::SuccessError;
 use companiond_core::store::StoreError;
 use serde_json::Value;
@@ -145,5 +146,72 @@ fn voice_code(code: &str) -> &'static str {
     match code {
         "timeout" => "TTS_TIMEOUT",
         _ => "TTS_CONNECTION_FAILED",
+    }
+}
+
+/// The answers every configuration route can give: refused input (400, one
+/// code per rule), an unknown record (404), an unreadable stored document
+/// (503) and a disk failure (500). Read back from one sample per variant.
+impl DocumentedError for ConfigError {
+    fn answers() -> Vec<ErrorDoc> {
+        vec![
+            ErrorDoc::observed(
+                "refused input; error_code names the rule (invalid_input, invalid_body, ...)",
+                ConfigError::bad("model_path is required"),
+            )
+            .any_code(),
+            ErrorDoc::observed(
+                "the referenced record does not exist",
+                ConfigError::NotFound("no preference record for that model".into()),
+            ),
+            ErrorDoc::observed(
+                "a stored settings document is unreadable (it is left untouched)",
+                ConfigError::Unreadable("config/core_config.json is not a JSON object".into()),
+            ),
+            ErrorDoc::observed(
+                "the disk refused a read or write",
+                ConfigError::Storage("storage error: disk full".into()),
+            ),
+        ]
+    }
+}
+
+/// The probes' failure: HTTP 200 `{success:false, error, error_code, resolved_url}`
+/// (the settings page shows it beside the field), codes per failure.
+pub struct ProbeFailure;
+
+impl DocumentedError for ProbeFailure {
+    fn answers() -> Vec<ErrorDoc> {
+        vec![ErrorDoc::observed(
+            "the endpoint could not be reached or refused; error_code says how",
+            ConfigError::probe("timeout", "the endpoint did not answer in time"),
+        )
+        .any_code()]
+    }
+}
+
+/// The voice server's failure at a stage: 504 when it timed out, else 502,
+/// with `code` (`TTS_TIMEOUT`, `TTS_CONNECTION_FAILED`) and `stage`.
+pub struct VoiceFailure;
+
+impl DocumentedError for VoiceFailure {
+    fn answers() -> Vec<ErrorDoc> {
+        let at = |failure, code| ConfigError::Upstream {
+            failure,
+            error: "the voice server failed".into(),
+            code,
+            stage: "init",
+        };
+        vec![
+            ErrorDoc::observed(
+                "the voice server timed out",
+                at(Upstream::TimedOut, "timeout"),
+            ),
+            ErrorDoc::observed(
+                "the voice server failed",
+                at(Upstream::Failed, "connection_failed"),
+            )
+            .any_code(),
+        ]
     }
 }

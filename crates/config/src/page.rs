@@ -24,20 +24,30 @@ pub const WORKSHOP_RESERVED: &[&str] = &[
     "关键词",
 ];
 
+/// The reserved character-profile fields.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ReservedFields {
+    pub success: bool,
+    pub system_reserved_fields: &'static [&'static str],
+    pub workshop_reserved_fields: &'static [&'static str],
+    /// Both lists, each field once.
+    pub all_reserved_fields: Vec<&'static str>,
+}
+
 /// `{success, system_reserved_fields, workshop_reserved_fields, all_reserved_fields}`.
-pub fn reserved_fields() -> Value {
-    let mut all: Vec<&str> = Vec::new();
+pub fn reserved_fields() -> ReservedFields {
+    let mut all: Vec<&'static str> = Vec::new();
     for f in SYSTEM_RESERVED.iter().chain(WORKSHOP_RESERVED) {
         if !all.contains(f) {
             all.push(f);
         }
     }
-    json!({
-        "success": true,
-        "system_reserved_fields": SYSTEM_RESERVED,
-        "workshop_reserved_fields": WORKSHOP_RESERVED,
-        "all_reserved_fields": all,
-    })
+    ReservedFields {
+        success: true,
+        system_reserved_fields: SYSTEM_RESERVED,
+        workshop_reserved_fields: WORKSHOP_RESERVED,
+        all_reserved_fields: all,
+    }
 }
 
 /// Percent-encode a URL path (segments kept).

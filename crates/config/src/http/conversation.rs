@@ -6,16 +6,89 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use super::RawJson;
-use crate::conversation::{self, Decision, Outcome, Write};
+use crate::conversation::{self, Decision, Outcome, Snapshot, Write};
 use crate::error::ConfigError;
 
 /// Header of the ASR decision tuple.
 pub const ASR_HEADER: &str = "x-conversation-settings-asr-decision";
 /// Header marking a full-snapshot write.
 pub const FULL_SNAPSHOT_HEADER: &str = "x-conversation-settings-full-snapshot";
+
+/// `GET /api/config/conversation-settings` (an `ETag` header carries the revision).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"settings": {"userLanguage": "en"}, "revision": "3", "decisions": {},
+    "reset": false, "success": true, "telemetryBranch": "main"}))]
+pub struct ConversationSettings {
+    #[serde(flatten)]
+    #[schema(inline)]
+    doc: Snapshot,
+    success: bool,
+    #[serde(rename = "telemetryBranch")]
+    telemetry_branch: &'static str,
+}
+
+/// `POST /api/config/conversation-settings` saved.
+#[derive(Serialize, ToSchema)]
+pub struct ConversationSaved {
+    #[serde(flatten)]
+    #[schema(inline)]
+    doc: Snapshot,
+    success: bool,
+    message: &'static str,
+    /// Whether a stored value changed.
+    changed: bool,
+    /// Fields refused by the validator.
+    rejected: Vec<String>,
+    /// Fields that are not conversation settings.
+    ignored: Vec<String>,
+    /// Chat sessions the noise-reduction switch was applied to.
+    sessions_applied: usize,
+}
+
+/// `412`: the current document with the failure fields.
+#[derive(Serialize)]
+struct Conflict {
+    #[serde(flatten)]
+    doc: Snapshot,
+    success: bool,
+    error: &'static str,
+    error_code: &'static str,
+}
+
+/// The body of `POST /api/config/conversation-settings`: the settings to change
+/// (unknown fields are reported in `ignored`, invalid ones in `rejected`).
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `conversation::save` validates
+#[schema(example = json!({"userLanguage": "en", "noiseReductionEnabled": true}))]
+pub struct ConversationSettingsWrite {
+    #[serde(rename = "userLanguage")]
+    user_language: Option<String>,
+    #[serde(rename = "noiseReductionEnabled")]
+    noise_reduction_enabled: Option<bool>,
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// The headers of a conversation-settings write.
+#[derive(Deserialize, IntoParams)]
+#[allow(dead_code)] // read from the `HeaderMap` by `parse_write`
+pub struct WriteHeaders {
+    /// `"conversation-settings-N"` (also `W/`, and the bare revision): refused with
+    /// 412 and the current document when stale.
+    #[serde(rename = "If-Match")]
+    if_match: Option<String>,
+    /// JSON `{writeId, writerId, value}`: the ASR decision tuple.
+    #[serde(rename = "X-Conversation-Settings-ASR-Decision")]
+    asr_decision: Option<String>,
+    /// `1`: the body is a full snapshot.
+    #[serde(rename = "X-Conversation-Settings-Full-Snapshot")]
+    full_snapshot: Option<String>,
+}
 
 fn with_etag(mut resp: Response, etag: &str) -> Response {
     if let Ok(v) = HeaderValue::from_str(etag) {
@@ -28,9 +101,11 @@ fn with_etag(mut resp: Response, etag: &str) -> Response {
 pub async fn get(State(st): State<AppState>) -> Response {
     match conversation::load(&st).await {
         Ok(doc) => {
-            let mut body = doc.snapshot();
-            body.insert("success".into(), json!(true));
-            body.insert("telemetryBranch".into(), json!("main"));
+            let body = ConversationSettings {
+                doc: doc.snapshot(),
+                success: true,
+                telemetry_branch: "main",
+            };
             with_etag(ok_json(body), &doc.etag())
         }
         Err(e) => no_store(e),
@@ -94,13 +169,12 @@ pub async fn post(State(st): State<AppState>, headers: HeaderMap, body: RawJson)
     match conversation::save(&st, w).await {
         Err(e) => no_store(e),
         Ok(Outcome::Conflict(doc)) => {
-            let mut body = doc.snapshot();
-            body.insert("success".into(), json!(false));
-            body.insert(
-                "error".into(),
-                json!("conversation settings version conflict"),
-            );
-            body.insert("error_code".into(), json!("revision_conflict"));
+            let body = Conflict {
+                doc: doc.snapshot(),
+                success: false,
+                error: "conversation settings version conflict",
+                error_code: "revision_conflict",
+            };
             with_etag(
                 (StatusCode::PRECONDITION_FAILED, Json(body)).into_response(),
                 &doc.etag(),
@@ -116,13 +190,15 @@ pub async fn post(State(st): State<AppState>, headers: HeaderMap, body: RawJson)
                 Some(v) => conversation::apply_noise_reduction(&st, v),
                 None => 0,
             };
-            let mut body = doc.snapshot();
-            body.insert("success".into(), json!(true));
-            body.insert("message".into(), json!("conversation settings saved"));
-            body.insert("changed".into(), json!(changed));
-            body.insert("rejected".into(), json!(rejected));
-            body.insert("ignored".into(), json!(ignored));
-            body.insert("sessions_applied".into(), json!(applied));
+            let body = ConversationSaved {
+                doc: doc.snapshot(),
+                success: true,
+                message: "conversation settings saved",
+                changed,
+                rejected,
+                ignored,
+                sessions_applied: applied,
+            };
             with_etag(ok_json(body), &doc.etag())
         }
     }

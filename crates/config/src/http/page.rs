@@ -7,11 +7,87 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use super::RawJson;
 use crate::error::ConfigError;
 use crate::{conversation, page, proxy};
+
+/// Which character `page_config` describes (default: the current one).
+#[derive(Deserialize, IntoParams)]
+#[allow(dead_code)] // read from the raw query by `page_config`
+pub struct PageConfigQuery {
+    /// The character.
+    persona_name: Option<String>,
+    /// The original application's name of `persona_name`.
+    lanlan_name: Option<String>,
+}
+
+/// What a page needs to start: the character, its model, the master's names
+/// and the CSRF token (open: more fields pass through).
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `page::page_config` builds
+pub struct PageConfig {
+    success: bool,
+    persona_name: String,
+    lanlan_name: String,
+    character_exists: bool,
+    master_name: String,
+    master_profile_name: String,
+    master_nickname: String,
+    master_display_name: String,
+    /// The token guarded routes need in `X-CSRF-Token`.
+    csrf_token: String,
+    autostart_csrf_token: String,
+    /// `live2d`, `live3d` or `pngtuber`.
+    model_type: String,
+    model_path: String,
+    #[schema(value_type = Object)]
+    model_paths: Value,
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// `GET /api/config/platform_language`.
+#[derive(Serialize, ToSchema)]
+pub struct PlatformLanguage {
+    success: bool,
+    #[serde(rename = "uiLanguage")]
+    ui_language: Option<String>,
+    platform_language: Option<String>,
+    i18n_language: String,
+    /// `os_locale` or `default`.
+    source: &'static str,
+}
+
+/// `GET /api/config/user_language`.
+#[derive(Serialize, ToSchema)]
+pub struct UserLanguage {
+    success: bool,
+    language: String,
+    locale: String,
+    /// `conversation_settings`, `ui_language`, `os_locale` or `default`.
+    source: &'static str,
+}
+
+/// `{direct}`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `set_proxy_mode` reads
+pub struct ProxyModeBody {
+    /// true: clear the proxy variables of this process; false: restore them.
+    direct: bool,
+}
+
+/// The proxy mode applied.
+#[derive(Serialize, ToSchema)]
+pub struct ProxyMode {
+    success: bool,
+    direct: bool,
+    /// The proxy variables after the change.
+    proxies_after: Map<String, Value>,
+}
 
 /// `GET /api/config/page_config?persona_name=` (no-store).
 pub async fn page_config(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
@@ -36,7 +112,7 @@ pub async fn page_config(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
 }
 
 /// `GET /api/config/character_reserved_fields`.
-pub async fn reserved_fields() -> Json<Value> {
+pub async fn reserved_fields() -> Json<page::ReservedFields> {
     Json(page::reserved_fields())
 }
 
@@ -61,13 +137,18 @@ pub async fn platform_language(State(st): State<AppState>) -> Response {
     let (ui, _) = ui_language(&st).await;
     let locale = page::os_locale();
     let i18n = page::i18n_language(locale.as_deref().unwrap_or(""));
-    ok_json(json!({
-        "success": true,
-        "uiLanguage": ui,
-        "platform_language": locale,
-        "i18n_language": i18n,
-        "source": if locale.is_some() { "os_locale" } else { "default" },
-    }))
+    let source = if locale.is_some() {
+        "os_locale"
+    } else {
+        "default"
+    };
+    ok_json(PlatformLanguage {
+        success: true,
+        ui_language: ui,
+        platform_language: locale,
+        i18n_language: i18n,
+        source,
+    })
 }
 
 /// `GET /api/config/user_language`.
@@ -82,23 +163,25 @@ pub async fn user_language(State(st): State<AppState>) -> Response {
     } else {
         ("en".to_string(), "default")
     };
-    ok_json(json!({
-        "success": true,
-        "language": page::short_language(&code),
-        "locale": page::i18n_language(&code),
-        "source": source,
-    }))
+    ok_json(UserLanguage {
+        success: true,
+        language: page::short_language(&code),
+        locale: page::i18n_language(&code),
+        source,
+    })
 }
 
 /// `POST /api/config/set_proxy_mode` (`{direct}`).
-pub async fn set_proxy_mode(body: RawJson) -> Result<Json<Value>, ConfigError> {
+pub async fn set_proxy_mode(body: RawJson) -> Result<Json<ProxyMode>, ConfigError> {
     let direct = match body.object()?.get("direct") {
         Some(Value::Bool(d)) => *d,
         None => return Err(ConfigError::bad("direct (boolean) is required")),
         Some(_) => return Err(ConfigError::bad("direct must be a boolean")),
     };
     let after = proxy::set_direct(direct);
-    Ok(Json(
-        json!({"success": true, "direct": direct, "proxies_after": after}),
-    ))
+    Ok(Json(ProxyMode {
+        success: true,
+        direct,
+        proxies_after: after,
+    }))
 }

@@ -5,11 +5,66 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::no_store;
 use companiond_core::AppState;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::RawJson;
 use crate::error::ConfigError;
 use crate::preferences;
+
+/// A point or vector of the display record.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of what `preferences::validate` accepts
+pub struct Vector {
+    x: f64,
+    y: f64,
+    z: Option<f64>,
+}
+
+/// One model's display record (`config/preferences.json` holds a list, preferred
+/// model first). The known fields are validated (`preferences::validate`); the
+/// optional objects are stored as sent.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of what `preferences::validate` accepts and stores
+#[schema(example = json!({"model_path": "/static/models/mao/mao.model3.json",
+    "position": {"x": 0.5, "y": 0.2}, "scale": {"x": 1.0, "y": 1.0}}))]
+pub struct ModelPreference {
+    /// Non-empty, at most 2048 bytes, not `__global_conversation__`.
+    #[schema(min_length = 1, max_length = 2048)]
+    model_path: String,
+    position: Vector,
+    scale: Vector,
+    /// At most 4096 entries.
+    #[schema(value_type = Option<Object>)]
+    parameters: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    display: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    rotation: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    camera_position: Option<Value>,
+    /// `{width, height}` > 0; an invalid one is dropped.
+    #[schema(value_type = Option<Object>)]
+    viewport: Option<Value>,
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// `{model_path}`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `set_preferred` reads
+pub struct ModelPathBody {
+    #[schema(min_length = 1)]
+    model_path: String,
+}
+
+/// `{success: true, message}`.
+#[derive(Serialize, ToSchema)]
+pub struct PreferenceSaved {
+    pub success: bool,
+    pub message: &'static str,
+}
 
 /// The stored list (an older single record counts as a list of one); anything
 /// else is left untouched and answered 503.
@@ -47,19 +102,23 @@ pub async fn get(State(st): State<AppState>) -> Result<Response, ConfigError> {
 }
 
 /// `POST /api/config/preferences`: save one model's record.
-pub async fn post(State(st): State<AppState>, body: RawJson) -> Result<Json<Value>, ConfigError> {
+pub async fn post(
+    State(st): State<AppState>,
+    body: RawJson,
+) -> Result<Json<PreferenceSaved>, ConfigError> {
     let rec = body.object().and_then(|b| preferences::validate(&b))?;
     update_list(&st, move |list| preferences::upsert(list, rec)).await?;
-    Ok(Json(
-        json!({"success": true, "message": "preferences saved"}),
-    ))
+    Ok(Json(PreferenceSaved {
+        success: true,
+        message: "preferences saved",
+    }))
 }
 
 /// `POST /api/config/preferences/set-preferred` (`{model_path}`).
 pub async fn set_preferred(
     State(st): State<AppState>,
     body: RawJson,
-) -> Result<Json<Value>, ConfigError> {
+) -> Result<Json<PreferenceSaved>, ConfigError> {
     let path = match body.object()?.get("model_path") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
         Some(Value::String(_)) | None | Some(Value::Null) => {
@@ -68,7 +127,8 @@ pub async fn set_preferred(
         Some(_) => return Err(ConfigError::bad("model_path must be a string")),
     };
     update_list(&st, move |list| preferences::set_preferred(list, &path)).await?;
-    Ok(Json(
-        json!({"success": true, "message": "preferred model updated"}),
-    ))
+    Ok(Json(PreferenceSaved {
+        success: true,
+        message: "preferred model updated",
+    }))
 }

@@ -7,14 +7,123 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use companiond_core::api::{DocumentedError, ErrorDoc};
 use companiond_core::envelope::{ok_json, SuccessError};
 use companiond_core::AppState;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
 use super::RawJson;
 use crate::conversation;
 use crate::error::ConfigError;
 use crate::proactive_settings as settings;
+
+/// `GET /api/proactive/mode`.
+#[derive(Serialize, ToSchema)]
+pub struct ProactiveMode {
+    success: bool,
+    /// `off`, `normal`, `focus`, `frequent`, or `custom` when the fields match no preset.
+    mode: &'static str,
+    available_modes: &'static [&'static str],
+    /// The proactive fields (docs/config.md).
+    settings: Map<String, Value>,
+}
+
+/// `GET /api/proactive/settings`.
+#[derive(Serialize, ToSchema)]
+pub struct ProactiveSettings {
+    success: bool,
+    settings: Map<String, Value>,
+    mode: &'static str,
+}
+
+/// `POST /api/proactive/mode`: the preset applied.
+#[derive(Serialize, ToSchema)]
+pub struct ModeApplied {
+    success: bool,
+    mode: String,
+    applied: Map<String, Value>,
+    /// Only when a field was refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(nullable = false)]
+    rejected: Vec<String>,
+    revision: String,
+}
+
+/// `POST /api/proactive/settings`: the fields written.
+#[derive(Serialize, ToSchema)]
+pub struct SettingsApplied {
+    success: bool,
+    applied: Map<String, Value>,
+    rejected: Vec<String>,
+    /// Fields the user owns (never written here).
+    rejected_user_owned: Vec<String>,
+    mode: &'static str,
+    revision: String,
+}
+
+/// The body of `POST /api/proactive/mode`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `post_mode` reads
+#[schema(example = json!({"mode": "normal"}))]
+pub struct ModeBody {
+    /// `off`, `normal`, `focus` or `frequent`.
+    mode: String,
+}
+
+/// The body of `POST /api/proactive/settings`: proactive fields to write
+/// (`proactive*Enabled` booleans, `proactiveChatInterval` / `proactiveVisionInterval`
+/// 1..3600 s); other fields are refused or reported.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `settings::sort` reads
+#[schema(example = json!({"proactiveChatEnabled": true, "proactiveChatInterval": 60}))]
+pub struct ProactiveFields {
+    #[serde(rename = "proactiveChatEnabled")]
+    proactive_chat_enabled: Option<bool>,
+    #[serde(rename = "proactiveChatInterval")]
+    proactive_chat_interval: Option<f64>,
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// Every failure of the proactive routes: HTTP 200 with
+/// `{success:false, ok:false, error, error_code, reason}`.
+pub struct ProactiveFailure;
+
+impl DocumentedError for ProactiveFailure {
+    fn answers() -> Vec<ErrorDoc> {
+        let refused = |reason: &str, e: &str| fail(reason, e.to_string()).status(StatusCode::OK);
+        vec![
+            ErrorDoc::observed(
+                "the body is not a JSON object",
+                refused("invalid_body", "the request body must be a JSON object"),
+            ),
+            ErrorDoc::observed(
+                "unknown mode",
+                refused(
+                    "unknown_mode",
+                    "unknown mode; available: off, normal, focus, frequent",
+                ),
+            ),
+            ErrorDoc::observed(
+                "no recognised proactive-chat fields",
+                refused(
+                    "no_fields",
+                    "no recognised proactive-chat fields were given",
+                ),
+            ),
+            ErrorDoc::observed(
+                "the settings document is unreadable",
+                storage_failed(ConfigError::Unreadable("unreadable".into())),
+            ),
+            ErrorDoc::observed(
+                "the disk refused a read or write",
+                storage_failed(ConfigError::Storage("disk full".into())),
+            ),
+        ]
+    }
+}
 
 fn fail(reason: &str, error: impl Into<String>) -> SuccessError {
     SuccessError::new(error)
@@ -44,12 +153,12 @@ fn object(body: RawJson) -> Result<Map<String, Value>, Box<Response>> {
 /// `GET /api/proactive/mode`.
 pub async fn get_mode(State(st): State<AppState>) -> Response {
     match conversation::load(&st).await {
-        Ok(doc) => ok_json(json!({
-            "success": true,
-            "mode": settings::infer_mode(&doc.settings),
-            "available_modes": settings::MODES,
-            "settings": settings::subset(&doc.settings),
-        })),
+        Ok(doc) => ok_json(ProactiveMode {
+            success: true,
+            mode: settings::infer_mode(&doc.settings),
+            available_modes: settings::MODES,
+            settings: settings::subset(&doc.settings),
+        }),
         Err(e) => fail(e.code(), e.message().to_string())
             .with("mode", "custom")
             .with("settings", json!({}))
@@ -78,14 +187,13 @@ pub async fn post_mode(State(st): State<AppState>, body: RawJson) -> Response {
     };
     let mode = mode.to_string();
     match settings::write_fields(&st, preset, Vec::new()).await {
-        Ok(a) => {
-            let mut out = json!({"success": true, "mode": mode, "applied": a.applied});
-            if !a.rejected.is_empty() {
-                out["rejected"] = json!(a.rejected);
-            }
-            out["revision"] = json!(a.doc.revision.to_string());
-            ok_json(out)
-        }
+        Ok(a) => ok_json(ModeApplied {
+            success: true,
+            mode,
+            applied: a.applied,
+            rejected: a.rejected,
+            revision: a.doc.revision.to_string(),
+        }),
         Err(e) => storage_failed(e),
     }
 }
@@ -93,11 +201,11 @@ pub async fn post_mode(State(st): State<AppState>, body: RawJson) -> Response {
 /// `GET /api/proactive/settings`.
 pub async fn get_settings(State(st): State<AppState>) -> Response {
     match conversation::load(&st).await {
-        Ok(doc) => ok_json(json!({
-            "success": true,
-            "settings": settings::subset(&doc.settings),
-            "mode": settings::infer_mode(&doc.settings),
-        })),
+        Ok(doc) => ok_json(ProactiveSettings {
+            success: true,
+            settings: settings::subset(&doc.settings),
+            mode: settings::infer_mode(&doc.settings),
+        }),
         Err(e) => storage_failed(e),
     }
 }
@@ -119,14 +227,14 @@ pub async fn post_settings(State(st): State<AppState>, body: RawJson) -> Respons
     }
     let user_owned = sorted.user_owned;
     match settings::write_fields(&st, sorted.writable, sorted.rejected).await {
-        Ok(a) => ok_json(json!({
-            "success": true,
-            "applied": a.applied,
-            "rejected": a.rejected,
-            "rejected_user_owned": user_owned,
-            "mode": settings::infer_mode(&a.doc.settings),
-            "revision": a.doc.revision.to_string(),
-        })),
+        Ok(a) => ok_json(SettingsApplied {
+            success: true,
+            applied: a.applied,
+            rejected: a.rejected,
+            rejected_user_owned: user_owned,
+            mode: settings::infer_mode(&a.doc.settings),
+            revision: a.doc.revision.to_string(),
+        }),
         Err(e) => storage_failed(e),
     }
 }

@@ -7,7 +7,9 @@ use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::layout as docs;
 use companiond_core::{AppState, Ext};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
 use super::RawJson;
 use crate::error::ConfigError;
@@ -29,6 +31,126 @@ fn settings_object(stored: Option<Value>) -> Result<Map<String, Value>, ConfigEr
     }
 }
 
+/// The provider settings as `GET /api/config/core_api` shows them: every stored
+/// field plus defaults for the known ones, secrets masked (docs/config.md). An
+/// open object: the catalog's keybook fields and the per-slot `<slot>Model<Suffix>`
+/// fields are among the others.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `core_api::view` builds
+#[schema(example = json!({"success": true, "coreApi": "openai", "assistApi": "",
+    "coreApiKey": "__NEKO_SECRET_MASKED__", "enableCustomApi": false,
+    "api_key": "__NEKO_SECRET_MASKED__", "api_key_display": "sk-*****abc"}))]
+pub struct ProviderSettingsView {
+    success: bool,
+    #[serde(rename = "coreApi")]
+    core_api: String,
+    #[serde(rename = "assistApi")]
+    assist_api: String,
+    /// Masked: `__NEKO_SECRET_MASKED__` when set, `""` when empty.
+    #[serde(rename = "coreApiKey")]
+    core_api_key: String,
+    #[serde(rename = "enableCustomApi")]
+    enable_custom_api: bool,
+    #[serde(rename = "useMimoTokenPlan")]
+    use_mimo_token_plan: bool,
+    #[serde(rename = "disableTts")]
+    disable_tts: bool,
+    #[serde(rename = "mcpToken")]
+    mcp_token: String,
+    #[serde(rename = "ttsProvider")]
+    tts_provider: String,
+    #[serde(rename = "ttsVoiceId")]
+    tts_voice_id: String,
+    #[serde(rename = "resolvedProviderUrls")]
+    resolved_provider_urls: Map<String, Value>,
+    api_key: String,
+    api_key_display: String,
+    assist_api_key_display: String,
+    /// The other stored and default fields.
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// The body of `POST /api/config/core_api`: the fields to change (all or nothing;
+/// a placeholder secret keeps the stored one). Open: any stored field may be sent.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `core_api::merge` validates
+#[schema(example = json!({"coreApi": "openai", "coreApiKey": "sk-..."}))]
+pub struct ProviderSettings {
+    #[serde(rename = "coreApi")]
+    core_api: Option<String>,
+    #[serde(rename = "assistApi")]
+    assist_api: Option<String>,
+    #[serde(rename = "coreApiKey")]
+    core_api_key: Option<String>,
+    #[serde(rename = "enableCustomApi")]
+    enable_custom_api: Option<bool>,
+    #[serde(rename = "useMimoTokenPlan")]
+    use_mimo_token_plan: Option<bool>,
+    #[serde(rename = "disableTts")]
+    disable_tts: Option<bool>,
+    #[serde(rename = "gptsovitsEnabled")]
+    gptsovits_enabled: Option<bool>,
+    #[serde(rename = "resolvedProviderUrls")]
+    resolved_provider_urls: Option<Map<String, Value>>,
+    /// Any other provider field.
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// `POST /api/config/core_api` saved.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderSettingsSaved {
+    success: bool,
+    message: &'static str,
+    /// Keys whose stored value changed.
+    changed: Vec<String>,
+    /// Keys of the body that were not stored (view-only or another family's).
+    ignored: Vec<String>,
+    /// Open chat connections told of the change.
+    sessions_notified: usize,
+    sessions_ended: usize,
+    #[serde(rename = "resolvedProviderUrls")]
+    #[schema(value_type = Object)]
+    resolved_provider_urls: Value,
+}
+
+/// The provider catalog (`<bundle>/providers.json` or the built-in one) and the
+/// views the settings page reads; other top-level keys of the file pass through.
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object `catalog::view` builds
+pub struct ProviderCatalog {
+    /// The catalog's providers as the file lists them.
+    #[schema(value_type = Vec<Object>)]
+    providers: Value,
+    #[schema(value_type = Vec<Object>)]
+    core_api_providers: Value,
+    #[schema(value_type = Vec<Object>)]
+    assist_api_providers: Value,
+    /// `bundle` or `builtin`.
+    source: String,
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// A probe that reached the endpoint.
+#[derive(Serialize, ToSchema)]
+pub struct ConnectivityOk {
+    success: bool,
+    resolved_url: String,
+    latency_ms: u64,
+}
+
+/// The endpoint's models.
+#[derive(Serialize, ToSchema)]
+pub struct ModelListAnswer {
+    success: bool,
+    /// Normalised, sorted model entries.
+    #[schema(value_type = Vec<Object>)]
+    models: Vec<Value>,
+    resolved_url: String,
+}
+
 /// `GET /api/config/core_api`: the effective settings, secrets masked (no-store).
 pub async fn get_core_api(State(st): State<AppState>, Ext(family): Ext<ConfigState>) -> Response {
     let (catalog, _) = family.catalog.get(st.bundle_dir());
@@ -45,7 +167,7 @@ pub async fn post_core_api(
     State(st): State<AppState>,
     Ext(family): Ext<ConfigState>,
     body: RawJson,
-) -> Result<Json<Value>, ConfigError> {
+) -> Result<Json<ProviderSettingsSaved>, ConfigError> {
     let body = body.object()?;
     let (catalog, _) = family.catalog.get(st.bundle_dir());
     let merged = st
@@ -64,15 +186,19 @@ pub async fn post_core_api(
     } else {
         0
     };
-    Ok(Json(json!({
-        "success": true,
-        "message": "provider settings saved",
-        "changed": merged.changed,
-        "ignored": merged.ignored,
-        "sessions_notified": notified,
-        "sessions_ended": 0,
-        "resolvedProviderUrls": merged.config.get("resolvedProviderUrls").cloned().unwrap_or(json!({})),
-    })))
+    Ok(Json(ProviderSettingsSaved {
+        success: true,
+        message: "provider settings saved",
+        changed: merged.changed,
+        ignored: merged.ignored,
+        sessions_notified: notified,
+        sessions_ended: 0,
+        resolved_provider_urls: merged
+            .config
+            .get("resolvedProviderUrls")
+            .cloned()
+            .unwrap_or(json!({})),
+    }))
 }
 
 /// `GET /api/config/api_providers`.
@@ -102,14 +228,14 @@ pub async fn test_connectivity(
     State(st): State<AppState>,
     Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ConnectivityRequest>,
-) -> Result<Json<Value>, ConfigError> {
+) -> Result<Json<ConnectivityOk>, ConfigError> {
     let (cfg, catalog) = probe_inputs(&st, &family).await;
     let r = connectivity::test_connectivity(req, &cfg, &catalog).await?;
-    Ok(Json(json!({
-        "success": true,
-        "resolved_url": r.resolved_url,
-        "latency_ms": r.latency_ms,
-    })))
+    Ok(Json(ConnectivityOk {
+        success: true,
+        resolved_url: r.resolved_url,
+        latency_ms: r.latency_ms,
+    }))
 }
 
 /// `POST /api/config/list_models`.
@@ -117,10 +243,12 @@ pub async fn list_models(
     State(st): State<AppState>,
     Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ListModelsRequest>,
-) -> Result<Json<Value>, ConfigError> {
+) -> Result<Json<ModelListAnswer>, ConfigError> {
     let (cfg, catalog) = probe_inputs(&st, &family).await;
     let list = models::list_models(req, &cfg, &catalog).await?;
-    Ok(Json(
-        json!({"success": true, "models": list.models, "resolved_url": list.resolved_url}),
-    ))
+    Ok(Json(ModelListAnswer {
+        success: true,
+        models: list.models,
+        resolved_url: list.resolved_url,
+    }))
 }

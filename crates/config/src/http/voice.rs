@@ -3,11 +3,51 @@
 use std::time::Duration;
 
 use axum::Json;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::RawJson;
 use crate::error::ConfigError;
 use crate::{net, voice};
+
+/// The body of the voice-server routes (read by `voice::base_url` and
+/// `voice::test_params`).
+#[derive(ToSchema)]
+#[allow(dead_code)] // the schema of the object the voice module reads
+#[schema(example = json!({"api_url": "http://127.0.0.1:9880", "voice_id": "default"}))]
+pub struct VoiceServerRequest {
+    /// The voice server's base URL (http or https).
+    api_url: Option<String>,
+    /// Shorter time budget in seconds (never longer than the default).
+    timeout_seconds: Option<f64>,
+    /// test_connectivity: the voice to synthesise with.
+    voice_id: Option<String>,
+    /// test_connectivity: the text to synthesise (at most 500 characters).
+    test_text: Option<String>,
+}
+
+/// The voice server's list.
+#[derive(Serialize, ToSchema)]
+pub struct VoiceListAnswer {
+    success: bool,
+    /// The server's answer as it sent it.
+    #[schema(value_type = Object)]
+    voices: Value,
+    api_url: String,
+}
+
+/// A synthesis flow that produced audio or sentences.
+#[derive(Serialize, ToSchema)]
+pub struct VoiceTestAnswer {
+    success: bool,
+    api_url: String,
+    voice_id: String,
+    audio_chunks: u64,
+    audio_bytes: u64,
+    sentences: u64,
+    elapsed_ms: u64,
+}
 
 fn timeout_field(body: &Map<String, Value>, default: Duration) -> Result<Duration, ConfigError> {
     match body.get("timeout_seconds") {
@@ -20,28 +60,30 @@ fn timeout_field(body: &Map<String, Value>, default: Duration) -> Result<Duratio
 }
 
 /// `POST /api/config/voiceserver/list_voices`.
-pub async fn list_voices(body: RawJson) -> Result<Json<Value>, ConfigError> {
+pub async fn list_voices(body: RawJson) -> Result<Json<VoiceListAnswer>, ConfigError> {
     let body = body.object()?;
     let base = voice::base_url(body.get("api_url"), None)?;
     let timeout = timeout_field(&body, voice::LIST_TIMEOUT)?;
     let list = voice::list_voices(&base, timeout).await?;
-    Ok(Json(
-        json!({"success": true, "voices": list.voices, "api_url": list.api_url}),
-    ))
+    Ok(Json(VoiceListAnswer {
+        success: true,
+        voices: list.voices,
+        api_url: list.api_url,
+    }))
 }
 
 /// `POST /api/config/voiceserver/test_connectivity`.
-pub async fn test_connectivity(body: RawJson) -> Result<Json<Value>, ConfigError> {
+pub async fn test_connectivity(body: RawJson) -> Result<Json<VoiceTestAnswer>, ConfigError> {
     let body = body.object()?;
     let p = voice::test_params(&body)?;
     let c = voice::test_connectivity(p).await?;
-    Ok(Json(json!({
-        "success": true,
-        "api_url": c.api_url,
-        "voice_id": c.voice_id,
-        "audio_chunks": c.audio_chunks,
-        "audio_bytes": c.audio_bytes,
-        "sentences": c.sentences,
-        "elapsed_ms": c.elapsed_ms,
-    })))
+    Ok(Json(VoiceTestAnswer {
+        success: true,
+        api_url: c.api_url,
+        voice_id: c.voice_id,
+        audio_chunks: c.audio_chunks,
+        audio_bytes: c.audio_bytes,
+        sentences: c.sentences,
+        elapsed_ms: c.elapsed_ms,
+    }))
 }

@@ -26,8 +26,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const WS_REPLY_WAIT: Duration = Duration::from_secs(5);
 
 /// Body of `POST /api/config/test_connectivity` (wrong types are answered with 422).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(example = json!({"provider_key": "openai", "api_key": "sk-...", "model": "gpt-4o-mini"}))]
 pub struct ConnectivityRequest {
     pub provider_key: Option<String>,
     pub provider_scope: Option<String>,

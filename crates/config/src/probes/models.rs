@@ -23,8 +23,9 @@ pub const LIST_TIMEOUT: Duration = Duration::from_secs(15);
 pub const GEMINI_HOST: &str = "generativelanguage.googleapis.com";
 
 /// Body of `POST /api/config/list_models` (wrong types are answered with 422).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(example = json!({"url": "http://127.0.0.1:11434/v1", "provider_type": "openai_compatible"}))]
 pub struct ListModelsRequest {
     pub provider_key: Option<String>,
     pub url: Option<String>,

@@ -57,6 +57,19 @@ pub enum NameError {
 }
 
 impl NameError {
+    /// Every reason, in declaration order (the interface description lists them).
+    pub const ALL: [NameError; 9] = [
+        NameError::Empty,
+        NameError::ContainsPathSeparator,
+        NameError::PathTraversal,
+        NameError::UnsafeDot,
+        NameError::ContainsDot,
+        NameError::ReservedDeviceName,
+        NameError::ReservedRouteName,
+        NameError::InvalidCharacter,
+        NameError::TooLong,
+    ];
+
     pub fn code(self) -> &'static str {
         match self {
             NameError::Empty => "empty",

@@ -100,9 +100,23 @@ impl Api {
         self.last(|op| op.params.extend(T::into_params(|| Some(ParameterIn::Path))))
     }
 
+    /// Request headers the handler reads (`T: IntoParams`, header names via `#[param(rename = ..)]`).
+    pub fn headers<T: IntoParams>(self) -> Self {
+        self.last(|op| {
+            op.params
+                .extend(T::into_params(|| Some(ParameterIn::Header)))
+        })
+    }
+
     /// The JSON request body.
     pub fn json_body<T: ToSchema>(self) -> Self {
         self.last(|op| op.body = Some(Body::Json(Box::new(Typed::of::<T>()))))
+    }
+
+    /// A JSON body the handler reads itself (not through `JsonBody`): it may be
+    /// absent, and its failures are listed by the family enum (`fails`).
+    pub fn own_json_body<T: ToSchema>(self) -> Self {
+        self.last(|op| op.body = Some(Body::OwnJson(Box::new(Typed::of::<T>()))))
     }
 
     /// A `multipart/form-data` body with these parts.
@@ -114,6 +128,17 @@ impl Api {
     /// The 200 answer: JSON of `T`.
     pub fn ok<T: ToSchema>(self) -> Self {
         self.ok_as::<T>("application/json")
+    }
+
+    /// The 200 answer: a JSON array of `T` (`T` named in the components).
+    pub fn ok_list<T: ToSchema>(self) -> Self {
+        self.last(|op| {
+            op.ok = Some(Success {
+                content_type: Cow::Borrowed("application/json"),
+                schema: Some(Typed::list_of::<T>()),
+                description: Cow::Borrowed("success"),
+            })
+        })
     }
 
     /// The 200 answer: `T` in another content type (e.g. `text/plain` for a `String`).

@@ -4,12 +4,13 @@
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
-use super::api::Api;
+use super::api::{Api, DocumentedError, ErrorDoc};
 use super::envelope::{ok_json, JsonBody, SuccessError};
-use crate::characters::{original_profiles, CharacterError, MASTER_DOC};
+use crate::characters::{original_profiles, CharacterError, NameError, MASTER_DOC};
 use crate::state::AppState;
 
 /// The answer of a refused registry operation (status and code by variant).
@@ -47,20 +48,108 @@ impl IntoResponse for CharacterError {
     }
 }
 
-#[derive(Deserialize)]
+/// Every answer of [`CharacterError`], read back from one sample per variant.
+impl DocumentedError for CharacterError {
+    fn answers() -> Vec<ErrorDoc> {
+        let mut out: Vec<ErrorDoc> = NameError::ALL
+            .iter()
+            .map(|e| ErrorDoc::observed(e.message(), CharacterError::Invalid(*e)))
+            .collect();
+        out.extend([
+            ErrorDoc::observed(
+                "a character of that name exists",
+                CharacterError::Exists("Mika".into()),
+            ),
+            ErrorDoc::observed(
+                "no character of that name",
+                CharacterError::NotFound("Nobody".into()),
+            ),
+            ErrorDoc::observed(
+                "the last character cannot be deleted",
+                CharacterError::LastCharacter,
+            ),
+            ErrorDoc::observed(
+                "the characters file could not be written",
+                CharacterError::Storage("disk full".into()),
+            ),
+        ]);
+        out
+    }
+}
+
+/// `{name}`: which character.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"name": "Mika"}))]
 struct NameBody {
     name: String,
 }
 
+/// A character's profile: its name and its open profile fields (the original
+/// application's card fields, model binding, voice ... all kept as sent).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"name": "Mika", "model_type": "live2d", "voice": "soft"}))]
+struct Profile {
+    name: String,
+    /// Profile fields, stored as sent.
+    #[serde(flatten)]
+    fields: Map<String, Value>,
+}
+
+/// `GET /api/characters`: the characters and the current one, plus the
+/// original application's characters document fields (runtime.md).
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "current": "Companion",
+    "characters": [{"name": "Companion"}], "主人": {}, "猫娘": {"Companion": {"model_type": "live2d"}},
+    "当前猫娘": "Companion"}))]
+struct CharacterList {
+    success: bool,
+    current: String,
+    characters: Vec<Profile>,
+    /// The master profile (the original application's `主人`).
+    #[serde(rename = "主人")]
+    #[schema(value_type = Object)]
+    master: Value,
+    /// Profiles by name without `name`, `model_type` defaulted to `live2d`.
+    #[serde(rename = "猫娘")]
+    #[schema(value_type = Object)]
+    originals: Map<String, Value>,
+    /// The current character (the original application's `当前猫娘`).
+    #[serde(rename = "当前猫娘")]
+    current_original: String,
+}
+
+/// `{success, name}`: the created character's name as stored (trimmed).
+#[derive(Serialize, ToSchema)]
+struct Created {
+    success: bool,
+    name: String,
+}
+
+/// `{success, current}`.
+#[derive(Serialize, ToSchema)]
+struct CurrentSet {
+    success: bool,
+    current: String,
+}
+
+/// `{success: true}`.
+#[derive(Serialize, ToSchema)]
+struct Done {
+    success: bool,
+}
+
 async fn list(State(st): State<AppState>) -> Response {
     let doc = st.characters.snapshot();
-    let characters: Vec<Value> = doc
+    let characters: Vec<Profile> = doc
         .characters
         .iter()
         .map(|(name, profile)| {
-            let mut m = profile.as_object().cloned().unwrap_or_default();
-            m.insert("name".into(), Value::String(name.clone()));
-            Value::Object(m)
+            let mut fields = profile.as_object().cloned().unwrap_or_default();
+            fields.remove("name");
+            Profile {
+                name: name.clone(),
+                fields,
+            }
         })
         .collect();
     let master = st
@@ -71,10 +160,14 @@ async fn list(State(st): State<AppState>) -> Response {
         .flatten()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
-    ok_json(json!({
-        "success": true, "current": doc.current, "characters": characters,
-        "主人": master, "猫娘": original_profiles(&doc), "当前猫娘": doc.current,
-    }))
+    ok_json(CharacterList {
+        success: true,
+        current: doc.current.clone(),
+        characters,
+        master,
+        originals: original_profiles(&doc),
+        current_original: doc.current.clone(),
+    })
 }
 
 async fn create(
@@ -92,7 +185,10 @@ async fn create(
     match st.characters.create(&name, profile).await {
         Ok(name) => {
             st.sessions.ensure(&name);
-            ok_json(json!({"success": true, "name": name}))
+            ok_json(Created {
+                success: true,
+                name,
+            })
         }
         Err(e) => e.into_response(),
     }
@@ -103,7 +199,10 @@ async fn set_current(
     JsonBody(body, ..): JsonBody<NameBody>,
 ) -> Response {
     match st.characters.set_current(&body.name).await {
-        Ok(current) => ok_json(json!({"success": true, "current": current})),
+        Ok(current) => ok_json(CurrentSet {
+            success: true,
+            current,
+        }),
         Err(e) => e.into_response(),
     }
 }
@@ -115,7 +214,7 @@ async fn delete(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> R
                 m.terminate(std::time::Duration::from_secs(3)).await;
             }
             st.sessions.remove(&name);
-            ok_json(json!({"success": true}))
+            ok_json(Done { success: true })
         }
         Err(e) => e.into_response(),
     }
@@ -124,20 +223,34 @@ async fn delete(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> R
 /// The characters routes.
 pub fn api(state: &AppState) -> Api {
     Api::new(state, "characters")
+        .about("The characters registry: list, create, switch, delete (rename is in memory).")
         .get(
             "/api/characters",
             "list characters and the current one",
             list,
         )
+        .id("list")
+        .ok::<CharacterList>()
         .post("/api/characters/profile", "create a character", create)
+        .id("create")
+        .json_body::<Profile>()
+        .ok::<Created>()
+        .fails::<CharacterError>()
         .post(
             "/api/characters/current",
             "switch the current character",
             set_current,
         )
+        .id("set_current")
+        .json_body::<NameBody>()
+        .ok::<CurrentSet>()
+        .fails::<CharacterError>()
         .delete(
             "/api/characters/profile/{name}",
             "delete a character",
             delete,
         )
+        .id("delete")
+        .ok::<Done>()
+        .fails::<CharacterError>()
 }

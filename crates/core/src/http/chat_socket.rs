@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::api::Api;
+use super::api::{Api, ErrorDoc};
 use super::chat_dialect::{self, Dialect, Inbound};
 use super::envelope::SuccessError;
 use crate::sessions::{Outbound, SessionManager};
@@ -31,9 +31,7 @@ pub async fn ws_handler(
     ws: WebSocketUpgrade,
 ) -> Response {
     if !st.characters.exists(&name) {
-        return SuccessError::new(format!("character {name:?} does not exist"))
-            .code("character_not_found")
-            .status(StatusCode::NOT_FOUND);
+        return unknown_character(&name);
     }
     let mgr = st.sessions.ensure(&name);
     ws.max_message_size(1024 * 1024)
@@ -146,11 +144,26 @@ fn handle_client_frame(
     start_turn(st, mgr, tx, user_text, source);
 }
 
-/// The chat WebSocket route (documented in the OpenAPI listing).
+/// The chat WebSocket route (listed in the OpenAPI document; its frames are
+/// described in docs/chat-protocol.md).
 pub fn api(state: &AppState) -> Api {
-    Api::new(state, "sessions").get(
-        "/ws/{persona_name}",
-        "chat WebSocket of a character",
-        ws_handler,
-    )
+    Api::new(state, "sessions")
+        .about("The chat WebSocket: upgrade `GET /ws/{persona_name}`; its frames are described in docs/chat-protocol.md.")
+        .get(
+            "/ws/{persona_name}",
+            "chat WebSocket of a character",
+            ws_handler,
+        )
+        .id("chat_socket")
+        .fails_with(ErrorDoc::observed(
+            "no character of that name (no upgrade)",
+            unknown_character("Nobody"),
+        ))
+}
+
+/// The answer to an upgrade for a character that does not exist.
+fn unknown_character(name: &str) -> Response {
+    SuccessError::new(format!("character {name:?} does not exist"))
+        .code("character_not_found")
+        .status(StatusCode::NOT_FOUND)
 }

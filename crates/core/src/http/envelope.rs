@@ -57,6 +57,7 @@ pub struct SuccessError {
     pub success: bool,
     pub error: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub error_code: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -98,6 +99,7 @@ impl OkReason {
 
 /// `{detail}` — the jukebox's explicit route errors and request validation.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DetailError)] // `Detail` is a common name among the families' own types
 pub struct Detail {
     pub detail: Value,
 }

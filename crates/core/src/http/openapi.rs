@@ -17,13 +17,19 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use axum::http::Method;
+use axum::response::IntoResponse;
+use futures::FutureExt;
 use serde_json::Value;
+use utoipa::openapi::content::ContentBuilder;
+use utoipa::openapi::example::{Example, ExampleBuilder};
+use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::path::{
     HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn,
 };
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{
-    AllOfBuilder, AnyOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+    AllOfBuilder, AnyOfBuilder, ArrayBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat,
+    Type,
 };
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::tag::TagBuilder;
@@ -54,11 +60,12 @@ const INLINE_NAMES: &[&str] = &[
 ];
 
 impl Typed {
-    /// The schema of `T`: a `$ref` to `components.schemas[T::name()]` for a named type.
+    /// The schema of `T`: a `$ref` to `components.schemas[T::name()]` for a
+    /// named type (a generic one is named after its arguments: `Succeeded_Summary`).
     pub fn of<T: ToSchema>() -> Typed {
         let mut components = Vec::new();
         T::schemas(&mut components);
-        let name = T::name();
+        let name = component_name::<T>();
         let schema = if INLINE_NAMES.contains(&name.as_ref()) {
             T::schema()
         } else {
@@ -66,6 +73,39 @@ impl Typed {
             RefOr::Ref(Ref::from_schema_name(name))
         };
         Typed { schema, components }
+    }
+}
+
+impl Typed {
+    /// An array of `T`, its items a `$ref` when `T` is named.
+    pub fn list_of<T: ToSchema>() -> Typed {
+        let item = Typed::of::<T>();
+        Typed {
+            schema: RefOr::T(Schema::Array(
+                ArrayBuilder::new().items(item.schema).build(),
+            )),
+            components: item.components,
+        }
+    }
+}
+
+/// `T::name()`, with the last segment of each generic argument appended for a
+/// generic type (whose derived name leaves them out).
+fn component_name<T: ToSchema>() -> Cow<'static, str> {
+    let full = std::any::type_name::<T>();
+    let name = T::name();
+    match full.split_once('<') {
+        Some((_, args)) if !INLINE_NAMES.contains(&name.as_ref()) => {
+            let mut out = name.to_string();
+            for arg in args.split(['<', '>', ',', ' ']) {
+                if let Some(last) = arg.rsplit("::").next().filter(|s| !s.is_empty()) {
+                    out.push('_');
+                    out.push_str(last);
+                }
+            }
+            Cow::Owned(out)
+        }
+        _ => name,
     }
 }
 
@@ -104,7 +144,10 @@ impl Part {
 /// What a request carries.
 #[derive(Clone, Debug)]
 pub enum Body {
+    /// Read with `JsonBody` (a bad body is answered 413/422 in the path's envelope).
     Json(Box<Typed>),
+    /// Read by the handler itself, may be absent; its failures are the family enum's.
+    OwnJson(Box<Typed>),
     Multipart(Vec<Part>),
 }
 
@@ -124,6 +167,8 @@ pub struct ErrorDoc {
     pub envelope: EnvelopeKind,
     pub code: Option<Cow<'static, str>>,
     pub description: Cow<'static, str>,
+    /// A body this answer really had (shown as the response's example).
+    pub example: Option<Value>,
 }
 
 impl ErrorDoc {
@@ -138,8 +183,51 @@ impl ErrorDoc {
             envelope,
             code: None,
             description: description.into(),
+            example: None,
         }
     }
+
+    /// The answer `sample` really gives, read back: its status, its envelope
+    /// (told by its fields), its machine code and its body as the example. An
+    /// error enum lists one sample per variant, so the description is the
+    /// answer itself and cannot drift from it.
+    pub fn observed(description: impl Into<Cow<'static, str>>, sample: impl IntoResponse) -> Self {
+        let response = sample.into_response();
+        let status = response.status().as_u16();
+        // The envelopes are built in memory: the body is ready at once.
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .now_or_never()
+            .and_then(Result::ok)
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .unwrap_or(Value::Null);
+        let envelope = if body.get("detail").is_some() {
+            EnvelopeKind::Detail
+        } else if body.get("ok").is_some() {
+            EnvelopeKind::Ok
+        } else if body.get("message_key").is_some() {
+            EnvelopeKind::Cloud
+        } else {
+            EnvelopeKind::Success
+        };
+        let code = code_field(envelope)
+            .and_then(|f| body.get(f))
+            .and_then(Value::as_str)
+            .map(|c| Cow::Owned(c.to_string()));
+        ErrorDoc {
+            status,
+            envelope,
+            code,
+            description: description.into(),
+            example: Some(body),
+        }
+    }
+    /// This answer's machine code varies (e.g. one per validation rule): the
+    /// envelope's code field is documented as any string.
+    pub fn any_code(mut self) -> Self {
+        self.code = None;
+        self
+    }
+
     /// The machine code this answer carries (`error_code`, `reason` or `code`),
     /// exactly as sent.
     pub fn code(mut self, code: impl Into<Cow<'static, str>>) -> Self {
@@ -224,9 +312,19 @@ pub fn document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
         components.insert(name, schema);
     }
     let mut ids = BTreeSet::new();
+    let mut collisions = BTreeSet::new();
     for op in ops {
         let (mut operation, used) = operation(op);
-        components.extend(used);
+        for (name, schema) in used {
+            // Two types of one name would silently share one schema: recorded,
+            // and `problems` reports it (rename one, e.g. `#[schema(as = ..)]`).
+            if let Some(seen) = components.get(&name) {
+                if serde_json::to_value(seen).ok() != serde_json::to_value(&schema).ok() {
+                    collisions.insert(name.clone());
+                }
+            }
+            components.entry(name).or_insert(schema);
+        }
         // Two routes with the same summary: the later ones are numbered.
         let base = op.operation_id();
         let mut id = base.clone();
@@ -259,7 +357,7 @@ pub fn document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
                 .build()
         })
         .collect();
-    OpenApiBuilder::new()
+    let mut doc = OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
                 .title("companiond")
@@ -270,8 +368,21 @@ pub fn document(ops: &[OpDoc], tags: &[TagDoc]) -> OpenApi {
         .paths(paths)
         .components(Some(comp.build()))
         .tags(Some(tags))
-        .build()
+        .build();
+    if !collisions.is_empty() {
+        tracing::error!("OpenAPI schema names used by two different types: {collisions:?}");
+        doc.extensions = Some(
+            ExtensionsBuilder::new()
+                .add(COLLISIONS, collisions.into_iter().collect::<Vec<_>>())
+                .build(),
+        );
+    }
+    doc
 }
+
+/// Root extension listing schema names that two different types claim (only
+/// present when there are some: a mistake [`problems`] reports).
+const COLLISIONS: &str = "x-schema-name-collisions";
 
 /// The envelopes' schemas (always present: the front door answers in them).
 fn envelope_schemas() -> Vec<(String, RefOr<Schema>)> {
@@ -291,7 +402,7 @@ fn envelope_name(kind: EnvelopeKind) -> &'static str {
     match kind {
         EnvelopeKind::Success => "SuccessError",
         EnvelopeKind::Ok => "OkReason",
-        EnvelopeKind::Detail => "Detail",
+        EnvelopeKind::Detail => "DetailError",
         EnvelopeKind::Cloud => "CloudError",
     }
 }
@@ -397,11 +508,15 @@ fn operation(
         b = b.parameter(p.clone());
     }
     match &op.body {
-        Some(Body::Json(t)) => {
+        Some(Body::Json(t)) | Some(Body::OwnJson(t)) => {
             used.extend(t.components.clone());
+            let required = match &op.body {
+                Some(Body::Json(_)) => Required::True,
+                _ => Required::False,
+            };
             b = b.request_body(Some(
                 RequestBodyBuilder::new()
-                    .required(Some(Required::True))
+                    .required(Some(required))
                     .content("application/json", Content::new(Some(t.schema.clone())))
                     .build(),
             ));
@@ -473,7 +588,33 @@ fn operation(
                 }
                 RefOr::T(Schema::AnyOf(any.build()))
             };
-            rb = rb.content(content_type.to_string(), Content::new(Some(schema)));
+            let mut content = ContentBuilder::new().schema(Some(schema));
+            let examples: Vec<(String, Example)> = here
+                .iter()
+                .filter_map(|e| {
+                    let v = e.example.clone()?;
+                    let name = e
+                        .code
+                        .as_deref()
+                        .or_else(|| v.get(code_field(e.envelope)?)?.as_str())
+                        .unwrap_or("error")
+                        .to_string();
+                    Some((
+                        name,
+                        ExampleBuilder::new()
+                            .summary(e.description.to_string())
+                            .value(Some(v))
+                            .build(),
+                    ))
+                })
+                .collect();
+            if !examples.is_empty() {
+                let mut seen = BTreeSet::new();
+                content = content.examples_from_iter(
+                    examples.into_iter().filter(|(n, _)| seen.insert(n.clone())),
+                );
+            }
+            rb = rb.content(content_type.to_string(), content.build());
         }
         b = b.response(status.to_string(), rb.build());
     }
@@ -584,6 +725,42 @@ fn slug(text: &str) -> String {
         .join("_")
 }
 
+/// What is wrong with a served document (empty when nothing): not OpenAPI
+/// 3.1, a `$ref` that does not resolve, a repeated operation id, an operation
+/// without its 200 or without the Host refusal (403).
+pub fn problems(doc: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(names) = doc.get(COLLISIONS) {
+        out.push(format!(
+            "schema names claimed by two different types: {names}"
+        ));
+    }
+    if doc["openapi"] != "3.1.0" {
+        out.push(format!("openapi is {}, not 3.1.0", doc["openapi"]));
+    }
+    out.extend(
+        dangling_refs(doc)
+            .into_iter()
+            .map(|r| format!("{r} does not resolve")),
+    );
+    let mut ids = BTreeSet::new();
+    let paths = doc["paths"].as_object().into_iter().flatten();
+    for (path, item) in paths {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let id = op["operationId"].as_str().unwrap_or("");
+            if !ids.insert(id.to_string()) {
+                out.push(format!("{method} {path}: operationId {id:?} repeated"));
+            }
+            for status in ["200", "403"] {
+                if op["responses"].get(status).is_none() {
+                    out.push(format!("{method} {path}: no {status} answer"));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Every `$ref` of `doc` (a serialized document) that does not resolve inside it.
 pub fn dangling_refs(doc: &Value) -> Vec<String> {
     let mut out = Vec::new();
@@ -686,7 +863,7 @@ mod tests {
             "Inner",
             "SuccessError",
             "OkReason",
-            "Detail",
+            "DetailError",
             "CloudError",
         ] {
             assert!(schemas.contains_key(name), "{name} missing");
@@ -707,6 +884,35 @@ mod tests {
             ids.contains("t_read_one_thing") && ids.contains("games_save_it"),
             "{ids:?}"
         );
+    }
+
+    mod other {
+        /// A different type of the same name as the outer `Inner`.
+        #[derive(serde::Serialize, utoipa::ToSchema)]
+        pub struct Inner {
+            pub text: String,
+        }
+    }
+
+    #[test]
+    fn two_types_of_one_name_are_reported() {
+        let mut a = OpDoc::new(Method::GET, "/api/a", "A", "t");
+        a.ok = Some(Success {
+            content_type: Cow::Borrowed("application/json"),
+            schema: Some(Typed::of::<Inner>()),
+            description: Cow::Borrowed("success"),
+        });
+        let mut b = OpDoc::new(Method::GET, "/api/b", "B", "t");
+        b.ok = Some(Success {
+            content_type: Cow::Borrowed("application/json"),
+            schema: Some(Typed::of::<other::Inner>()),
+            description: Cow::Borrowed("success"),
+        });
+        let same = serde_json::to_value(document(&[a.clone(), a.clone()], &[])).expect("json");
+        assert_eq!(problems(&same), Vec::<String>::new());
+        let doc = serde_json::to_value(document(&[a, b], &[])).expect("json");
+        let found = problems(&doc);
+        assert!(found.len() == 1 && found[0].contains("Inner"), "{found:?}");
     }
 
     #[test]
