@@ -225,6 +225,7 @@ pub(crate) struct VrmUploaded {
 
 /// An uploaded VRM animation.
 #[derive(Serialize, ToSchema)]
+#[schema(as = FrontendAnimationUploaded)]
 pub(crate) struct AnimationUploaded {
     success: bool,
     message: String,

@@ -113,6 +113,7 @@ pub(crate) struct MasterForm {
 
 /// `{new_name}`: a character's rename.
 #[derive(ToSchema)]
+#[schema(as = FrontendRenameBody)]
 #[schema(example = json!({"new_name": "Mika"}))]
 #[allow(dead_code)]
 pub(crate) struct RenameBody {
@@ -139,6 +140,7 @@ pub(crate) struct Done {
 
 /// `{success: true, message}`.
 #[derive(Serialize, ToSchema)]
+#[schema(as = FrontendMessage)]
 pub(crate) struct Message {
     success: bool,
     message: String,
@@ -161,6 +163,7 @@ pub(crate) fn done() -> Json<Done> {
 /// by the memory family): `changed:false, already_renamed:true` when the
 /// configuration already holds the new name.
 #[derive(ToSchema)]
+#[schema(as = FrontendRenamed)]
 #[schema(example = json!({"success": true, "changed": true, "memory_renamed": true,
     "memory_server_reloaded": true, "old_name": "Mika", "new_name": "Mia"}))]
 #[allow(dead_code)]
