@@ -156,7 +156,7 @@ impl History {
             };
             let bytes = spliced(old.as_deref(), &entries)
                 .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
-            crate::store::atomic_write(&path, &bytes).map_err(StoreError::Io)
+            crate::store::atomic_write_deferred(&path, &bytes).map_err(StoreError::Io)
         })
         .await
     }

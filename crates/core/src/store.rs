@@ -60,6 +60,48 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// [`atomic_write`] for a large document replaced often (a long chat history).
+/// A rename over a file frees the replaced file's blocks inside the call (about
+/// 1.5 ms for 4.5 MB on this project's machine); here the replaced file is first
+/// hard-linked under a temporary name, so the rename only drops a name, and that
+/// link is removed afterwards on a background thread. A link left by a crash has
+/// [`atomic_write`]'s temporary-file name and is removed by
+/// [`sweep_leftover_temps`] at the next start.
+pub fn atomic_write_deferred(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let kept = keep_link(dir, path);
+    let result = atomic_write(path, bytes);
+    if let Some(link) = kept {
+        let remove = move || {
+            let _ = std::fs::remove_file(&link);
+        };
+        // Without a thread to spare, remove it now.
+        if let Err(e) = std::thread::Builder::new()
+            .name("unlink".into())
+            .spawn(remove.clone())
+        {
+            tracing::debug!("no thread for a deferred unlink: {e}");
+            remove();
+        }
+    }
+    result
+}
+
+/// A second name for `path` in `dir` (`None` when it does not exist or cannot
+/// be linked: the rename then frees it in place, as [`atomic_write`] does).
+fn keep_link(dir: &Path, path: &Path) -> Option<PathBuf> {
+    let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("doc");
+    for _ in 0..16 {
+        let link = dir.join(format!(".{stem}.{}.tmp", crate::options::random_token()));
+        match std::fs::hard_link(path, &link) {
+            Ok(()) => return Some(link),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// Serialise `value` as pretty JSON and write it atomically.
 pub fn atomic_write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
@@ -67,6 +109,7 @@ pub fn atomic_write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> std::
 }
 
 fn tempfile_in(dir: &Path, target: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    // The same name pattern as `keep_link`'s, which `is_leftover_temp` knows.
     let stem = target.file_name().and_then(|n| n.to_str()).unwrap_or("doc");
     for _ in 0..16 {
         let name = format!(".{stem}.{}.tmp", crate::options::random_token());
@@ -279,6 +322,40 @@ mod tests {
         assert!(!is_leftover_temp(
             ".x.0123456789abcdef0123456789abcdef.tmpx"
         ));
+    }
+
+    /// A deferred replacement writes what `atomic_write` writes, keeps the old
+    /// file's bytes readable through a handle opened before, and leaves no second
+    /// name behind (the link goes on a background thread; a crash's link has
+    /// the temporary name the start-up sweep removes).
+    #[test]
+    fn deferred_replacement_leaves_only_the_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("recent.json");
+        atomic_write_deferred(&p, b"[1]").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"[1]");
+        let mut before = std::fs::File::open(&p).unwrap();
+        atomic_write_deferred(&p, b"[1, 2]").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"[1, 2]");
+        let mut old = String::new();
+        std::io::Read::read_to_string(&mut before, &mut old).unwrap();
+        assert_eq!(old, "[1]");
+        let link = keep_link(dir.path(), &p).unwrap();
+        assert!(is_leftover_temp(
+            link.file_name().unwrap().to_str().unwrap()
+        ));
+        std::fs::remove_file(link).unwrap();
+        let names = || -> Vec<String> {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while names().len() > 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(names(), vec!["recent.json".to_string()]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::paths;
-use companiond_core::store::atomic_write;
+use companiond_core::store::atomic_write_deferred;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
 use serde::Serialize;
@@ -560,7 +560,7 @@ fn commit(
     let sums = || (sha256_hex(&bytes), crc32fast::hash(&bytes));
     let (written, (fingerprint, crc)) = std::thread::scope(|s| {
         let hash = s.spawn(sums);
-        let written = atomic_write(&write_path, &bytes);
+        let written = atomic_write_deferred(&write_path, &bytes);
         (written, hash.join().unwrap_or_else(|_| sums()))
     });
     written.map_err(|e| MemoryError::Storage(format!("cannot write the recent file: {e}")))?;
