@@ -218,20 +218,10 @@ pub(crate) mod answers {
     }
     /// [`FrontendError::Character`] of a refused new name: 400 with its reason.
     pub(crate) fn names() -> Vec<ErrorDoc> {
-        [
-            NameError::Empty,
-            NameError::ContainsPathSeparator,
-            NameError::PathTraversal,
-            NameError::UnsafeDot,
-            NameError::ContainsDot,
-            NameError::ReservedDeviceName,
-            NameError::ReservedRouteName,
-            NameError::InvalidCharacter,
-            NameError::TooLong,
-        ]
-        .into_iter()
-        .map(|e| success(400, e.code(), e.message()))
-        .collect()
+        NameError::ALL
+            .into_iter()
+            .map(|e| success(400, e.code(), e.message()))
+            .collect()
     }
     /// Every [`FrontendError::Character`] answer: 400 (name), 404, 409, 500.
     pub(crate) fn character_all() -> Vec<ErrorDoc> {
