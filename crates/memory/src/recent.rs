@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::paths;
+use companiond_core::stamp::Stamp;
 use companiond_core::store::atomic_write_deferred;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
@@ -188,7 +189,7 @@ pub struct Snapshot {
     pub fingerprint: String,
     pub identity_token: String,
     /// The version read (`None` when absent).
-    key: Option<FileKey>,
+    key: Option<Stamp>,
 }
 
 /// Read `path` (absent → no bytes) with its tokens.
@@ -202,7 +203,7 @@ pub fn snapshot(path: &Path) -> std::io::Result<Snapshot> {
                 fingerprint: sha256_hex(&bytes),
                 identity_token: identity_token(path, Some(&meta)),
                 bytes: Some(bytes),
-                key: Some(FileKey::of(&meta)),
+                key: Some(Stamp::of(&meta)),
             })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Snapshot {
@@ -215,45 +216,15 @@ pub fn snapshot(path: &Path) -> std::io::Result<Snapshot> {
     }
 }
 
-/// What identifies one version of a file without reading it: device, inode,
-/// length, modification and status-change times. Every atomic replacement is
-/// a new inode, and any write in place moves the status-change time (which no
-/// program can set back), so equal keys mean equal bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct FileKey([i128; 5]);
-
-impl FileKey {
-    #[cfg(unix)]
-    fn of(m: &std::fs::Metadata) -> FileKey {
-        use std::os::unix::fs::MetadataExt;
-        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-        FileKey([
-            i128::from(m.dev()),
-            i128::from(m.ino()),
-            i128::from(m.len()),
-            ns(m.mtime(), m.mtime_nsec()),
-            ns(m.ctime(), m.ctime_nsec()),
-        ])
-    }
-
-    #[cfg(not(unix))]
-    fn of(m: &std::fs::Metadata) -> FileKey {
-        let ns = |t: std::io::Result<std::time::SystemTime>| {
-            t.ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos() as i128)
-        };
-        FileKey([0, 0, i128::from(m.len()), ns(m.modified()), ns(m.created())])
-    }
-}
-
 /// What a save needs to know of a history file it has seen before.
 #[derive(Clone, Debug)]
 struct Known {
-    key: FileKey,
+    key: Stamp,
     /// CRC-32 of the bytes: file clocks tick coarsely, so a write in place
-    /// within one tick that keeps the length would keep the [`FileKey`]; the
-    /// checksum (about ten times cheaper than SHA-256) catches it.
+    /// within one tick that keeps the length would keep the [`Stamp`]. Other
+    /// caches wait until a stamp is settled ([`Stamp::settled`]); a save often
+    /// follows the write it checks by milliseconds, so the checksum (about ten
+    /// times cheaper than SHA-256) stands in for that wait.
     crc: u32,
     fingerprint: String,
     /// May it hold theater messages (then a save reads and merges it)?
@@ -262,18 +233,18 @@ struct Known {
 
 /// The fingerprints of the history files this process last read or wrote,
 /// by path, so a save of a long history does not hash the current file with
-/// SHA-256 again to compare tokens: its [`FileKey`] and a CRC-32 tell whether
+/// SHA-256 again to compare tokens: its [`Stamp`] and a CRC-32 tell whether
 /// it is the version seen. One entry per history file.
 #[derive(Default)]
 pub struct KnownFiles(std::sync::Mutex<std::collections::HashMap<PathBuf, Known>>);
 
 impl KnownFiles {
-    fn get(&self, path: &Path, key: &FileKey) -> Option<Known> {
+    fn get(&self, path: &Path, key: &Stamp) -> Option<Known> {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         map.get(path).filter(|k| &k.key == key).cloned()
     }
 
-    fn remember(&self, path: &Path, key: FileKey, crc: u32, fingerprint: &str, theater: bool) {
+    fn remember(&self, path: &Path, key: Stamp, crc: u32, fingerprint: &str, theater: bool) {
         let known = Known {
             key,
             crc,
@@ -295,7 +266,7 @@ fn current(
 ) -> std::io::Result<Snapshot> {
     if let Ok(meta) = std::fs::metadata(path) {
         let seen = known
-            .get(path, &FileKey::of(&meta))
+            .get(path, &Stamp::of(&meta))
             .filter(|k| !need_bytes(k.theater) && crc_of(path).ok() == Some(k.crc));
         if let Some(k) = seen {
             return Ok(Snapshot {
@@ -310,7 +281,7 @@ fn current(
     if let (Some(bytes), Some(key)) = (&snap.bytes, &snap.key) {
         let theater = theater::may_hold_theater(bytes);
         let crc = crc32fast::hash(bytes);
-        known.remember(path, key.clone(), crc, &snap.fingerprint, theater);
+        known.remember(path, *key, crc, &snap.fingerprint, theater);
     }
     Ok(snap)
 }
@@ -568,7 +539,7 @@ fn commit(
         .map_err(|e| MemoryError::Storage(format!("cannot read the recent file back: {e}")))?;
     known.remember(
         &write_path,
-        FileKey::of(&meta),
+        Stamp::of(&meta),
         crc,
         &fingerprint,
         keeps_theater,
@@ -635,7 +606,7 @@ mod tests {
         assert!(matches!(parse_save(&b), Err(MemoryError::MissingTokens)));
     }
 
-    /// A remembered version is used only while both its [`FileKey`] and its
+    /// A remembered version is used only while both its [`Stamp`] and its
     /// CRC-32 match the file: the checksum catches an edit in place that the
     /// file clock could not tell apart.
     #[test]
@@ -647,15 +618,9 @@ mod tests {
         let first = current(&known, &p, |_| false).unwrap();
         assert_eq!(first.fingerprint, sha256_hex(b"[1]"));
         assert!(first.bytes.is_some(), "not seen before: read");
-        let key = FileKey::of(&std::fs::metadata(&p).unwrap());
+        let key = Stamp::of(&std::fs::metadata(&p).unwrap());
         // Seen: the remembered fingerprint is used, the file is not hashed.
-        known.remember(
-            &p,
-            key.clone(),
-            crc32fast::hash(b"[1]"),
-            "remembered",
-            false,
-        );
+        known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
         let again = current(&known, &p, |_| false).unwrap();
         assert_eq!(
             (again.fingerprint.as_str(), again.bytes),
@@ -669,7 +634,7 @@ mod tests {
         // The same key over other bytes (an edit within one clock tick).
         known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
         std::fs::write(&p, b"[2]").unwrap();
-        let key = FileKey::of(&std::fs::metadata(&p).unwrap());
+        let key = Stamp::of(&std::fs::metadata(&p).unwrap());
         known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
         assert_eq!(
             current(&known, &p, |_| false).unwrap().fingerprint,
