@@ -610,6 +610,13 @@ impl Tail {
     }
 }
 
+/// How many history lines the index holds (`lines_n`).
+fn indexed_lines(conn: &Connection) -> Result<usize, String> {
+    Ok(meta_get(conn, META_LINES_N)?
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0))
+}
+
 /// Index the lines appended since the last sync, when the history only grew
 /// (see [`Tail`]); `None` when a full sync is needed.
 fn sync_appended(
@@ -626,9 +633,7 @@ fn sync_appended(
     let Some(end) = end else {
         return Ok(Some(LineSync::default()));
     };
-    let old_n: usize = meta_get(conn, META_LINES_N)?
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let old_n = indexed_lines(conn)?;
     let tx = conn.transaction().map_err(db_err)?;
     for (speaker, text) in &lines {
         insert_line(&tx, speaker, text, now)?;
@@ -726,9 +731,7 @@ pub fn sync_lines(conn: &mut Connection, dir: &Path, now: i64) -> Result<LineSyn
     }
     let (lines, end) = history_lines(&bytes)?;
     let refs: Vec<String> = lines.iter().map(|(s, t)| line_ref(s, t)).collect();
-    let old_n: usize = meta_get(conn, META_LINES_N)?
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let old_n = indexed_lines(conn)?;
     let old_digest = meta_get(conn, META_LINES_DIGEST)?;
     let new_digest = digest(&refs);
     // Nothing changed (or nothing to index yet): no write at all, so an idle
