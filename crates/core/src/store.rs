@@ -68,23 +68,63 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// [`atomic_write`]'s temporary-file name and is removed by
 /// [`sweep_leftover_temps`] at the next start.
 pub fn atomic_write_deferred(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let kept = keep_link(dir, path);
-    let result = atomic_write(path, bytes);
-    if let Some(link) = kept {
-        let remove = move || {
-            let _ = std::fs::remove_file(&link);
+    Staged::write(path, bytes)?.publish()
+}
+
+/// A new version of a document written and synced under a temporary name
+/// beside it, not yet in place: [`Staged::publish`] renames it over the
+/// document ([`atomic_write_deferred`]'s second half); dropping it unpublished
+/// removes it and the document stays as it was. This lets a caller do other
+/// work (a last check that the document is still the version it started from)
+/// while the disk writes, and decide after.
+pub struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+    /// The old document's second name ([`keep_link`]), removed later.
+    kept: Option<PathBuf>,
+    published: bool,
+}
+
+impl Staged {
+    /// Write and fsync `bytes` under a temporary name beside `path`.
+    pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<Staged> {
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let (tmp, mut file) = tempfile_in(dir, path)?;
+        let mut staged = Staged {
+            tmp,
+            path: path.to_path_buf(),
+            kept: None,
+            published: false,
         };
-        // Without a thread to spare, remove it now.
-        if let Err(e) = std::thread::Builder::new()
-            .name("unlink".into())
-            .spawn(remove.clone())
-        {
-            tracing::debug!("no thread for a deferred unlink: {e}");
-            remove();
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        staged.kept = keep_link(dir, path);
+        Ok(staged)
+    }
+
+    /// Rename the new version over the document and sync the folder.
+    pub fn publish(mut self) -> std::io::Result<()> {
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.published = true;
+        if let Ok(d) = std::fs::File::open(self.path.parent().unwrap_or_else(|| Path::new("."))) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        if let Some(link) = self.kept.take() {
+            crate::task::later(move || {
+                let _ = std::fs::remove_file(&link);
+            });
         }
     }
-    result
 }
 
 /// A second name for `path` in `dir` (`None` when it does not exist or cannot
@@ -355,6 +395,37 @@ mod tests {
         while names().len() > 1 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        assert_eq!(names(), vec!["recent.json".to_string()]);
+    }
+
+    /// A staged version that is dropped unpublished leaves the document as it
+    /// was and no file of its own; a published one replaces it.
+    #[test]
+    fn a_staged_version_is_published_or_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("recent.json");
+        std::fs::write(&p, b"[1]").unwrap();
+        let names = || -> Vec<String> {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let staged = Staged::write(&p, b"[2]").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"[1]", "not yet in place");
+        drop(staged);
+        let settle = |want: usize| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while names().len() > want && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        settle(1);
+        assert_eq!(names(), vec!["recent.json".to_string()]);
+        assert_eq!(std::fs::read(&p).unwrap(), b"[1]");
+        Staged::write(&p, b"[3]").unwrap().publish().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"[3]");
+        settle(1);
         assert_eq!(names(), vec!["recent.json".to_string()]);
     }
 

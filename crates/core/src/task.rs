@@ -25,3 +25,60 @@ where
         Err(e) => Err(E::from(TaskFailed(e.to_string()))),
     }
 }
+
+/// Work that may finish after the request that made it: freeing a large
+/// parsed body, unlinking a replaced file. Runs on one long-lived background
+/// thread in submission order, so a request does not wait for it and does not
+/// pay for a thread of its own. Without that thread (it could not be started)
+/// the job runs at once on the caller's thread. A job that panics is caught
+/// and logged; later jobs still run. Nothing here waits at exit: a job is
+/// only ever clean-up whose omission a restart repairs (a deferred unlink's
+/// link is swept at start, see `store::sweep_leftover_temps`).
+pub fn later(job: impl FnOnce() + Send + 'static) {
+    type Job = Box<dyn FnOnce() + Send>;
+    static QUEUE: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Job>>> =
+        std::sync::OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("later".into())
+            .spawn(move || {
+                for job in rx {
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+                        tracing::warn!("a background clean-up job panicked");
+                    }
+                }
+            })
+            .map_err(|e| tracing::debug!("no thread for background clean-up: {e}"))
+            .ok()
+            .map(|_| tx)
+    });
+    let job: Job = Box::new(job);
+    match queue {
+        Some(tx) => {
+            if let Err(std::sync::mpsc::SendError(job)) = tx.send(job) {
+                job();
+            }
+        }
+        None => job(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_runs_jobs_in_order_and_survives_a_panic() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        later(|| panic!("a failing job"));
+        for i in 0..3 {
+            let tx = tx.clone();
+            later(move || tx.send(i).unwrap());
+        }
+        let got: Vec<i32> = (0..3)
+            .map(|_| rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap())
+            .collect();
+        assert_eq!(got, vec![0, 1, 2]);
+    }
+}

@@ -115,8 +115,10 @@ pub(crate) async fn recent_save(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer<Saved> {
     let body = body.map_err(|e| MemoryError::BadRequest(format!("unreadable body: {e}")))?;
-    let req = recent::parse_save_bytes(&body)?;
-    recent::save(&st, &rt, req).await.map(Json)
+    let req = recent::parse_save_bytes(&body);
+    // Megabytes of body are freed off the request's path.
+    companiond_core::task::later(move || drop(body));
+    recent::save(&st, &rt, req?).await.map(Json)
 }
 
 fn name_field(v: &Value, key: &str) -> Result<String, MemoryError> {

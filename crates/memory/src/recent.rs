@@ -20,7 +20,7 @@ use std::sync::Arc;
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::paths;
 use companiond_core::stamp::Stamp;
-use companiond_core::store::atomic_write_deferred;
+use companiond_core::store::Staged;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
 use serde::Serialize;
@@ -190,6 +190,11 @@ pub struct Snapshot {
     pub identity_token: String,
     /// The version read (`None` when absent).
     key: Option<Stamp>,
+    /// Set when the tokens are the remembered ones of a version not read
+    /// again: the CRC-32 the file must still have for them to hold. The save
+    /// confirms it ([`confirm`]) beside its write, before putting the new
+    /// version in place.
+    unconfirmed: Option<u32>,
 }
 
 /// Read `path` (absent → no bytes) with its tokens.
@@ -204,6 +209,7 @@ pub fn snapshot(path: &Path) -> std::io::Result<Snapshot> {
                 identity_token: identity_token(path, Some(&meta)),
                 bytes: Some(bytes),
                 key: Some(Stamp::of(&meta)),
+                unconfirmed: None,
             })
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Snapshot {
@@ -211,6 +217,7 @@ pub fn snapshot(path: &Path) -> std::io::Result<Snapshot> {
             fingerprint: sha256_hex(b""),
             identity_token: identity_token(path, None),
             key: None,
+            unconfirmed: None,
         }),
         Err(e) => Err(e),
     }
@@ -258,7 +265,10 @@ impl KnownFiles {
 
 /// The tokens of `path` as they are now, and its bytes when `need_bytes`
 /// says a save must read them (given whether it may hold theater messages).
-/// A file seen before in this version is not read at all.
+/// A file seen before in this version is not read at all: its remembered
+/// tokens come back with the CRC-32 still to [`confirm`] (file clocks tick
+/// coarsely, so the [`Stamp`] alone cannot tell an edit in place within one
+/// tick that kept the length).
 fn current(
     known: &KnownFiles,
     path: &Path,
@@ -267,13 +277,14 @@ fn current(
     if let Ok(meta) = std::fs::metadata(path) {
         let seen = known
             .get(path, &Stamp::of(&meta))
-            .filter(|k| !need_bytes(k.theater) && crc_of(path).ok() == Some(k.crc));
+            .filter(|k| !need_bytes(k.theater));
         if let Some(k) = seen {
             return Ok(Snapshot {
                 bytes: None,
                 fingerprint: k.fingerprint,
                 identity_token: identity_token(path, Some(&meta)),
                 key: Some(k.key),
+                unconfirmed: Some(k.crc),
             });
         }
     }
@@ -284,6 +295,16 @@ fn current(
         known.remember(path, *key, crc, &snap.fingerprint, theater);
     }
     Ok(snap)
+}
+
+/// Do the tokens of `snap` still hold for the file at `path`? Always for a
+/// snapshot that was read; for remembered tokens, when the file still has the
+/// remembered CRC-32.
+fn confirm(snap: &Snapshot, path: &Path) -> std::io::Result<bool> {
+    match snap.unconfirmed {
+        None => Ok(true),
+        Some(crc) => Ok(crc_of(path)? == crc),
+    }
 }
 
 /// CRC-32 of the file at `path`, read in chunks.
@@ -481,7 +502,13 @@ pub async fn save(
         let configured = st.characters.exists(&name);
         let st2 = st.clone();
         let known = rt.clone();
-        let out = blocking(move || commit(&st2, &known.known, &req, configured, &target)).await;
+        let out = blocking(move || {
+            let out = commit(&st2, &known.known, &req, configured, &target);
+            // 10,000 entries are freed off the request's path.
+            companiond_core::task::later(move || drop(req));
+            out
+        })
+        .await;
         if out.is_ok() {
             rt.tasks.cancel(&name, Some(TaskKind::Review));
         }
@@ -516,27 +543,49 @@ fn commit(
             identity_token: Some(cur.identity_token),
         });
     }
-    let current = cur
+    let stored = cur
         .bytes
         .as_deref()
         .filter(|b| theater::may_hold_theater(b))
         .and_then(theater::parse_stored)
         .unwrap_or_default();
-    let merged = theater::merge(&current, &req.chat).map_err(|_| MemoryError::TheaterReadonly)?;
+    let merged = theater::merge(&stored, &req.chat).map_err(|_| MemoryError::TheaterReadonly)?;
     let keeps_theater = merged.iter().any(|m| matches!(m, theater::Merged::Kept(_)));
-    let bytes = stored_json::to_vec_pretty(&merged)
+    let bytes = stored_json::encode(&merged)
         .map_err(|e| MemoryError::Internal(format!("cannot serialise the history: {e}")))?;
-    // The fingerprint is computed on a second thread while the file is
-    // written and synced (the hash and the disk each take a few ms).
+    drop(merged);
+    // While the new version is written and synced, a second thread confirms
+    // that the file is still the version the tokens name, then computes the
+    // new fingerprint (the disk, the check and the hash each take a few ms).
     let sums = || (sha256_hex(&bytes), crc32fast::hash(&bytes));
-    let (written, (fingerprint, crc)) = std::thread::scope(|s| {
-        let hash = s.spawn(sums);
-        let written = atomic_write_deferred(&write_path, &bytes);
-        (written, hash.join().unwrap_or_else(|_| sums()))
+    let side = || (confirm(&cur, &read_path), sums());
+    let (staged, (confirmed, (fingerprint, crc))) = std::thread::scope(|s| {
+        let other = s.spawn(side);
+        let staged = Staged::write(&write_path, &bytes);
+        (staged, other.join().unwrap_or_else(|_| side()))
     });
-    written.map_err(|e| MemoryError::Storage(format!("cannot write the recent file: {e}")))?;
+    let storage = |what: &str, e: std::io::Error| MemoryError::Storage(format!("{what}: {e}"));
+    let staged = staged.map_err(|e| storage("cannot write the recent file", e))?;
+    let confirmed = confirmed.map_err(|e| storage("cannot read the recent file", e))?;
+    if !confirmed {
+        // Edited in place since it was last seen: nothing is replaced, and
+        // the conflict carries the tokens of what is there now.
+        drop(staged);
+        let now = current(known, &read_path, |_| true)
+            .map_err(|e| storage("cannot read the recent file", e))?;
+        return Err(MemoryError::Conflict {
+            fingerprint: Some(now.fingerprint),
+            identity_token: Some(now.identity_token),
+        });
+    }
+    staged
+        .publish()
+        .map_err(|e| storage("cannot write the recent file", e))?;
+    drop(stored);
+    // Freeing megabytes is not the client's wait.
+    companiond_core::task::later(move || drop((bytes, cur)));
     let meta = std::fs::metadata(&write_path)
-        .map_err(|e| MemoryError::Storage(format!("cannot read the recent file back: {e}")))?;
+        .map_err(|e| storage("cannot read the recent file back", e))?;
     known.remember(
         &write_path,
         Stamp::of(&meta),
@@ -606,9 +655,10 @@ mod tests {
         assert!(matches!(parse_save(&b), Err(MemoryError::MissingTokens)));
     }
 
-    /// A remembered version is used only while both its [`Stamp`] and its
-    /// CRC-32 match the file: the checksum catches an edit in place that the
-    /// file clock could not tell apart.
+    /// A remembered version is used only while its [`Stamp`] matches the
+    /// file, and its tokens hold only once its CRC-32 is confirmed: the
+    /// checksum catches an edit in place that the file clock could not tell
+    /// apart.
     #[test]
     fn remembered_fingerprints_are_checked() {
         let dir = tempfile::tempdir().unwrap();
@@ -618,28 +668,29 @@ mod tests {
         let first = current(&known, &p, |_| false).unwrap();
         assert_eq!(first.fingerprint, sha256_hex(b"[1]"));
         assert!(first.bytes.is_some(), "not seen before: read");
+        assert!(confirm(&first, &p).unwrap(), "read: nothing to confirm");
         let key = Stamp::of(&std::fs::metadata(&p).unwrap());
         // Seen: the remembered fingerprint is used, the file is not hashed.
         known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
         let again = current(&known, &p, |_| false).unwrap();
         assert_eq!(
-            (again.fingerprint.as_str(), again.bytes),
-            ("remembered", None)
+            (again.fingerprint.as_str(), &again.bytes),
+            ("remembered", &None)
         );
+        assert!(confirm(&again, &p).unwrap());
         // ... unless the save must read it (theater messages).
         assert_eq!(
             current(&known, &p, |_| true).unwrap().fingerprint,
             sha256_hex(b"[1]")
         );
-        // The same key over other bytes (an edit within one clock tick).
-        known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
+        // The same key over other bytes (an edit within one clock tick): the
+        // remembered tokens are not confirmed.
         std::fs::write(&p, b"[2]").unwrap();
         let key = Stamp::of(&std::fs::metadata(&p).unwrap());
         known.remember(&p, key, crc32fast::hash(b"[1]"), "remembered", false);
-        assert_eq!(
-            current(&known, &p, |_| false).unwrap().fingerprint,
-            sha256_hex(b"[2]")
-        );
+        let stale = current(&known, &p, |_| false).unwrap();
+        assert_eq!(stale.fingerprint, "remembered");
+        assert!(!confirm(&stale, &p).unwrap());
     }
 
     /// [`parse_save_bytes`] over a body given as a value.

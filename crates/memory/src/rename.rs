@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use companiond_core::characters::{validate_name, CharacterError, NameRules};
+use companiond_core::history;
 use companiond_core::store::atomic_write;
 use companiond_core::AppState;
 use serde::Serialize;
@@ -482,7 +483,7 @@ fn rewrite_history(
     if !changed {
         return Ok(());
     }
-    let bytes = serde_json::to_vec_pretty(&entries).map_err(std::io::Error::other)?;
+    let bytes = history::encode(&entries).map_err(std::io::Error::other)?;
     atomic_write(&path, &bytes)?;
     journal.push(FsStep::Rewrote { path, original });
     Ok(())

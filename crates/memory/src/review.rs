@@ -155,7 +155,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
         for (i, text) in edits {
             set_text(&mut history[i], text);
         }
-        let bytes = serde_json::to_vec_pretty(&history).map_err(|e| e.to_string())?;
+        let bytes = companiond_core::history::encode(&history).map_err(|e| e.to_string())?;
         atomic_write(&path, &bytes).map_err(|e| e.to_string())?;
         Ok(ReviewOutcome::Applied(n))
     })

@@ -1,5 +1,6 @@
-//! The bytes of a saved history: exactly what `serde_json::to_vec_pretty`
-//! gives for the merged entries, written faster.
+//! The bytes of a saved history: exactly what the history's own encoder
+//! ([`companiond_core::history::encode`], one compact entry per line) gives
+//! for the merged entries, written faster.
 //!
 //! A browser save writes up to 10,000 messages of one shape
 //! ([`theater::StoredMessage`]). serde_json formats each one field by field;
@@ -11,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use companiond_core::history::Encoder;
+
 use crate::theater::{self, ChatEntry, Merged};
 
 /// The content that marks where a template's text goes; serde_json writes it
@@ -18,7 +21,7 @@ use crate::theater::{self, ChatEntry, Merged};
 const MARK: &str = "\u{1}";
 const MARK_JSON: &[u8] = br#""\u0001""#;
 
-/// One role's message at the array's indentation, split around its content.
+/// One role's message as compact JSON, split around its content.
 struct Template {
     head: Vec<u8>,
     tail: Vec<u8>,
@@ -32,12 +35,7 @@ impl Template {
             source_index: None,
             theater: false,
         };
-        // `[\n  {..}\n]`: the message as an element of the array.
-        let whole = serde_json::to_vec_pretty(&[theater::StoredMessage::new(&probe)])?;
-        let element = whole
-            .strip_prefix(b"[\n  ")
-            .and_then(|b| b.strip_suffix(b"\n]"))
-            .unwrap_or(&whole);
+        let element = serde_json::to_vec(&theater::StoredMessage::new(&probe))?;
         let at = element
             .windows(MARK_JSON.len())
             .position(|w| w == MARK_JSON)
@@ -59,24 +57,20 @@ fn needs_escape(s: &[u8]) -> bool {
     })
 }
 
-/// `serde_json::to_vec_pretty(merged)`.
-pub fn to_vec_pretty(merged: &[Merged<'_>]) -> serde_json::Result<Vec<u8>> {
-    if merged.is_empty() {
-        return Ok(b"[]".to_vec());
-    }
+/// `companiond_core::history::encode(merged)`.
+pub fn encode(merged: &[Merged<'_>]) -> serde_json::Result<Vec<u8>> {
     let mut templates: HashMap<&str, Template> = HashMap::new();
-    // Room for everything at once: a message's template is under 400 bytes.
+    // Room for everything at once: a message's template is under 300 bytes.
     let size: usize = merged
         .iter()
         .map(|m| match m {
             Merged::Kept(raw) => raw.get().len() + 4,
-            Merged::New(e) => e.text.len() + e.role.len() * 2 + 400,
+            Merged::New(e) => e.text.len() + e.role.len() * 2 + 300,
         })
         .sum();
-    let mut out = Vec::with_capacity(size + 4);
-    out.extend_from_slice(b"[");
-    for (i, m) in merged.iter().enumerate() {
-        out.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
+    let mut enc = Encoder::with_capacity(size);
+    for m in merged {
+        let out = enc.next_entry();
         match m {
             Merged::Kept(raw) => out.extend_from_slice(raw.get().as_bytes()),
             Merged::New(e) => {
@@ -88,7 +82,7 @@ pub fn to_vec_pretty(merged: &[Merged<'_>]) -> serde_json::Result<Vec<u8>> {
                 };
                 out.extend_from_slice(&t.head);
                 if needs_escape(e.text.as_bytes()) {
-                    serde_json::to_writer(&mut out, &e.text)?;
+                    serde_json::to_writer(&mut *out, &e.text)?;
                 } else {
                     out.push(b'"');
                     out.extend_from_slice(e.text.as_bytes());
@@ -98,13 +92,13 @@ pub fn to_vec_pretty(merged: &[Merged<'_>]) -> serde_json::Result<Vec<u8>> {
             }
         }
     }
-    out.extend_from_slice(b"\n]");
-    Ok(out)
+    Ok(enc.finish())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use companiond_core::history;
     use serde_json::value::RawValue;
 
     fn entry(role: &str, text: &str) -> ChatEntry {
@@ -117,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn same_bytes_as_serde_json() {
+    fn same_bytes_as_the_history_encoder() {
         let texts = [
             "",
             "plain text",
@@ -141,15 +135,15 @@ mod tests {
         for n in [0, 1, 2, merged.len()] {
             let part = &merged[..n];
             assert_eq!(
-                String::from_utf8(to_vec_pretty(part).unwrap()).unwrap(),
-                String::from_utf8(serde_json::to_vec_pretty(part).unwrap()).unwrap(),
+                String::from_utf8(encode(part).unwrap()).unwrap(),
+                String::from_utf8(history::encode(part).unwrap()).unwrap(),
                 "{n} entries"
             );
         }
         let only_kept = [Merged::Kept(&kept)];
         assert_eq!(
-            to_vec_pretty(&only_kept).unwrap(),
-            serde_json::to_vec_pretty(&only_kept).unwrap()
+            encode(&only_kept).unwrap(),
+            history::encode(&only_kept).unwrap()
         );
     }
 
