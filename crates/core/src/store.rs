@@ -61,12 +61,23 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// [`atomic_write`] for a large document replaced often (a long chat history).
-/// A rename over a file frees the replaced file's blocks inside the call (about
-/// 1.5 ms for 4.5 MB on this project's machine); here the replaced file is first
-/// hard-linked under a temporary name, so the rename only drops a name, and that
-/// link is removed afterwards on a background thread. A link left by a crash has
-/// [`atomic_write`]'s temporary-file name and is removed by
-/// [`sweep_leftover_temps`] at the next start.
+///
+/// Two costs of a replacement are moved off the caller's path, both measured
+/// on this project's machine for a 3.6 MB history (docs/performance.md):
+/// * *freeing the replaced file's blocks* (about 1 ms, paid inside the rename
+///   or by the next journal commit, i.e. the next save's fsync): the replaced
+///   file is first hard-linked under a temporary name, so the rename only drops
+///   a name, and that link is removed afterwards in the background;
+/// * *allocating the new file's blocks* (about 1 ms at its fsync): from 1 MiB
+///   on, the next version is written into a [spare](Spares) file prepared in
+///   the background after this one — a new file of the same name pattern whose
+///   blocks are already allocated and written, so the next write overwrites
+///   them and its fsync only writes data. Each replacement still puts a new
+///   file in place (the document's identity changes, and a reader that opened
+///   the old one keeps reading it whole); the spare itself is never read.
+///
+/// A link or spare left by a crash has [`atomic_write`]'s temporary-file name
+/// and is removed by [`sweep_leftover_temps`] at the next start.
 pub fn atomic_write_deferred(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Staged::write(path, bytes)?.publish()
 }
@@ -80,24 +91,34 @@ pub fn atomic_write_deferred(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub struct Staged {
     tmp: PathBuf,
     path: PathBuf,
+    len: u64,
     /// The old document's second name ([`keep_link`]), removed later.
     kept: Option<PathBuf>,
     published: bool,
 }
 
 impl Staged {
-    /// Write and fsync `bytes` under a temporary name beside `path`.
+    /// Write and fsync `bytes` under a temporary name beside `path` (into a
+    /// prepared spare when there is one).
     pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<Staged> {
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let (tmp, mut file) = tempfile_in(dir, path)?;
+        let (tmp, mut file) = match SPARES.take(path) {
+            Some(spare) => spare,
+            None => tempfile_in(dir, path)?,
+        };
         let mut staged = Staged {
             tmp,
             path: path.to_path_buf(),
+            len: bytes.len() as u64,
             kept: None,
             published: false,
         };
+        // A spare is written from its start, and may be longer than this
+        // version.
+        std::io::Seek::rewind(&mut file)?;
         file.write_all(bytes)?;
+        file.set_len(staged.len)?;
         file.sync_all()?;
         staged.kept = keep_link(dir, path);
         Ok(staged)
@@ -119,10 +140,105 @@ impl Drop for Staged {
         if !self.published {
             let _ = std::fs::remove_file(&self.tmp);
         }
-        if let Some(link) = self.kept.take() {
+        let kept = self.kept.take();
+        let next = (self.published && self.len >= Spares::FROM).then(|| self.path.clone());
+        let len = self.len;
+        if kept.is_some() || next.is_some() {
             crate::task::later(move || {
-                let _ = std::fs::remove_file(&link);
+                // The old blocks are freed first, so the spare's fsync also
+                // commits their release.
+                if let Some(link) = kept {
+                    let _ = std::fs::remove_file(&link);
+                }
+                if let Some(path) = next {
+                    SPARES.prepare(&path, len);
+                }
             });
+        }
+    }
+}
+
+/// The spare files of [`atomic_write_deferred`]: for each of the few documents
+/// replaced last, a temporary file beside it, opened, whose blocks are
+/// allocated and written (with zeros, a sixteenth more than the last
+/// version). At most [`Spares::MAX`] exist (the disk they hold is a few
+/// versions of the largest histories); a new one evicts the oldest.
+struct Spares(Mutex<std::collections::VecDeque<Spare>>);
+
+struct Spare {
+    target: PathBuf,
+    tmp: PathBuf,
+    file: std::fs::File,
+}
+
+static SPARES: Spares = Spares(Mutex::new(std::collections::VecDeque::new()));
+
+impl Spares {
+    /// Documents from this size on get a spare.
+    const FROM: u64 = 1 << 20;
+    const MAX: usize = 4;
+
+    /// The spare of `target`, if it is still where it was made (a rename of
+    /// the folder moves it, and then it is left to the start-up sweep).
+    fn take(&self, target: &Path) -> Option<(PathBuf, std::fs::File)> {
+        let spare = {
+            let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let at = all.iter().position(|s| s.target == target)?;
+            all.remove(at)?
+        };
+        let here = std::fs::symlink_metadata(&spare.tmp)
+            .ok()
+            .map(|m| crate::stamp::Stamp::of(&m));
+        let open = spare
+            .file
+            .metadata()
+            .ok()
+            .map(|m| crate::stamp::Stamp::of(&m));
+        match (here, open) {
+            (Some(h), Some(o)) if (h.dev, h.ino) == (o.dev, o.ino) => Some((spare.tmp, spare.file)),
+            _ => None,
+        }
+    }
+
+    /// Prepare a spare for `target`, whose last version has `len` bytes.
+    fn prepare(&self, target: &Path, len: u64) {
+        let dir = target.parent().unwrap_or_else(|| Path::new("."));
+        let Ok((tmp, mut file)) = tempfile_in(dir, target) else {
+            return;
+        };
+        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        let mut left = (len + len / 16).next_multiple_of(4096);
+        let written = (|| {
+            while left > 0 {
+                let n = left.min(ZEROS.len() as u64) as usize;
+                file.write_all(&ZEROS[..n])?;
+                left -= n as u64;
+            }
+            file.sync_all()
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+            return;
+        }
+        let spare = Spare {
+            target: target.to_path_buf(),
+            tmp,
+            file,
+        };
+        let evicted: Vec<Spare> = {
+            let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut out = Vec::new();
+            if let Some(at) = all.iter().position(|s| s.target == spare.target) {
+                out.extend(all.remove(at));
+            }
+            all.push_back(spare);
+            while all.len() > Self::MAX {
+                out.extend(all.pop_front());
+            }
+            out
+        };
+        for old in evicted {
+            let _ = std::fs::remove_file(&old.tmp);
         }
     }
 }
@@ -396,6 +512,64 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert_eq!(names(), vec!["recent.json".to_string()]);
+    }
+
+    /// From 1 MiB on, the next version is written into the spare prepared
+    /// after the last one: a new file in place each time, holding exactly the
+    /// new bytes (shorter than the spare), and one spare left beside it.
+    #[cfg(unix)]
+    #[test]
+    fn large_documents_are_written_into_prepared_spares() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("recent.json");
+        let others = || -> Vec<(PathBuf, u64)> {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|q| q != &p)
+                .map(|q| {
+                    let ino = std::fs::metadata(&q).unwrap().ino();
+                    (q, ino)
+                })
+                .collect()
+        };
+        let ready = || {
+            let all = SPARES.0.lock().unwrap();
+            all.iter().any(|s| s.target == p)
+        };
+        let one_spare = || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !(ready() && others().len() == 1) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let o = others();
+            assert_eq!(o.len(), 1, "one spare: {o:?}");
+            assert!(is_leftover_temp(
+                o[0].0.file_name().unwrap().to_str().unwrap()
+            ));
+            o[0].clone()
+        };
+        let big = vec![b'a'; 2 << 20];
+        atomic_write_deferred(&p, &big).unwrap();
+        let (_, spare) = one_spare();
+        let mut before = std::fs::File::open(&p).unwrap();
+        let small: Vec<u8> = vec![b'b'; (1 << 20) + 5];
+        atomic_write_deferred(&p, &small).unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().ino(),
+            spare,
+            "written into the spare"
+        );
+        assert!(
+            std::fs::read(&p).unwrap() == small,
+            "the new bytes, exactly"
+        );
+        let mut old = Vec::new();
+        std::io::Read::read_to_end(&mut before, &mut old).unwrap();
+        assert!(old == big, "a reader of the old version reads it whole");
+        let (_, next) = one_spare();
+        assert_ne!(next, spare);
     }
 
     /// A staged version that is dropped unpublished leaves the document as it

@@ -9,6 +9,12 @@
 //! [`crate::recent`] validates exactly as it would over the parsed tree: a
 //! value of the wrong shape is reported by that validation, never here. As in
 //! a JSON object parsed into a map, the last of repeated keys counts.
+//!
+//! A large body is read by two threads at once ([`parse`]): one reads it up to
+//! an entry boundary near its middle, the other from there on, each as a
+//! JSON document of its own, and the two halves' fields are joined. Why this
+//! is the same as one pass, and when it falls back to one pass, is told at
+//! [`split_parse`].
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -17,16 +23,20 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Vis
 use serde_json::Value;
 
 /// The fields of a save body that the save reads (`None` = absent).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct SaveFields {
     pub filename: Option<Value>,
     pub chat: Option<Shaped<Vec<Shaped<EntryFields>>>>,
     pub fingerprint: Option<Value>,
     pub identity_token: Option<Value>,
+    /// How many `chat` keys the object has, and whether `chat` was its last
+    /// key (what [`split_parse`] checks of its halves).
+    chat_keys: usize,
+    ends_in_chat: bool,
 }
 
 /// The fields of one chat entry that the save reads (`None` = absent).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct EntryFields {
     pub role: Option<Scalar>,
     pub text: Option<Scalar>,
@@ -88,16 +98,95 @@ impl<'de> Deserialize<'de> for Scalar {
 
 /// A JSON value read as `T` when it has `T`'s shape (an object for the field
 /// structs, an array for lists), or `Other` for any other value (skipped).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum Shaped<T> {
     Is(T),
     Other,
 }
 
+/// Bodies from this size on are read by two threads ([`split_parse`]).
+const SPLIT_FROM: usize = 256 * 1024;
+
 /// Parse a save body. `Ok(Shaped::Other)` when the body is JSON but not an
 /// object; `Err` only when it is not JSON at all.
 pub fn parse(bytes: &[u8]) -> Result<Shaped<SaveFields>, serde_json::Error> {
+    parse_from(bytes, SPLIT_FROM)
+}
+
+fn parse_from(bytes: &[u8], split_from: usize) -> Result<Shaped<SaveFields>, serde_json::Error> {
+    if bytes.len() >= split_from {
+        if let Some(fields) = split_parse(bytes) {
+            return Ok(Shaped::Is(fields));
+        }
+    }
     serde_json::from_slice(bytes)
+}
+
+/// Read a body in two halves at once, or `None` (then one pass reads it, and
+/// reports any error as it would).
+///
+/// The cut is the first `},{` after the middle: the comma `p` there may sit
+/// between two entries of `chat`. The first half is `body[..p]` followed by
+/// `]}`, the second `{"chat":[` followed by `body[p+1..]`.
+///
+/// Parsing is a walk from the start whose state at each byte does not depend
+/// on what follows, so the first half parses as an object whose last key is
+/// `chat` only if, at `p`, the walk of the whole body is inside the top-level
+/// object, inside the array of its last key `chat`, right after an element —
+/// a cut inside a string, a nested value or any other key's array leaves the
+/// appended `]}` unable to close the document, or closes it at another key.
+/// After that comma the whole walk expects the next element of that array,
+/// which is where the second half's walk stands after its `{"chat":[`; from
+/// there both read the same bytes. So the entries are the first half's
+/// followed by the second half's, and each other field is the second half's
+/// when it has it (the later key counts), else the first half's. A second
+/// half with a `chat` key of its own (a repeated key) falls back, as does any
+/// error.
+fn split_parse(bytes: &[u8]) -> Option<SaveFields> {
+    let mid = bytes.len() / 2;
+    let p = mid + bytes.get(mid..)?.windows(3).position(|w| w == b"},{")? + 1;
+    parse_halves(bytes, p)
+}
+
+/// [`split_parse`] cut at the comma `p`.
+fn parse_halves(bytes: &[u8], p: usize) -> Option<SaveFields> {
+    let (head, tail) = (bytes.get(..p)?, bytes.get(p + 1..)?);
+    let half = |prefix: &[u8], part: &[u8], suffix: &[u8]| {
+        let mut buf = Vec::with_capacity(prefix.len() + part.len() + suffix.len());
+        buf.extend_from_slice(prefix);
+        buf.extend_from_slice(part);
+        buf.extend_from_slice(suffix);
+        serde_json::from_slice::<Shaped<SaveFields>>(&buf).ok()
+    };
+    let (first, second) = std::thread::scope(|s| {
+        let second = std::thread::Builder::new()
+            .spawn_scoped(s, || half(br#"{"chat":["#, tail, b""))
+            .ok();
+        let first = half(b"", head, b"]}");
+        let second = match second {
+            Some(t) => t.join().ok().flatten(),
+            None => half(br#"{"chat":["#, tail, b""),
+        };
+        (first, second)
+    });
+    let (Shaped::Is(first), Shaped::Is(second)) = (first?, second?) else {
+        return None;
+    };
+    if !first.ends_in_chat || second.chat_keys != 1 {
+        return None;
+    }
+    let (Some(Shaped::Is(mut chat)), Some(Shaped::Is(rest))) = (first.chat, second.chat) else {
+        return None;
+    };
+    chat.extend(rest);
+    Some(SaveFields {
+        filename: second.filename.or(first.filename),
+        chat: Some(Shaped::Is(chat)),
+        fingerprint: second.fingerprint.or(first.fingerprint),
+        identity_token: second.identity_token.or(first.identity_token),
+        chat_keys: first.chat_keys,
+        ends_in_chat: second.ends_in_chat,
+    })
 }
 
 /// Read the fields of an object whose keys this type knows.
@@ -123,12 +212,24 @@ macro_rules! read_fields {
     };
 }
 
-read_fields!(SaveFields {
-    filename,
-    chat,
-    fingerprint,
-    identity_token
-});
+impl FromObject for SaveFields {
+    fn field<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        self.ends_in_chat = key == "chat";
+        match key {
+            "filename" => self.filename = Some(map.next_value()?),
+            "chat" => {
+                self.chat_keys += 1;
+                self.chat = Some(map.next_value()?);
+            }
+            "fingerprint" => self.fingerprint = Some(map.next_value()?),
+            "identity_token" => self.identity_token = Some(map.next_value()?),
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
 read_fields!(EntryFields {
     role,
     text,
@@ -310,6 +411,71 @@ mod tests {
             (&e.role, &e.theater),
             (&Some(Scalar::Null), &Some(Scalar::Bool(true)))
         );
+    }
+
+    /// Every cut at a `},{` reads a body as one pass does, or falls back:
+    /// cuts between entries, inside texts, inside nested values, inside other
+    /// keys' arrays, with repeated and escaped keys, and with errors after
+    /// the cut.
+    #[test]
+    fn halves_read_what_one_pass_reads() {
+        let entries: Vec<Value> = (0..12)
+            .map(|i| match i % 4 {
+                0 => json!({"role": "human", "text": format!("t{i} }},{{ not a cut")}),
+                1 => json!({"role": "ai", "text": "x", "extra": [{"a": 1}, {"b": [{}, {}]}]}),
+                2 => json!({"source_index": i, "theater": true, "role": "ai"}),
+                _ => json!({"role": "human", "text": "\\\"},{\""}),
+            })
+            .collect();
+        let mut bodies: Vec<String> = vec![
+            json!({"filename": "recent_a.json", "chat": entries, "fingerprint": "f",
+                   "identity_token": "i"})
+            .to_string(),
+            json!({"x": [{}, {"y": [{}, {}]}], "chat": entries, "z": [{}, {}],
+                   "fingerprint": "f"})
+            .to_string(),
+            json!({"chat": entries}).to_string(),
+            format!(
+                r#"{{"chat": [{{}},{{}}], "ch\u0061t": {}, "filename": "b"}}"#,
+                json!(entries)
+            ),
+            format!(
+                r#"{{"chat": {}, "chat": [{{"role": "ai"}},{{}}]}}"#,
+                json!(entries)
+            ),
+            format!(r#"{{"filename": 1, "chat": {}}} x"#, json!(entries)),
+            format!(r#"[{{}},{{}}]"#),
+        ];
+        let broken = json!({"chat": entries, "filename": "a"}).to_string();
+        bodies.push(broken.replacen(r#""filename""#, r#""filename"#, 1));
+        bodies.push(format!(
+            r#"{{"chat": {}, "fingerprint": [{{}},{{}}]}}"#,
+            json!(entries)
+        ));
+        let mut used = 0;
+        for body in &bodies {
+            let b = body.as_bytes();
+            let one: Result<Shaped<SaveFields>, _> = serde_json::from_slice(b);
+            for p in 1..b.len().saturating_sub(1) {
+                if &b[p - 1..p + 2] != b"},{" {
+                    continue;
+                }
+                if let Some(two) = parse_halves(b, p) {
+                    used += 1;
+                    match &one {
+                        Ok(Shaped::Is(one)) => assert_eq!(&two, one, "{body} cut at {p}"),
+                        _ => panic!("{body}: cut at {p} read what one pass rejects"),
+                    }
+                }
+            }
+            let whole = parse_from(b, 0);
+            match (&one, &whole) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                _ => panic!("{body}: {one:?} / {whole:?}"),
+            }
+        }
+        assert!(used >= 11 * 3, "the cuts between entries are used ({used})");
     }
 
     #[test]
