@@ -209,6 +209,23 @@ impl Encoder {
         Encoder { out, entries: 0 }
     }
 
+    /// An encoder of the entries that follow those of another encoder, whose
+    /// [`Encoder::into_part`] came before it (and held at least one entry):
+    /// its bytes continue that part's, so large histories can be encoded in
+    /// parts at once.
+    pub fn after(bytes: usize) -> Encoder {
+        Encoder {
+            out: Vec::with_capacity(bytes + 4),
+            entries: 1,
+        }
+    }
+
+    /// The bytes so far, unclosed: a part that an [`Encoder::after`]'s bytes
+    /// continue.
+    pub fn into_part(self) -> Vec<u8> {
+        self.out
+    }
+
     /// Start the next entry: the buffer to write its compact JSON into.
     pub fn next_entry(&mut self) -> &mut Vec<u8> {
         self.out
@@ -335,6 +352,25 @@ mod tests {
             "[\n{\"type\":\"human\",\"data\":{\"content\":\"a\"}},\n\
              {\"type\":\"ai\",\"data\":{\"content\":\"b\"}}\n]"
         );
+    }
+
+    /// A history encoded in parts is the history encoded at once.
+    #[test]
+    fn parts_continue_each_other() {
+        let all = [Entry::human("a"), Entry::ai("b"), Entry::human("c")];
+        for cut in 1..all.len() {
+            let mut first = Encoder::with_capacity(0);
+            for e in &all[..cut] {
+                first.entry(e).unwrap();
+            }
+            let mut rest = Encoder::after(0);
+            for e in &all[cut..] {
+                rest.entry(e).unwrap();
+            }
+            let mut bytes = first.into_part();
+            bytes.extend(rest.finish());
+            assert_eq!(bytes, encode(&all).unwrap(), "cut at {cut}");
+        }
     }
 
     /// Appending gives the bytes encoding the whole array gives, for a

@@ -551,17 +551,25 @@ fn commit(
         .unwrap_or_default();
     let merged = theater::merge(&stored, &req.chat).map_err(|_| MemoryError::TheaterReadonly)?;
     let keeps_theater = merged.iter().any(|m| matches!(m, theater::Merged::Kept(_)));
-    let bytes = stored_json::encode(&merged)
+    let owned = stored_json::encode_parts(&merged)
         .map_err(|e| MemoryError::Internal(format!("cannot serialise the history: {e}")))?;
     drop(merged);
+    let parts: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     // While the new version is written and synced, a second thread confirms
     // that the file is still the version the tokens name, then computes the
     // new fingerprint (the disk, the check and the hash each take a few ms).
-    let sums = || (sha256_hex(&bytes), crc32fast::hash(&bytes));
+    let sums = || {
+        let (mut sha, mut crc) = (Sha256::new(), crc32fast::Hasher::new());
+        for part in &parts {
+            sha.update(part);
+            crc.update(part);
+        }
+        (hex::encode(sha.finalize()), crc.finalize())
+    };
     let side = || (confirm(&cur, &read_path), sums());
     let (staged, (confirmed, (fingerprint, crc))) = std::thread::scope(|s| {
         let other = s.spawn(side);
-        let staged = Staged::write(&write_path, &bytes);
+        let staged = Staged::write_parts(&write_path, &parts);
         (staged, other.join().unwrap_or_else(|_| side()))
     });
     let storage = |what: &str, e: std::io::Error| MemoryError::Storage(format!("{what}: {e}"));
@@ -583,7 +591,8 @@ fn commit(
         .map_err(|e| storage("cannot write the recent file", e))?;
     drop(stored);
     // Freeing megabytes is not the client's wait.
-    companiond_core::task::later(move || drop((bytes, cur)));
+    drop(parts);
+    companiond_core::task::later(move || drop((owned, cur)));
     let meta = std::fs::metadata(&write_path)
         .map_err(|e| storage("cannot read the recent file back", e))?;
     known.remember(

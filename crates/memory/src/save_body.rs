@@ -125,7 +125,8 @@ fn parse_from(bytes: &[u8], split_from: usize) -> Result<Shaped<SaveFields>, ser
 /// Read a body in two halves at once, or `None` (then one pass reads it, and
 /// reports any error as it would).
 ///
-/// The cut is the first `},{` after the middle: the comma `p` there may sit
+/// The cut is the first `},{` after the middle (within [`SPLIT_WITHIN`]
+/// bytes): the comma `p` there may sit
 /// between two entries of `chat`. The first half is `body[..p]` followed by
 /// `]}`, the second `{"chat":[` followed by `body[p+1..]`.
 ///
@@ -144,9 +145,16 @@ fn parse_from(bytes: &[u8], split_from: usize) -> Result<Shaped<SaveFields>, ser
 /// error.
 fn split_parse(bytes: &[u8]) -> Option<SaveFields> {
     let mid = bytes.len() / 2;
-    let p = mid + bytes.get(mid..)?.windows(3).position(|w| w == b"},{")? + 1;
+    // An entry is at most 32,768 characters (some 200 KB escaped): a body
+    // without a cut this close to its middle is read in one pass.
+    let near = bytes.get(mid..)?;
+    let near = near.get(..SPLIT_WITHIN).unwrap_or(near);
+    let p = mid + memchr::memmem::find(near, b"},{")? + 1;
     parse_halves(bytes, p)
 }
+
+/// How far after the middle [`split_parse`] looks for its cut.
+const SPLIT_WITHIN: usize = 256 * 1024;
 
 /// [`split_parse`] cut at the comma `p`.
 fn parse_halves(bytes: &[u8], p: usize) -> Option<SaveFields> {

@@ -59,16 +59,47 @@ fn needs_escape(s: &[u8]) -> bool {
 
 /// `companiond_core::history::encode(merged)`.
 pub fn encode(merged: &[Merged<'_>]) -> serde_json::Result<Vec<u8>> {
-    let mut templates: HashMap<&str, Template> = HashMap::new();
-    // Room for everything at once: a message's template is under 300 bytes.
-    let size: usize = merged
+    encode_into(merged, Encoder::with_capacity(room(merged))).map(Encoder::finish)
+}
+
+/// Histories from this many entries on are encoded in two parts at once.
+const PARTS_FROM: usize = 1024;
+
+/// [`encode`] as consecutive parts (their concatenation is its bytes): a
+/// long history is encoded by two threads, one half each, and the parts can
+/// be written at once too ([`companiond_core::store::Staged::write_parts`]).
+pub fn encode_parts(merged: &[Merged<'_>]) -> serde_json::Result<Vec<Vec<u8>>> {
+    if merged.len() < PARTS_FROM {
+        return encode(merged).map(|b| vec![b]);
+    }
+    let (head, tail) = merged.split_at(merged.len() / 2);
+    let second = || encode_into(tail, Encoder::after(room(tail))).map(Encoder::finish);
+    let (first, second) = std::thread::scope(|s| {
+        let other = std::thread::Builder::new().spawn_scoped(s, second).ok();
+        let first = encode_into(head, Encoder::with_capacity(room(head))).map(Encoder::into_part);
+        let second = match other {
+            Some(t) => t.join().unwrap_or_else(|_| second()),
+            None => second(),
+        };
+        (first, second)
+    });
+    Ok(vec![first?, second?])
+}
+
+/// Room for the bytes of `merged` at once: a message's template is under 300
+/// bytes.
+fn room(merged: &[Merged<'_>]) -> usize {
+    merged
         .iter()
         .map(|m| match m {
             Merged::Kept(raw) => raw.get().len() + 4,
             Merged::New(e) => e.text.len() + e.role.len() * 2 + 300,
         })
-        .sum();
-    let mut enc = Encoder::with_capacity(size);
+        .sum()
+}
+
+fn encode_into(merged: &[Merged<'_>], mut enc: Encoder) -> serde_json::Result<Encoder> {
+    let mut templates: HashMap<&str, Template> = HashMap::new();
     for m in merged {
         let out = enc.next_entry();
         match m {
@@ -92,7 +123,7 @@ pub fn encode(merged: &[Merged<'_>]) -> serde_json::Result<Vec<u8>> {
             }
         }
     }
-    Ok(enc.finish())
+    Ok(enc)
 }
 
 #[cfg(test)]
@@ -140,6 +171,15 @@ mod tests {
                 "{n} entries"
             );
         }
+        // In parts (a long history), the same bytes.
+        let many: Vec<ChatEntry> = (0..PARTS_FROM + 3)
+            .map(|i| entry(roles[i % roles.len()], texts[i % texts.len()]))
+            .collect();
+        let mut merged: Vec<Merged> = many.iter().map(Merged::New).collect();
+        merged.insert(700, Merged::Kept(&kept));
+        let parts = encode_parts(&merged).unwrap();
+        assert_eq!(parts.len(), 2);
+        assert!(parts.concat() == history::encode(&merged).unwrap());
         let only_kept = [Merged::Kept(&kept)];
         assert_eq!(
             encode(&only_kept).unwrap(),
