@@ -49,15 +49,21 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         tmp.1.write_all(bytes)?;
         tmp.1.sync_all()?;
         std::fs::rename(&tmp.0, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
+        sync_dir(dir);
         Ok(())
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp.0);
     }
     result
+}
+
+/// Sync `dir`, so a rename in it is durable (best effort: not every platform
+/// can open a folder).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
 }
 
 /// [`atomic_write`] for a large document replaced often (a long chat history).
@@ -133,9 +139,7 @@ impl Staged {
     pub fn publish(mut self) -> std::io::Result<()> {
         std::fs::rename(&self.tmp, &self.path)?;
         self.published = true;
-        if let Ok(d) = std::fs::File::open(self.path.parent().unwrap_or_else(|| Path::new("."))) {
-            let _ = d.sync_all();
-        }
+        sync_dir(self.path.parent().unwrap_or_else(|| Path::new(".")));
         Ok(())
     }
 }
@@ -163,39 +167,29 @@ impl Drop for Staged {
     }
 }
 
-/// Write `parts` one after the other from the start of `file`: on Unix each
-/// part after the first on a thread of its own, at its offset (filling the
-/// page cache is a copy the two cores share).
+/// Write `parts` one after the other from the start of `file`: on Unix the
+/// first part here and the others at once on a second thread, at their
+/// offsets (filling the page cache is a copy the two cores share).
 #[cfg(unix)]
 fn write_from_start(file: &mut std::fs::File, parts: &[&[u8]]) -> std::io::Result<()> {
+    write_at(file, parts, 0)
+}
+
+#[cfg(unix)]
+fn write_at(file: &std::fs::File, parts: &[&[u8]], offset: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let Some((first, rest)) = parts.split_first() else {
-        return Ok(());
-    };
-    let file = &*file;
-    std::thread::scope(|s| {
-        let mut offset = first.len() as u64;
-        let mut others = Vec::new();
-        for part in rest {
-            let at = offset;
-            let write = move || file.write_all_at(part, at);
-            others.push(match std::thread::Builder::new().spawn_scoped(s, write) {
-                Ok(t) => t,
-                // Without a thread, written here (joined below as done).
-                Err(_) => {
-                    write()?;
-                    continue;
-                }
-            });
-            offset += part.len() as u64;
+    match parts {
+        [] => Ok(()),
+        [only] => file.write_all_at(only, offset),
+        [first, rest @ ..] => {
+            let after = offset + first.len() as u64;
+            let (a, b) = crate::task::join(
+                || file.write_all_at(first, offset),
+                || write_at(file, rest, after),
+            );
+            a.and(b)
         }
-        file.write_all_at(first, 0)?;
-        for t in others {
-            t.join()
-                .map_err(|_| std::io::Error::other("a write thread panicked"))??;
-        }
-        Ok(())
-    })
+    }
 }
 
 #[cfg(not(unix))]

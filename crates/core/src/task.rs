@@ -26,6 +26,22 @@ where
     }
 }
 
+/// Run `a` on this thread and `b` on a second one at once, and return both
+/// results. Where no thread can be started, or `b`'s thread panicked, `b` runs
+/// here after `a`, so `b` must be safe to run twice (pure work, or writing the
+/// same bytes to the same place).
+pub fn join<A, B: Send>(a: impl FnOnce() -> A, b: impl Fn() -> B + Sync) -> (A, B) {
+    std::thread::scope(|s| {
+        let other = std::thread::Builder::new().spawn_scoped(s, &b).ok();
+        let a = a();
+        let b = match other {
+            Some(t) => t.join().unwrap_or_else(|_| b()),
+            None => b(),
+        };
+        (a, b)
+    })
+}
+
 /// Work that may finish after the request that made it: freeing a large
 /// parsed body, unlinking a replaced file. Runs on one long-lived background
 /// thread in submission order, so a request does not wait for it and does not
@@ -67,6 +83,13 @@ pub fn later(job: impl FnOnce() + Send + 'static) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn join_returns_both_results() {
+        let here = std::thread::current().id();
+        let (a, b) = join(|| (1, std::thread::current().id()), || 2);
+        assert_eq!((a, b), ((1, here), 2));
+    }
 
     #[test]
     fn later_runs_jobs_in_order_and_survives_a_panic() {

@@ -566,12 +566,10 @@ fn commit(
         }
         (hex::encode(sha.finalize()), crc.finalize())
     };
-    let side = || (confirm(&cur, &read_path), sums());
-    let (staged, (confirmed, (fingerprint, crc))) = std::thread::scope(|s| {
-        let other = s.spawn(side);
-        let staged = Staged::write_parts(&write_path, &parts);
-        (staged, other.join().unwrap_or_else(|_| side()))
-    });
+    let (staged, (confirmed, (fingerprint, crc))) = companiond_core::task::join(
+        || Staged::write_parts(&write_path, &parts),
+        || (confirm(&cur, &read_path), sums()),
+    );
     let storage = |what: &str, e: std::io::Error| MemoryError::Storage(format!("{what}: {e}"));
     let staged = staged.map_err(|e| storage("cannot write the recent file", e))?;
     let confirmed = confirmed.map_err(|e| storage("cannot read the recent file", e))?;

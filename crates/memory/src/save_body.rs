@@ -166,17 +166,10 @@ fn parse_halves(bytes: &[u8], p: usize) -> Option<SaveFields> {
         buf.extend_from_slice(suffix);
         serde_json::from_slice::<Shaped<SaveFields>>(&buf).ok()
     };
-    let (first, second) = std::thread::scope(|s| {
-        let second = std::thread::Builder::new()
-            .spawn_scoped(s, || half(br#"{"chat":["#, tail, b""))
-            .ok();
-        let first = half(b"", head, b"]}");
-        let second = match second {
-            Some(t) => t.join().ok().flatten(),
-            None => half(br#"{"chat":["#, tail, b""),
-        };
-        (first, second)
-    });
+    let (first, second) = companiond_core::task::join(
+        || half(b"", head, b"]}"),
+        || half(br#"{"chat":["#, tail, b""),
+    );
     let (Shaped::Is(first), Shaped::Is(second)) = (first?, second?) else {
         return None;
     };

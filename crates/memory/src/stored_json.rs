@@ -73,16 +73,10 @@ pub fn encode_parts(merged: &[Merged<'_>]) -> serde_json::Result<Vec<Vec<u8>>> {
         return encode(merged).map(|b| vec![b]);
     }
     let (head, tail) = merged.split_at(merged.len() / 2);
-    let second = || encode_into(tail, Encoder::after(room(tail))).map(Encoder::finish);
-    let (first, second) = std::thread::scope(|s| {
-        let other = std::thread::Builder::new().spawn_scoped(s, second).ok();
-        let first = encode_into(head, Encoder::with_capacity(room(head))).map(Encoder::into_part);
-        let second = match other {
-            Some(t) => t.join().unwrap_or_else(|_| second()),
-            None => second(),
-        };
-        (first, second)
-    });
+    let (first, second) = companiond_core::task::join(
+        || encode_into(head, Encoder::with_capacity(room(head))).map(Encoder::into_part),
+        || encode_into(tail, Encoder::after(room(tail))).map(Encoder::finish),
+    );
     Ok(vec![first?, second?])
 }
 
