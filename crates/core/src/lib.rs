@@ -7,7 +7,8 @@
 //!   environment), [`store`] (atomic JSON documents, one async lock per document),
 //!   [`layout`] (every fixed path of the data dir), [`paths`] (the one safe join for
 //!   request-supplied paths), [`sink`] (the file writer behind every streamed
-//!   upload), [`characters`] (the registry and the name rules), [`sessions`]
+//!   upload), [`characters`] (the registry and the name rules), [`cards`]
+//!   (character cards), [`prompt`] (the one prompt builder), [`sessions`]
 //!   (per-character session managers), [`turn`] (one chat turn), [`history`],
 //!   [`llm`], [`tools`], [`usage`], [`rename`] (the character rename hook),
 //!   [`state`] (the [`AppState`] that holds them);
@@ -18,6 +19,7 @@
 //!
 //! [`server`] assembles both into the application and serves it.
 
+pub mod cards;
 pub mod characters;
 pub mod fence;
 pub mod history;
@@ -30,6 +32,7 @@ pub mod net;
 pub mod notices;
 pub mod options;
 pub mod paths;
+pub mod prompt;
 pub mod providers;
 pub mod rename;
 pub mod server;

@@ -34,21 +34,36 @@ pub fn start_turn(
     });
 }
 
-fn system_prompt(st: &AppState, name: &str) -> String {
-    let profile = st.characters.profile(name).unwrap_or(Value::Null);
-    let custom = profile
-        .get("system_prompt")
-        .or_else(|| {
-            profile
-                .get("_reserved")
-                .and_then(|r| r.get("system_prompt"))
-        })
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty());
-    match custom {
-        Some(p) => p.replace("{name}", name),
-        None => format!("You are {name}, a warm and playful desktop companion character. Keep answers short and natural."),
-    }
+/// Open a new conversation with the character's greeting (the card's
+/// `first_mes` or the chosen alternate, `prompt::greeting`): when the stored
+/// history is empty, the greeting goes to this connection as one assistant
+/// message (`greeting: true`) and becomes the first line of the history.
+pub fn start_greeting(
+    st: &AppState,
+    mgr: &Arc<SessionManager>,
+    tx: &mpsc::UnboundedSender<Outbound>,
+) {
+    let (st, mgr, tx) = (st.clone(), mgr.clone(), tx.clone());
+    tokio::spawn(async move {
+        let name = mgr.name();
+        let Some(text) = crate::prompt::greeting(&st, &name).await else {
+            return;
+        };
+        let _turn = mgr.turn.lock().await;
+        if !st.history.tail(&name, 1).await.is_empty() || !mgr.history().await.is_empty() {
+            return;
+        }
+        if let Err(e) = st.history.append(&name, vec![Entry::ai(&text)]).await {
+            tracing::warn!("cannot append the greeting of {name}: {e}");
+            return;
+        }
+        let _ = tx.send(Outbound::Frame(
+            json!({"type": "assistant_delta", "text": text, "greeting": true}),
+        ));
+        let _ = tx.send(Outbound::Frame(
+            json!({"type": "turn_end", "greeting": true}),
+        ));
+    });
 }
 
 /// One chat turn: game routing, then model rounds with tool calls.
@@ -105,9 +120,17 @@ async fn run_turn(
         .flatten(),
         None => None,
     };
+    // The character's prompt (crate::prompt): the lorebook scans the latest
+    // messages, this input last.
+    let scan: Vec<String> = prior
+        .iter()
+        .filter_map(|m| m.content.clone())
+        .chain(std::iter::once(text.clone()))
+        .collect();
+    let prompt = crate::prompt::for_character(st, &name, &scan).await;
     let system = match memory {
-        Some(m) => format!("{}\n\n{m}", system_prompt(st, &name)),
-        None => system_prompt(st, &name),
+        Some(m) => format!("{}\n\n{m}", prompt.system),
+        None => prompt.system,
     };
     // This turn's messages: the input, then model rounds and tool results.
     let mut turn = vec![ChatMessage::user(text.clone())];
@@ -121,6 +144,9 @@ async fn run_turn(
         let mut messages = vec![ChatMessage::system(system.clone())];
         messages.extend(prior.iter().cloned());
         messages.extend(turn.iter().cloned());
+        if let Some(p) = &prompt.post_history {
+            messages.push(ChatMessage::system(p.clone()));
+        }
         let mut tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
         // Built-in memory tools (a registered tool of the same name wins).
         if let Some(r) = &recall {

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use companiond_core::llm::CallOptions;
 use companiond_core::AppState;
-use serde_json::Value;
 
 use crate::text::truncate_chars;
 
@@ -20,12 +19,10 @@ pub fn call_options(persona: &str, timeout: Duration, max_tokens: u32) -> CallOp
     }
 }
 
-/// The character's own prompt text (profile `system_prompt`), if any.
-pub fn persona_prompt(st: &AppState, persona: &str) -> String {
-    let p = st.characters.profile(persona).unwrap_or(Value::Null);
-    p.get("system_prompt")
-        .or_else(|| p.get("_reserved").and_then(|r| r.get("system_prompt")))
-        .and_then(Value::as_str)
-        .map(|s| truncate_chars(&s.replace("{name}", persona), 2000))
-        .unwrap_or_default()
+/// The character's prompt (`companiond_core::prompt`, the one builder of chat,
+/// proactive chat and games), one-shot; `scan` is what the lorebook looks at
+/// (the game event).
+pub async fn persona_prompt(st: &AppState, persona: &str, scan: &str) -> String {
+    let p = companiond_core::prompt::for_character(st, persona, &[scan.to_string()]).await;
+    truncate_chars(&p.single(), 6000)
 }

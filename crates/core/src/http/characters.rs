@@ -222,8 +222,8 @@ async fn delete(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> R
 
 /// The characters routes.
 pub fn api(state: &AppState) -> Api {
-    Api::new(state, "characters")
-        .about("The characters registry: list, create, switch, delete (rename is in memory).")
+    let api = Api::new(state, "characters")
+        .about("The characters registry: list, create, switch, delete (rename is in memory); character cards: import, export, card image, greeting (docs/characters.md).")
         .get(
             "/api/characters",
             "list characters and the current one",
@@ -252,5 +252,6 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("delete")
         .ok::<Done>()
-        .fails::<CharacterError>()
+        .fails::<CharacterError>();
+    super::cards::routes(api)
 }

@@ -22,7 +22,7 @@ use super::chat_dialect::{self, Dialect, Inbound};
 use super::envelope::SuccessError;
 use crate::sessions::{Outbound, SessionManager};
 use crate::state::{AppState, InputSource};
-use crate::turn::start_turn;
+use crate::turn::{start_greeting, start_turn};
 
 /// `GET /ws/{persona_name}`.
 pub async fn ws_handler(
@@ -44,6 +44,7 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
     let _ = tx.send(Outbound::Frame(
         json!({"type": "session_started", "persona_name": mgr.name(), "input_mode": "text"}),
     ));
+    start_greeting(&st, &mgr, &tx);
     // The dialect is known from the first client frame; until then (at most
     // chat_dialect::GRACE) server frames are held (super::chat_dialect).
     let mut dialect: Option<Dialect> = None;

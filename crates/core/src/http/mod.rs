@@ -10,13 +10,14 @@
 //! * [`envelope`]: the error envelopes of each family, the JSON body extractor (422)
 //!   and the no-store helper;
 //! * [`multipart`]: the multipart extractor and the discarding of unread bodies;
-//! * [`characters`]: the characters routes;
+//! * [`characters`]: the characters routes; [`cards`]: the character card routes;
 //! * [`chat_socket`], [`chat_dialect`]: the chat WebSocket and the original
 //!   application's frame protocol on it;
 //! * [`static_files`]: `/static/`, `/user_mmd/`, `/user_pngtuber/`, `/workshop/`;
 //! * [`Ext`]: how a handler reaches its family's state.
 
 pub mod api;
+pub mod cards;
 pub mod characters;
 pub mod chat_dialect;
 pub mod chat_socket;

@@ -1,6 +1,7 @@
 //! Core over real HTTP and WebSocket, one module per resource; shared fixtures
 //! in `common` (over `companiond_core::testkit`).
 
+mod cards;
 mod characters;
 mod chat_socket;
 mod common;

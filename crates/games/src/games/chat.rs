@@ -110,10 +110,10 @@ fn control_hint(game_type: &str) -> String {
     }
 }
 
-fn game_system_prompt(st: &AppState, persona: &str, game_type: &str) -> String {
-    let own = persona_prompt(st, persona);
+async fn game_system_prompt(st: &AppState, persona: &str, game_type: &str, event: &str) -> String {
+    let own = persona_prompt(st, persona, event).await;
     format!(
-        "You are {persona}. {own}\nYou are playing the {game_type} mini-game together with the user. \
+        "{own}\nYou are playing the {game_type} mini-game together with the user. \
          For each game event (given as JSON) answer with ONE short, natural, in-character spoken line \
          (at most 40 characters, no narration, no quotes). Then, on the last line, give a JSON object \
          with control fields: {}.",
@@ -239,9 +239,9 @@ pub async fn chat(st: &AppState, games: &Games, req: ChatRequest) -> Result<Chat
     };
     let event_json = Value::Object(event.clone()).to_string();
     let user_msg = ChatMessage::user(format!("Game event: {}", truncate_chars(&event_json, 4000)));
-    let mut messages = vec![ChatMessage::system(game_system_prompt(
-        st, &persona, &game_type,
-    ))];
+    let mut messages = vec![ChatMessage::system(
+        game_system_prompt(st, &persona, &game_type, &event_json).await,
+    )];
     messages.extend(
         history
             .iter()

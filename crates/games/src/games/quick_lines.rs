@@ -166,14 +166,14 @@ pub async fn quick_lines(
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
         return failure(LlmError::NotConfigured.to_string());
     };
-    let own = persona_prompt(st, persona);
+    let own = persona_prompt(st, persona, &game_type).await;
     let lang = if language.is_empty() {
         "the user's language".to_string()
     } else {
         language.clone()
     };
     let prompt = format!(
-        "You are {persona}. {own}\nWrite quick spoken reaction lines for the {game_type} mini-game in {lang}. \
+        "{own}\nWrite quick spoken reaction lines for the {game_type} mini-game in {lang}. \
          Answer with ONLY a JSON object whose keys are exactly: {}. Each value is a list of 1 to 4 short \
          in-character lines, each at most 24 characters.",
         keys.join(", ")

@@ -207,7 +207,12 @@ impl Proactive {
         let lang = ["language", "lang", "i18n_language"]
             .iter()
             .find_map(|k| text_field(body, k, 16));
-        let mut sys = system_prompt(st, name);
+        // The character's prompt (companiond_core::prompt), one-shot: the
+        // post-history instructions close the system text.
+        let scan: Vec<String> = vec![recent.clone(), material.prompt.clone()];
+        let mut sys = companiond_core::prompt::for_character(st, name, &scan)
+            .await
+            .single();
         sys.push_str(
             "\n\nYou are starting a conversation on your own initiative. Write one short, natural \
              message (at most two sentences) to the user based on the context. If there is \
@@ -325,18 +330,6 @@ impl Proactive {
             }),
         }))
     }
-}
-
-fn system_prompt(st: &AppState, name: &str) -> String {
-    let profile = st.characters.profile(name).unwrap_or(Value::Null);
-    profile
-        .get("system_prompt")
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .map(|p| p.replace("{name}", name))
-        .unwrap_or_else(|| {
-            format!("You are {name}, a warm and playful desktop companion character.")
-        })
 }
 
 async fn recent_context(st: &AppState, name: &str) -> String {
