@@ -166,7 +166,7 @@ pub async fn quick_lines(
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
         return failure(LlmError::NotConfigured.to_string());
     };
-    let own = persona_prompt(st, persona, &game_type).await;
+    let own = persona_prompt(st, persona, game_type).await;
     let lang = if language.is_empty() {
         "the user's language".to_string()
     } else {

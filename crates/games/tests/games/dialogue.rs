@@ -504,3 +504,51 @@ async fn quick_lines_passive_guard_and_character() {
         .await;
     assert_eq!(b["persona_name"], "Companion");
 }
+
+/// The game line's prompt is the character's prompt (companiond_core::prompt):
+/// card fields, the lorebook scanning the game event, post-history instructions.
+#[tokio::test]
+async fn game_chat_prompt_comes_from_the_character_card() {
+    let s = server().await;
+    let card = json!({"spec": "chara_card_v3", "spec_version": "3.0", "data": {
+        "name": "Companion", "description": "{{char}} is a fox.",
+        "post_history_instructions": "Never break character.",
+        "character_book": {"entries": [
+            {"keys": ["shuttlecock"], "content": "LORE-SHUTTLE"},
+            {"keys": ["castle"], "content": "LORE-CASTLE"}]}}});
+    s.state
+        .characters
+        .mutate(move |doc| {
+            doc.characters.insert(
+                "Companion".into(),
+                json!({"_reserved": {"character_card": card}}),
+            );
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let llm = MockLlm::start("Nice!\n{}").await;
+    s.configure_llm(&llm.base()).await;
+    start(&s, "badminton", "b1").await;
+    let ev = json!({"kind": "line_in", "textRaw": "the shuttlecock hit the line"});
+    let (_, b) = s
+        .post(
+            "/api/game/badminton/chat",
+            json!({"persona_name": "Companion", "session_id": "b1", "event": ev}),
+        )
+        .await;
+    assert_eq!(b["line"], "Nice!", "{b}");
+    let sys = llm.chat_requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for part in [
+        "Companion is a fox.",
+        "LORE-SHUTTLE",
+        "Never break character.",
+        "badminton",
+    ] {
+        assert!(sys.contains(part), "{part} missing: {sys}");
+    }
+    assert!(!sys.contains("LORE-CASTLE"), "{sys}");
+}

@@ -229,3 +229,48 @@ async fn proactive_chat_yields_to_game_routes_and_running_turns() {
         "{v}"
     );
 }
+
+/// Proactive chat takes the character's prompt from the one builder
+/// (companiond_core::prompt): card fields and lorebook.
+#[tokio::test]
+async fn proactive_prompt_comes_from_the_character_card() {
+    let s = server().await;
+    let card = json!({"spec": "chara_card_v3", "spec_version": "3.0", "data": {
+        "name": "Companion", "description": "{{char}} is a fox who loves {{user}}.",
+        "scenario": "Late at night.",
+        "character_book": {"entries": [
+            {"keys": [], "constant": true, "content": "LORE-ALWAYS"},
+            {"keys": ["volcano"], "content": "LORE-VOLCANO"}]}}});
+    s.state
+        .characters
+        .mutate(move |doc| {
+            doc.characters.insert(
+                "Companion".into(),
+                json!({"_reserved": {"character_card": card}}),
+            );
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let _w = ws(&s, "Companion").await;
+    let llm = MockLlm::start("default").await;
+    s.configure_llm(&llm.base()).await;
+    llm.push(MockReply::Text("Still up?".into()));
+    let (code, v) = s
+        .post_csrf("/api/proactive_chat", json!({"persona_name": "Companion"}))
+        .await;
+    assert_eq!((code, v["action"].as_str()), (200, Some("chat")), "{v}");
+    let sys = llm.chat_requests().pop().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for part in [
+        "Companion is a fox who loves User.",
+        "Scenario: Late at night.",
+        "LORE-ALWAYS",
+        "[PASS]",
+    ] {
+        assert!(sys.contains(part), "{part} missing: {sys}");
+    }
+    assert!(!sys.contains("LORE-VOLCANO"), "{sys}");
+}
