@@ -1,4 +1,5 @@
-// Characters: list, create, switch current, rename (the rename transaction), delete.
+// Characters: list, create, switch current, rename (the rename transaction), delete;
+// character cards: import a card file, export links per row (docs/characters.md).
 import * as api from './api.js';
 import { el, say, confirmButton } from './ui.js';
 
@@ -25,6 +26,11 @@ function render() {
     }
     actions.append(el('button', { type: 'button', onclick: () => startRename(name, actions) }, 'Rename'));
     actions.append(confirmButton('Delete', `Really delete ${name}?`, () => remove(name)));
+    const card = `/api/characters/card/${encodeURIComponent(name)}/export`;
+    actions.append(el('span', { class: 'exports' }, 'Export: ',
+      ...['png', 'json', 'charx'].map((f) => el('a', {
+        href: `${card}?format=${f}`, download: `${name}.${f}`, 'aria-label': `Export ${name} as ${f.toUpperCase()}`,
+      }, f.toUpperCase())).flatMap((a, i) => (i ? [' · ', a] : [a]))));
     return el('tr', { 'data-name': name },
       el('th', { scope: 'row', class: 'name' }, name),
       el('td', {}, isCurrent ? el('span', { class: 'pill good' }, 'current') : ''),
@@ -41,6 +47,24 @@ async function create(ev) {
   $('chars-new-name').value = '';
   await app.refreshCharacters();
   say('chars-result', `Created ${r.body.name}. Use “Make current” to talk to them.`, 'ok');
+}
+
+async function importCard(ev) {
+  ev.preventDefault();
+  const file = $('cards-file').files[0];
+  if (!file) { say('cards-result', 'Choose a card file first.', 'error'); return; }
+  const fd = new FormData();
+  fd.append('file', file, file.name);
+  const p = api.progressOf($('cards-progress'));
+  p.start();
+  const r = await api.upload('/api/characters/card/import', fd, (f, l, t) => p.set(f, l, t));
+  p.done(r.ok ? 'imported' : 'import failed');
+  if (!r.ok) { say('cards-result', `“${file.name}” was not imported: ${api.explain(r)}`, 'error'); return; }
+  $('cards-file').value = '';
+  await app.refreshCharacters();
+  const b = r.body;
+  const renamed = b.name !== b.card_name ? ` (the card says “${b.card_name}”)` : '';
+  say('cards-result', `Imported ${b.name}${renamed} from a ${b.format.toUpperCase()} card${b.image ? ' with its image' : ''}. Use “Make current” to talk to them.`, 'ok');
 }
 
 async function switchTo(name) {
@@ -81,6 +105,7 @@ export default {
   init(a) {
     app = a;
     $('chars-create').addEventListener('submit', create);
+    $('cards-import').addEventListener('submit', importCard);
     app.onCharacters(render);
   },
   async show() { await app.refreshCharacters(); },
