@@ -193,7 +193,7 @@ pub fn placeholder() -> Vec<u8> {
     ihdr.extend_from_slice(&SIDE.to_be_bytes());
     ihdr.extend_from_slice(&SIDE.to_be_bytes());
     ihdr.extend_from_slice(&[8, 2, 0, 0, 0]); // 8-bit RGB
-    // Each row: filter byte 0 (none), then the pixels.
+                                              // Each row: filter byte 0 (none), then the pixels.
     let mut row = vec![0u8];
     row.extend([0xb8u8, 0xc4, 0xe0].repeat(SIDE as usize));
     let raw = row.repeat(SIDE as usize);

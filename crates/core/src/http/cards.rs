@@ -160,7 +160,7 @@ struct Imported {
     spec: String,
     /// Whether the card brought an image (now the character's card image).
     image: bool,
-    /// CHARX assets kept.
+    /// CHARX files kept as the card's assets (the main icon included).
     assets: usize,
 }
 
@@ -226,8 +226,9 @@ async fn import(State(st): State<AppState>, req: Request) -> Res<Response> {
     let root = st.store.root().to_path_buf();
     // The files first (under generated names), the character last: a failure
     // removes the files, and a character never points at a missing file.
-    let image = read.image.clone();
-    let assets = std::mem::take(&mut { read.assets });
+    let image = read.image;
+    let assets = read.assets;
+    let asset_count = assets.len();
     let (image_guard, image_name, assets_guard, assets_id) =
         crate::task::blocking(move || write_files(&root, image, assets)).await?;
     let card = read.card;
@@ -267,7 +268,7 @@ async fn import(State(st): State<AppState>, req: Request) -> Res<Response> {
         format: read.format.to_string(),
         spec: read.source_spec,
         image: image_name.is_some(),
-        assets: assets_id.map(|_| 1).unwrap_or(0),
+        assets: if assets_id.is_some() { asset_count } else { 0 },
     }))
 }
 
