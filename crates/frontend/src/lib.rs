@@ -122,6 +122,14 @@ pub fn api(state: &AppState) -> Api {
         .id("card_faces")
         .ok::<settings::CardFaces>()
         .get(
+            "/api/characters/catgirl/{name}/card-face",
+            "a character's card face (its card image)",
+            settings::card_face,
+        )
+        .id("card_face")
+        .ok_file("image/*")
+        .fails_of([unknown_character(), not_found("no card face")])
+        .get(
             "/api/characters/card-metas",
             "card metadata of every character",
             settings::card_metas,

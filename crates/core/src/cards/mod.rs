@@ -380,8 +380,35 @@ pub fn profile_for(
     if let Some(a) = assets {
         reserved.insert(ASSETS_KEY.into(), json!(a));
     }
+    // The original application's card metadata (its card manager's origin badge).
+    let now = crate::now_rfc3339();
+    let author: String = text("creator").unwrap_or("").chars().take(64).collect();
+    reserved.insert(
+        "card_meta".into(),
+        json!({"author": author, "origin": "imported", "created_at": now, "updated_at": now}),
+    );
     p.insert("_reserved".into(), Value::Object(reserved));
     p
+}
+
+/// The stored card image of a profile (`_reserved.card_image` under
+/// [`IMAGES_DIR`] of the data dir `root`), if there is one. Blocking.
+pub fn image_of(root: &std::path::Path, profile: &Value) -> Option<Vec<u8>> {
+    let file = reserved(profile, IMAGE_KEY)?.as_str()?;
+    let file = crate::paths::safe_name(file).ok()?;
+    let path = crate::paths::safe_join(&root.join(IMAGES_DIR), file).ok()?;
+    std::fs::read(path).ok()
+}
+
+/// The content type of an image by its first bytes.
+pub fn image_type(bytes: &[u8]) -> &'static str {
+    match image_ext(bytes) {
+        Some("png") => "image/png",
+        Some("jpg") => "image/jpeg",
+        Some("webp") => "image/webp",
+        Some("gif") => "image/gif",
+        _ => "application/octet-stream",
+    }
 }
 
 /// `profile._reserved.<key>`.

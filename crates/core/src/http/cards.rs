@@ -2,8 +2,6 @@
 //! any character as a card (PNG, JSON, CHARX), its card image, and the choice
 //! of greeting. The card formats are `crate::cards`; docs/characters.md.
 
-use std::path::PathBuf;
-
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::api::{Api, DocumentedError, ErrorDoc, Part};
 use super::envelope::{ok_json, JsonBody, SuccessError};
 use super::multipart::{multipart, with_drain_cap, DrainCap};
-use crate::cards::{self, CardError, ASSETS_DIR, ASSETS_KEY, IMAGES_DIR, IMAGE_KEY};
+use crate::cards::{self, CardError, ASSETS_DIR, ASSETS_KEY, IMAGES_DIR};
 use crate::characters::CharacterError;
 use crate::paths::safe_join;
 use crate::staging::Cleanup;
@@ -323,14 +321,6 @@ fn write_files(
     Ok((image_guard, image_name, assets_guard, assets_id))
 }
 
-/// The stored card image of a profile: its path and bytes.
-fn stored_image(root: &std::path::Path, profile: &Value) -> Option<(PathBuf, Vec<u8>)> {
-    let file = cards::reserved(profile, IMAGE_KEY)?.as_str()?;
-    let path = safe_join(&root.join(IMAGES_DIR), crate::paths::safe_name(file).ok()?).ok()?;
-    let bytes = std::fs::read(&path).ok()?;
-    Some((path, bytes))
-}
-
 /// Every file of a stored CHARX asset folder, by its relative path.
 fn stored_assets(root: &std::path::Path, profile: &Value) -> Vec<(String, Vec<u8>)> {
     let Some(id) = cards::reserved(profile, ASSETS_KEY).and_then(Value::as_str) else {
@@ -427,7 +417,7 @@ async fn export(
     let n = name.clone();
     let (bytes, ct, ext) = crate::task::blocking(move || {
         let card = cards::card_of(&n, &profile);
-        let image = stored_image(&root, &profile).map(|(_, b)| b);
+        let image = cards::image_of(&root, &profile);
         Ok::<_, CardRouteError>(match format.as_str() {
             "json" => (
                 serde_json::to_vec_pretty(&Value::Object(card)).unwrap_or_default(),
@@ -459,18 +449,12 @@ async fn image(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> Re
         .ok_or_else(|| CardRouteError::NotFound(name.clone()))?;
     let root = st.store.root().to_path_buf();
     let found =
-        crate::task::blocking(move || Ok::<_, CardRouteError>(stored_image(&root, &profile)))
+        crate::task::blocking(move || Ok::<_, CardRouteError>(cards::image_of(&root, &profile)))
             .await?;
-    let Some((_, bytes)) = found else {
+    let Some(bytes) = found else {
         return Err(CardRouteError::NoImage(name));
     };
-    let ct = match cards::image_ext(&bytes) {
-        Some("png") => "image/png",
-        Some("jpg") => "image/jpeg",
-        Some("webp") => "image/webp",
-        Some("gif") => "image/gif",
-        _ => "application/octet-stream",
-    };
+    let ct = cards::image_type(&bytes);
     Ok(([(header::CONTENT_TYPE, ct)], bytes).into_response())
 }
 

@@ -153,7 +153,7 @@ pub(crate) struct CardList {
     character_cards: Vec<Value>,
 }
 
-/// Characters with a card face (none).
+/// Characters with a card face (a card image).
 #[derive(Serialize, ToSchema)]
 pub(crate) struct CardFaces {
     success: bool,
@@ -477,11 +477,40 @@ pub(crate) async fn card_list() -> Json<CardList> {
     })
 }
 
-pub(crate) async fn card_faces() -> Json<CardFaces> {
+/// The characters with a card image (an imported character card's image,
+/// docs/characters.md): the original card manager shows it as the card face.
+pub(crate) async fn card_faces(State(st): State<AppState>) -> Json<CardFaces> {
+    let doc = st.characters.snapshot();
+    let names = doc
+        .characters
+        .iter()
+        .filter(|(_, p)| {
+            companiond_core::cards::reserved(p, companiond_core::cards::IMAGE_KEY)
+                .is_some_and(Value::is_string)
+        })
+        .map(|(n, _)| n.clone())
+        .collect();
     Json(CardFaces {
         success: true,
-        names: Vec::new(),
+        names,
     })
+}
+
+/// `GET /api/characters/catgirl/{name}/card-face`: the character's card image;
+/// 404 without one.
+pub(crate) async fn card_face(
+    State(st): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+) -> Answer<Response> {
+    let profile = profile_of(&st, &name)?;
+    let root = st.store.root().to_path_buf();
+    let image =
+        tokio::task::spawn_blocking(move || companiond_core::cards::image_of(&root, &profile))
+            .await
+            .map_err(|e| FrontendError::Storage(e.to_string()))?
+            .ok_or_else(|| FrontendError::NotFound(format!("{name:?} has no card face")))?;
+    let ct = companiond_core::cards::image_type(&image);
+    Ok(no_store(([(axum::http::header::CONTENT_TYPE, ct)], image)))
 }
 
 pub(crate) async fn card_metas(State(st): State<AppState>) -> Json<CardMetas> {

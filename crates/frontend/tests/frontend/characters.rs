@@ -454,3 +454,94 @@ async fn a_card_form_with_a_non_string_model_type_is_refused() {
     assert!(!doc["猫娘"].as_object().unwrap().contains_key("Mika"));
     assert_eq!(doc["猫娘"]["Companion"]["model_type"], "live2d");
 }
+
+/// An imported character card (docs/characters.md) shows in the original card
+/// manager: its image as the card face, its metadata as imported.
+#[tokio::test]
+async fn an_imported_card_gives_the_card_face_and_meta() {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = 0xffff_ffffu32;
+        for b in bytes {
+            crc ^= *b as u32;
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    fn chunk(kind: &[u8], data: &[u8]) -> Vec<u8> {
+        let mut out = (data.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        out.extend_from_slice(&crc32(&[kind, data].concat()).to_be_bytes());
+        out
+    }
+    fn base64(bytes: &[u8]) -> String {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for c in bytes.chunks(3) {
+            let n = (c[0] as u32) << 16
+                | (*c.get(1).unwrap_or(&0) as u32) << 8
+                | *c.get(2).unwrap_or(&0) as u32;
+            for i in 0..4 {
+                out.push(if i <= c.len() {
+                    A[(n >> (18 - 6 * i) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
+    }
+    let card = json!({"spec": "chara_card_v3", "spec_version": "3.0",
+        "data": {"name": "Kiri", "creator": "ann", "description": "A fox."}});
+    let mut text = b"ccv3\0".to_vec();
+    text.extend_from_slice(base64(card.to_string().as_bytes()).as_bytes());
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(chunk(b"IHDR", &[0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0]));
+    png.extend(chunk(b"tEXt", &text));
+    png.extend(chunk(b"IEND", &[]));
+
+    let s = TestServer::start(FAMILIES).await;
+    let boundary = "frontendcardtest";
+    let mut body = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"kiri.png\"\r\n\r\n").into_bytes();
+    body.extend_from_slice(&png);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let r = s
+        .csrf(reqwest::Method::POST, "/api/characters/card/import")
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    assert_eq!(
+        s.get("/api/characters/card-faces").await.1["names"],
+        json!(["Kiri"])
+    );
+    let r = reqwest::get(s.url("/api/characters/catgirl/Kiri/card-face"))
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "image/png");
+    assert_eq!(r.bytes().await.unwrap().to_vec(), png);
+    let (st, b) = s.get("/api/characters/catgirl/Companion/card-face").await;
+    assert_eq!((st, b["success"].as_bool()), (404, Some(false)));
+    let (_, metas) = s.get("/api/characters/card-metas").await;
+    assert_eq!(
+        (
+            metas["metas"]["Kiri"]["origin"].as_str(),
+            metas["metas"]["Kiri"]["author"].as_str()
+        ),
+        (Some("imported"), Some("ann"))
+    );
+    let (_, doc) = s.get("/api/characters").await;
+    assert_eq!(doc["猫娘"]["Kiri"]["description"], "A fox.");
+}
