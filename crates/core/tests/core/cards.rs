@@ -220,6 +220,21 @@ async fn imports_png_apng_json_and_charx_cards() {
         apng
     );
 
+    // Compressed text chunks are read too: zTXt, and iTXt with its compression flag.
+    let deflate = |t: &str| {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(t.as_bytes()).unwrap();
+        z.finish().unwrap()
+    };
+    let mut ztxt = b"chara\0\0".to_vec();
+    ztxt.extend(deflate(&b64(&v2(json!({"name": "Zed"})))));
+    let (st, b) = upload(&s, "z.png", &png(&[chunk(b"zTXt", &ztxt)])).await;
+    assert_eq!((st, b["name"].as_str()), (200, Some("Zed")), "{b}");
+    let mut itxt = b"ccv3\0\x01\0\0\0".to_vec();
+    itxt.extend(deflate(&b64(&v3(json!({"name": "Ito"})))));
+    let (st, b) = upload(&s, "i.png", &png(&[chunk(b"iTXt", &itxt)])).await;
+    assert_eq!((st, b["name"].as_str()), (200, Some("Ito")), "{b}");
+
     // Bare JSON: V1 flat fields; the name made valid by the name rules.
     let (st, b) = upload(
         &s,
@@ -301,7 +316,17 @@ async fn bad_card_files_answer_400_and_create_nothing() {
         .collect();
     let card_json = v3(json!({"name": "Z"})).to_string();
     many_refs.push(("card.json", card_json.as_bytes()));
+    // A compressed chunk that inflates past the 20 MiB limit (a few KiB sent).
+    let bomb = {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&vec![b'A'; (20 << 20) + 16]).unwrap();
+        let mut d = b"chara\0\0".to_vec();
+        d.extend(z.finish().unwrap());
+        png(&[chunk(b"zTXt", &d)])
+    };
+    assert!(bomb.len() < 100_000);
     let cases: Vec<(&str, &str, Vec<u8>)> = vec![
+        ("bad_png", "bomb.png", bomb),
         ("no_card_chunk", "plain.png", png(&[])),
         ("no_card_chunk", "other.png", png(&[text("Comment", "hi")])),
         (
