@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::cards::{self, field_text, reserved, CARD_KEY};
+use crate::cards::{field_text, reserved, CARD_KEY};
 use crate::characters::{MASTER_DOC, SYSTEM_RESERVED};
 use crate::state::AppState;
 
@@ -22,6 +22,21 @@ pub const DEFAULT_TOKEN_BUDGET: usize = 2048;
 pub const DEFAULT_SCAN_DEPTH: usize = 2;
 /// The master's name when none is set.
 pub const DEFAULT_USER: &str = "User";
+
+/// Profile keys that are not about the character (besides the system-reserved
+/// ones and `_`-prefixed keys): companiond's `name`, the card fields shown
+/// elsewhere in the prompt, and the original application's workshop keys.
+const NOT_TRAITS: &[&str] = &[
+    "name",
+    "description",
+    "描述",
+    "tags",
+    "标签",
+    "关键词",
+    "原始数据",
+    "文件路径",
+    "创意工坊物品ID",
+];
 
 /// A character's prompt for one model call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,7 +209,7 @@ pub fn build(name: &str, profile: &Value, user: &str, scan: &[String]) -> Prompt
         .filter(|(k, _)| {
             !k.starts_with('_')
                 && !SYSTEM_RESERVED.contains(&k.as_str())
-                && !matches!(k.as_str(), "name" | "description" | "描述" | "关键词")
+                && !NOT_TRAITS.contains(&k.as_str())
         })
         .filter_map(|(k, v)| field_text(v).map(|t| format!("{k}: {t}")))
         .collect();
@@ -341,11 +356,6 @@ pub fn lorebook(book: &Value, scan: &[String]) -> (Vec<String>, Vec<String>) {
         }
     }
     (before, after)
-}
-
-/// Whether a profile carries a card (for callers that only want to know).
-pub fn has_card(profile: &Value) -> bool {
-    cards::reserved(profile, CARD_KEY).is_some_and(Value::is_object)
 }
 
 #[cfg(test)]

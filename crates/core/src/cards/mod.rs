@@ -321,10 +321,10 @@ pub fn new_name(card_name: &str, taken: impl Fn(&str) -> bool) -> String {
     if ok(&base) {
         return base;
     }
-    (1..)
+    (1..100_000)
         .map(|i| format!("{base}({i})"))
         .find(|n| ok(n))
-        .unwrap_or(base)
+        .unwrap_or_else(|| format!("Imported {}", uuid::Uuid::new_v4().simple()))
 }
 
 /// The profile of a character made from `card`: the original application's
@@ -398,6 +398,22 @@ pub fn image_of(root: &std::path::Path, profile: &Value) -> Option<Vec<u8>> {
     let file = crate::paths::safe_name(file).ok()?;
     let path = crate::paths::safe_join(&root.join(IMAGES_DIR), file).ok()?;
     std::fs::read(path).ok()
+}
+
+/// Remove the stored card image and CHARX assets of a deleted character
+/// (best effort). Blocking.
+pub fn remove_files(root: &std::path::Path, profile: &Value) {
+    let file = |key: &str, dir: &str| {
+        let name = reserved(profile, key)?.as_str()?;
+        let name = crate::paths::safe_name(name).ok()?;
+        crate::paths::safe_join(&root.join(dir), name).ok()
+    };
+    if let Some(p) = file(IMAGE_KEY, IMAGES_DIR) {
+        let _ = std::fs::remove_file(p);
+    }
+    if let Some(p) = file(ASSETS_KEY, ASSETS_DIR) {
+        let _ = std::fs::remove_dir_all(p);
+    }
 }
 
 /// The content type of an image by its first bytes.

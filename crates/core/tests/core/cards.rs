@@ -291,6 +291,25 @@ async fn imports_png_apng_json_and_charx_cards() {
         icon
     );
 
+    // Deleting a character removes its card image and assets.
+    let files = |dir: &str| {
+        std::fs::read_dir(s.data.join(dir))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let (images, assets) = (
+        files("character_cards/images"),
+        files("character_cards/assets"),
+    );
+    assert_eq!(
+        s.send(reqwest::Method::DELETE, "/api/characters/profile/Kai", None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(files("character_cards/images"), images - 1);
+    assert_eq!(files("character_cards/assets"), assets - 1);
+
     // The route is in the OpenAPI document.
     let (_, doc) = s.get("/openapi.json").await;
     assert!(doc["paths"]["/api/characters/card/import"]["post"].is_object());
