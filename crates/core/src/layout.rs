@@ -21,6 +21,10 @@ pub const CHARACTER_UNIT_FILES: &[&str] = &[
     "surfaced.json",
     "time_indexed.db",
 ];
+/// Character card images, by a generated file name (crate::cards).
+pub const CARD_IMAGES: &str = "character_cards/images";
+/// Character card (CHARX) assets, one generated folder per imported card.
+pub const CARD_ASSETS: &str = "character_cards/assets";
 /// Per-character memory directories: `memory/<character>/`.
 pub const MEMORY: &str = "memory";
 /// The maintenance / read-only fence (owned by the `fence` module).

@@ -32,9 +32,9 @@ pub const ASSETS_KEY: &str = "card_assets";
 pub const IMPORTED_AS_KEY: &str = "card_imported_as";
 
 /// Card images, by a generated file name (a rename leaves them in place).
-pub const IMAGES_DIR: &str = "character_cards/images";
+pub const IMAGES_DIR: &str = crate::layout::CARD_IMAGES;
 /// CHARX assets, one generated folder per imported card.
-pub const ASSETS_DIR: &str = "character_cards/assets";
+pub const ASSETS_DIR: &str = crate::layout::CARD_ASSETS;
 
 /// The string fields of a card's `data` (V2; V3 adds `nickname`).
 pub const STRING_FIELDS: &[&str] = &[
