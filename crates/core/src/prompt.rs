@@ -24,10 +24,12 @@ pub const DEFAULT_SCAN_DEPTH: usize = 2;
 pub const DEFAULT_USER: &str = "User";
 
 /// Profile keys that are not about the character (besides the system-reserved
-/// ones and `_`-prefixed keys): companiond's `name`, the card fields shown
+/// ones, `_`-prefixed and `master_` keys): companiond's `name`, model data, the card fields shown
 /// elsewhere in the prompt, and the original application's workshop keys.
 const NOT_TRAITS: &[&str] = &[
     "name",
+    "avatar",
+    "pngtuber",
     "description",
     "描述",
     "tags",
@@ -210,6 +212,7 @@ pub fn build(name: &str, profile: &Value, user: &str, scan: &[String]) -> Prompt
             !k.starts_with('_')
                 && !SYSTEM_RESERVED.contains(&k.as_str())
                 && !NOT_TRAITS.contains(&k.as_str())
+                && !k.starts_with("master_")
         })
         .filter_map(|(k, v)| field_text(v).map(|t| format!("{k}: {t}")))
         .collect();
@@ -371,6 +374,18 @@ mod tests {
             "Mika 和 Ash: Ash/Mika Mika"
         );
         assert!(m.apply("{{original}}").starts_with("You are Mika"));
+    }
+
+    #[test]
+    fn profile_fields_join_the_prompt_but_not_model_data() {
+        let profile = json!({"性别": "女", "Core Traits": ["calm", "kind"], "voice_id": "v1",
+            "live2d": "yui", "pngtuber": {"idle_image": "a.png"}, "master_name": "x",
+            "description": "A fox.", "_reserved": {"system_prompt": "Be {{char}}."}});
+        let p = build("Mika", &profile, "Ash", &[]);
+        assert_eq!(
+            p.system,
+            "Be Mika.\n\nA fox.\n\nAbout Mika:\n性别: 女\nCore Traits: calm; kind"
+        );
     }
 
     #[test]
