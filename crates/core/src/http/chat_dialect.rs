@@ -172,6 +172,9 @@ impl Original {
     /// Translate one internal server frame (zero or more original frames).
     pub fn outbound(&mut self, frame: &Value) -> Vec<Value> {
         let kind = frame.get("type").and_then(Value::as_str).unwrap_or("");
+        if frame.get("greeting").and_then(Value::as_bool) == Some(true) {
+            return greeting(kind, frame);
+        }
         let rid = self.pending.front().cloned().flatten();
         match kind {
             "assistant_delta" => {
@@ -211,6 +214,22 @@ impl Original {
             "pong" | "catgirl_switched" => vec![frame.clone()],
             _ => Vec::new(),
         }
+    }
+}
+
+/// A character card's greeting (`greeting: true`, crate::turn::start_greeting):
+/// shown as a message of its own, outside the client's request/turn bookkeeping.
+fn greeting(kind: &str, frame: &Value) -> Vec<Value> {
+    match kind {
+        "assistant_delta" => {
+            let text = frame.get("text").and_then(Value::as_str).unwrap_or("");
+            vec![
+                json!({"type": "gemini_response", "text": text, "isNewMessage": true,
+                        "turn_id": "greeting"}),
+            ]
+        }
+        "turn_end" => vec![json!({"type": "system", "data": "turn end"})],
+        _ => Vec::new(),
     }
 }
 

@@ -723,3 +723,57 @@ async fn export_round_trips_png_json_and_charx() {
         (404, Some("character_not_found"))
     );
 }
+
+/// A client of the original application's protocol (docs/chat-protocol.md)
+/// sees the card greeting as a message of its own; its first turn keeps its
+/// request id, even when it was sent at once.
+#[tokio::test]
+async fn the_original_protocol_shows_the_greeting_and_keeps_request_ids() {
+    let llm = MockLlm::start("Sure.").await;
+    let s = TestServer::start(&[]).await;
+    s.configure_llm(&llm.base()).await;
+    let card = v3(json!({"name": "Mika", "first_mes": "Hello {{user}}!"}));
+    assert_eq!(
+        upload(&s, "m.json", card.to_string().as_bytes()).await.0,
+        200
+    );
+    let mut ws = s.ws("Mika").await;
+    let send = |v: Value| Message::Text(v.to_string());
+    ws.send(send(
+        json!({"action": "start_session", "input_type": "text", "request_id": "R1"}),
+    ))
+    .await
+    .unwrap();
+    ws.send(send(
+        json!({"action": "stream_data", "input_type": "text", "data": "Hi", "request_id": "R2"}),
+    ))
+    .await
+    .unwrap();
+    let mut frames = Vec::new();
+    while frames.len() < 8 {
+        let f = next_frame(&mut ws).await;
+        let done = f["type"] == "system" && f["request_id"] == "R2";
+        frames.push(f);
+        if done {
+            break;
+        }
+    }
+    let greeting = frames
+        .iter()
+        .find(|f| f["turn_id"] == "greeting")
+        .unwrap_or_else(|| panic!("{frames:?}"));
+    assert_eq!(
+        (greeting["type"].as_str(), greeting["text"].as_str()),
+        (Some("gemini_response"), Some("Hello User!"))
+    );
+    assert!(greeting.get("request_id").is_none());
+    let reply: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["type"] == "gemini_response" && f["turn_id"] != "greeting")
+        .collect();
+    assert!(
+        !reply.is_empty() && reply.iter().all(|f| f["request_id"] == "R2"),
+        "{frames:?}"
+    );
+    assert_eq!(frames.last().unwrap()["request_id"], "R2");
+}
