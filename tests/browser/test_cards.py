@@ -96,3 +96,18 @@ def test_export_links_give_the_card_back(page, server, watch):
         row.get_by_role("link", name="Export Mika as JSON").click()
     assert json.load(open(d.value.path()))["data"]["first_mes"] == "Hi {{user}}!"
     assert watch.errors == []
+
+
+def test_chat_opens_with_the_card_greeting(page, server, watch):
+    nav(page, "characters")
+    page.locator('#chars-body tr[data-name="Mika"]').get_by_role("button", name="Make current").click()
+    expect(page.locator("#current-name")).to_have_text("Mika")
+    nav(page, "chat")
+    expect(page.locator("#chat-conn")).to_have_text("connected")
+    expect(page.locator("#chat-log .msg.ai").first).to_contain_text("Hi User!")
+    # The greeting is the first line of the stored history: not greeted twice.
+    nav(page, "characters")
+    nav(page, "chat")
+    expect(page.locator("#chat-conn")).to_have_text("connected")
+    expect(page.locator("#chat-log .msg.ai")).to_have_count(1)
+    assert watch.errors == []
