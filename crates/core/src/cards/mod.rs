@@ -465,26 +465,28 @@ pub fn card_of(name: &str, profile: &Value) -> Map<String, Value> {
         let tags: Vec<Value> = t.iter().filter(|v| v.is_string()).cloned().collect();
         d.insert("tags".into(), Value::Array(tags));
     }
+    // The profile's own fields (the original application's free fields).
+    let own: Map<String, Value> = profile
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| {
+                    !k.starts_with('_')
+                        && k.as_str() != "name"
+                        && !SYSTEM_RESERVED.contains(&k.as_str())
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mapped = |k: &str| matches!(k, "description" | "描述" | "昵称" | "关键词");
     if stored.is_none() {
         // A character made in companiond: its own fields travel in an extension
         // (restored on import) and, as text, in the description.
-        let own: Map<String, Value> = profile
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter(|(k, _)| {
-                        !k.starts_with('_')
-                            && k.as_str() != "name"
-                            && !SYSTEM_RESERVED.contains(&k.as_str())
-                    })
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
         if !d.contains_key("description") {
             let lines: Vec<String> = own
                 .iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "description" | "描述" | "昵称" | "关键词"))
+                .filter(|(k, _)| !mapped(k))
                 .filter_map(|(k, v)| field_text(v).map(|t| format!("{k}: {t}")))
                 .collect();
             d.insert("description".into(), json!(lines.join("\n")));
@@ -492,6 +494,16 @@ pub fn card_of(name: &str, profile: &Value) -> Map<String, Value> {
         let ext = d.entry("extensions").or_insert_with(|| json!({}));
         if let Some(e) = ext.as_object_mut() {
             e.insert("companiond".into(), json!({"profile": own}));
+        }
+    } else {
+        // An imported card: fields added since (in the original's card form)
+        // travel in the same extension; a card without any is left as it was.
+        let added: Map<String, Value> = own.into_iter().filter(|(k, _)| !mapped(k)).collect();
+        if !added.is_empty() {
+            let ext = d.entry("extensions").or_insert_with(|| json!({}));
+            if let Some(e) = ext.as_object_mut() {
+                e.insert("companiond".into(), json!({"profile": added}));
+            }
         }
     }
     for f in STRING_FIELDS {

@@ -698,6 +698,24 @@ async fn export_round_trips_png_json_and_charx() {
         .unwrap()
         .contains("性别: 男"));
 
+    // Fields added to an imported character (the original's card form) travel too.
+    s.state
+        .characters
+        .mutate(|doc| {
+            if let Some(Value::Object(p)) = doc.characters.get_mut("Mika") {
+                p.insert("性格".into(), json!("gentle"));
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let (name, _) = reimport(&s, "Mika", "json").await;
+    assert_eq!(profile(&s, &name)["性格"], "gentle");
+    assert_eq!(
+        stored_data(&s, &name)["extensions"]["depth_prompt"]["depth"],
+        4
+    );
+
     // A CHARX keeps its assets through export.
     let charx = zip_of(&[
         ("card.json", v3(json!({"name": "Kai", "assets": [{"type": "other", "uri": "embeded://assets/other/notes.txt", "name": "notes", "ext": "txt"}]})).to_string().as_bytes()),
