@@ -225,6 +225,14 @@ def test_disable_withdraws_and_enable_restores(cd):
     cd.wait_tools(lambda t: "echo" in t)
 
 
+def test_new_character_gets_the_tools(cd):
+    cd.wait_tools(lambda t: t.get("echo", {}).get("source") == "mcp:fake")
+    r = cd.send("POST", "/api/characters/profile", {"name": "Mika"})
+    assert r.status_code == 200, r.text
+    tools = cd.wait_tools(lambda t: "echo" in t, timeout=10, role="Mika")
+    assert tools["echo"]["source"] == "mcp:fake"
+
+
 def test_streamable_http_server(cd, fake_llm, tmp_root):
     port = free_port()
     log = open(tmp_root / "http-server.log", "ab")
