@@ -60,7 +60,8 @@ def test_sdk_client_lists_tools_and_reads_memory(cd):
     async def tools(s):
         return [t.name for t in (await s.list_tools()).tools]
     names = session_run(cd.url + "/mcp", token, tools)
-    assert {"list_characters", "search_memory", "recent_history", "memory_context"} <= set(names)
+    assert {"list_characters", "search_memory", "recent_history", "memory_context",
+            "add_fact"} <= set(names)
 
     async def chars(s):
         return text_of(await s.call_tool("list_characters", {}))
@@ -88,6 +89,29 @@ def test_sdk_client_lists_tools_and_reads_memory(cd):
         r = await s.call_tool("recent_history", {"character": "Nobody"})
         return r.is_error, text_of(r)
     assert session_run(cd.url + "/mcp", token, unknown) == (True, "no character named Nobody")
+
+
+def test_add_fact_then_find_it(cd):
+    token = cd.get("/api/mcp/endpoint").json()["token"]
+
+    async def add(s):
+        r = await s.call_tool("add_fact", {"text": "The user's favourite tea is genmaicha", "importance": 7})
+        return r.is_error, text_of(r)
+    is_error, text = session_run(cd.url + "/mcp", token, add)
+    assert is_error is False, text
+    fact = json.loads(text)
+    assert fact["text"] == "The user's favourite tea is genmaicha" and fact["importance"] == 7
+    listed = cd.get("/api/memory/facts?character=Companion").json()
+    assert fact["id"] in json.dumps(listed)
+
+    async def search(s):
+        return text_of(await s.call_tool("search_memory", {"query": "genmaicha"}))
+    assert "genmaicha" in session_run(cd.url + "/mcp", token, search)
+
+    async def empty(s):
+        r = await s.call_tool("add_fact", {"text": "   "})
+        return r.is_error
+    assert session_run(cd.url + "/mcp", token, empty) is True
 
 
 def test_wrong_token_refused(cd):

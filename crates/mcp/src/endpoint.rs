@@ -11,8 +11,8 @@
 //! Tools: `list_characters`, `search_memory` (the memory family's search,
 //! reached through core's `MemoryRecall` hook, which that family installs at
 //! start: families never import each other), `memory_context` (the persona and
-//! the facts relevant to a text, the same hook) and `recent_history`
-//! (`state.history`).
+//! the facts relevant to a text, the same hook), `add_fact` (the hook's
+//! `add_fact`) and `recent_history` (`state.history`).
 
 use std::sync::{Arc, RwLock, Weak};
 
@@ -260,6 +260,15 @@ fn tool_list() -> Value {
             }, "required": ["text"]}
         },
         {
+            "name": "add_fact",
+            "description": "Tell a character a fact about its user, kept in its long-term memory as if the user had said it.",
+            "inputSchema": {"type": "object", "properties": {
+                "character": character,
+                "text": {"type": "string", "description": "the fact, e.g. 'The user's sister is called Ada'"},
+                "importance": {"type": "integer", "minimum": 1, "maximum": 10, "description": "default 5"}
+            }, "required": ["text"]}
+        },
+        {
             "name": "recent_history",
             "description": "The last lines of a character's chat history.",
             "inputSchema": {"type": "object", "properties": {
@@ -336,6 +345,25 @@ impl Companion {
                     found.unwrap_or_else(|| "(nothing recalled)".into()),
                     false,
                 ))
+            }
+            "add_fact" => {
+                let Some(text) = args.get("text").and_then(Value::as_str) else {
+                    return Err(ErrorData::invalid_params(
+                        "text (a string) is required",
+                        None,
+                    ));
+                };
+                let importance = args.get("importance").and_then(Value::as_i64).unwrap_or(5);
+                let Some(recall) = st.hooks.memory_recall() else {
+                    return Ok(text_result("the memory is not available".into(), true));
+                };
+                match recall
+                    .add_fact(character, text.to_string(), importance)
+                    .await
+                {
+                    Ok(fact) => Ok(text_result(fact.to_string(), false)),
+                    Err(e) => Ok(text_result(e, true)),
+                }
             }
             "recent_history" => {
                 let limit = args
