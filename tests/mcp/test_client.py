@@ -233,18 +233,24 @@ def test_new_character_gets_the_tools(cd):
     assert tools["echo"]["source"] == "mcp:fake"
 
 
+def start_http_server(port, log):
+    proc = subprocess.Popen([PYTHON, FAKE_SERVER, "http", str(port)], stdout=log, stderr=log)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            requests.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+            return proc
+        except requests.ConnectionError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the HTTP MCP server did not start")
+
+
 def test_streamable_http_server(cd, fake_llm, tmp_root):
     port = free_port()
     log = open(tmp_root / "http-server.log", "ab")
-    proc = subprocess.Popen([PYTHON, FAKE_SERVER, "http", str(port)], stdout=log, stderr=log)
+    proc = start_http_server(port, log)
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                requests.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.2)
         cd.send("POST", "/api/mcp/servers/fake/disable")
         cd.add_server("web", {"url": f"http://127.0.0.1:{port}/mcp",
                               "headers": {"X-Test": "1"}})
@@ -257,12 +263,27 @@ def test_streamable_http_server(cd, fake_llm, tmp_root):
         frames, got = call_tool(cd, fake_llm, "grow", {})
         assert got == "grown"
         cd.wait_tools(lambda t: t.get("extra_tool", {}).get("source") == "mcp:web")
+        # the HTTP server goes away: noticed (ping), tools withdrawn, retried
+        proc.terminate()
+        proc.wait(10)
+        cd.wait_tools(lambda t: not any(x["source"] == "mcp:web" for x in t.values()), timeout=20)
+        down = cd.wait_server("web", lambda s: s["state"] in ("restarting", "starting"), timeout=5)
+        assert down["last_error"]
+        # and comes back on the same port: reconnected with backoff
+        proc = start_http_server(port, log)
+        back = cd.wait_running("web", timeout=60)
+        assert back["restarts"] >= 1
+        frames, got = call_tool(cd, fake_llm, "echo", {"text": "again"})
+        assert got == "echo: again"
     finally:
         proc.terminate()
         proc.wait(10)
         log.close()
     cd.send("DELETE", "/api/mcp/servers/web")
     assert not any(t["source"] == "mcp:web" for t in cd.tools().values())
+    if cd.server("fake"):
+        cd.send("POST", "/api/mcp/servers/fake/enable")
+        cd.wait_running("fake")
 
 
 def test_config_file_read_at_start_and_children_end_with_companiond(tmp_root):

@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use companiond_core::tools::RegisteredTool;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest, PingRequest, Tool,
+};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -36,6 +38,10 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A connection that lasted this long resets the pause to [`FIRST_BACKOFF`].
 const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// How often a Streamable HTTP server is pinged (a stdio server's end is seen at once).
+const PING_EVERY: Duration = Duration::from_secs(5);
+/// A ping not answered within this ends the connection (then the restart rules apply).
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of the child's standard error kept for the listing.
 const STDERR_TAIL: usize = 2048;
 /// Characters of an error message kept.
@@ -558,13 +564,19 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
                 hub.publish(server);
                 server.set_state(State::Running);
                 server.with_status(|s| s.pid = pid);
-                let ct = running.cancellation_token();
+                let mut ct = Some(running.cancellation_token());
                 let mut done = tokio::spawn(running.waiting());
                 let peer = server.peer();
+                // A Streamable HTTP server that went away is noticed by a ping.
+                let http = server.config.transport() == Transport::Http;
+                let mut ping = tokio::time::interval(PING_EVERY);
+                ping.tick().await;
                 let ended = loop {
                     tokio::select! {
                         _ = server.stop.cancelled() => {
-                            ct.cancel();
+                            if let Some(ct) = ct.take() {
+                                ct.cancel();
+                            }
                             let _ = tokio::time::timeout(Duration::from_secs(5), &mut done).await;
                             break false;
                         }
@@ -582,6 +594,22 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
                                     Ok(()) => hub.publish(server),
                                     Err(e) => server.note_error(&e),
                                 }
+                            }
+                        }
+                        _ = ping.tick(), if http => {
+                            let Some(p) = &peer else { continue };
+                            let answered = tokio::time::timeout(
+                                PING_TIMEOUT,
+                                p.send_request(ClientRequest::PingRequest(PingRequest::default())),
+                            )
+                            .await;
+                            if !matches!(answered, Ok(Ok(_))) {
+                                server.note_error("the server did not answer a ping");
+                                if let Some(ct) = ct.take() {
+                                    ct.cancel();
+                                }
+                                let _ = tokio::time::timeout(Duration::from_secs(5), &mut done).await;
+                                break true;
                             }
                         }
                     }
