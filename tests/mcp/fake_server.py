@@ -3,7 +3,7 @@ used by the MCP tests over stdio (``python3 fake_server.py``) and over Streamabl
 HTTP (``python3 fake_server.py http PORT``).
 
 Tools: ``echo``, ``env_var`` (reads the server's environment), ``slow`` (sleeps),
-``big`` (a long text), ``fail`` (an error result), ``crash`` (the process exits),
+``big`` (a long text), ``noisy`` (floods standard error), ``fail`` (an error result), ``crash`` (the process exits),
 ``grow`` (adds the tool ``extra_tool`` and sends ``notifications/tools/list_changed``),
 ``get_weather`` (a name a plugin also registers).
 
@@ -61,6 +61,17 @@ async def slow(seconds: float) -> str:
 def big(n: int) -> str:
     """A text of n characters."""
     return "x" * n
+
+
+@server.tool()
+def noisy(n: int) -> str:
+    """Write n bytes to standard error (a flood), then answer."""
+    chunk = "e" * 1023 + "\n"
+    for _ in range(n // 1024):
+        sys.stderr.write(chunk)
+    sys.stderr.write("END-OF-NOISE\n")
+    sys.stderr.flush()
+    return "noisy done"
 
 
 @server.tool()

@@ -67,6 +67,14 @@ def test_tool_error_reaches_the_model(cd, fake_llm):
     assert got.startswith("tool error:") and "on purpose" in got
 
 
+def test_stderr_flood_is_capped(cd, fake_llm):
+    frames, got = call_tool(cd, fake_llm, "noisy", {"n": 5_000_000})
+    assert got == "noisy done"
+    s = cd.wait_server("fake", lambda s: "END-OF-NOISE" in s["stderr_tail"], timeout=10)
+    assert len(s["stderr_tail"].encode()) <= 2048
+    assert s["state"] == "running"
+
+
 def test_bad_arguments_are_a_tool_error(cd, fake_llm):
     frames, got = call_tool(cd, fake_llm, "echo", [1, 2])
     assert of_type(frames, "tool_result")[0]["is_error"] is True

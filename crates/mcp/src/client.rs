@@ -647,3 +647,46 @@ async fn relist(server: &Server, peer: &Peer<RoleClient>) -> Result<(), String> 
     server.with_status(|s| s.hidden_tools = hidden);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(v: Value) -> CallToolResult {
+        serde_json::from_value(v).expect("a CallToolResult")
+    }
+
+    #[test]
+    fn cap_cuts_at_characters_and_says_how_much() {
+        assert_eq!(cap_chars("héllo", 5), "héllo");
+        let cut = cap_chars("ééééé", 2);
+        assert!(cut.starts_with("éé\n[result cut: 3 more characters over the 2-character limit]"));
+    }
+
+    #[test]
+    fn results_render_for_the_model() {
+        let r = result(json!({"content": [
+            {"type": "text", "text": "one"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a", "text": "inside"}}
+        ]}));
+        assert_eq!(
+            render(&r, 100),
+            ("one\n[image: image/png]\ninside".into(), false)
+        );
+        let r = result(json!({"content": [], "structuredContent": {"t": 21}}));
+        assert_eq!(render(&r, 100), ("{\"t\":21}".into(), false));
+        let r = result(json!({"content": [{"type": "text", "text": "bad"}], "isError": true}));
+        assert_eq!(render(&r, 100), ("tool error: bad".into(), true));
+        let r = result(json!({"content": [{"type": "text", "text": "abcdef"}]}));
+        assert!(render(&r, 3).0.starts_with("abc\n[result cut: 3 more"));
+    }
+
+    #[test]
+    fn arguments_must_be_an_object() {
+        assert!(parse_arguments("").is_ok_and(|m| m.is_empty()));
+        assert!(parse_arguments("{\"a\":1}").is_ok_and(|m| m.len() == 1));
+        assert!(parse_arguments("[1]").is_err());
+        assert!(parse_arguments("{oops").is_err());
+    }
+}
