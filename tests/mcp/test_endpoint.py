@@ -108,6 +108,22 @@ def test_add_fact_then_find_it(cd):
         return text_of(await s.call_tool("search_memory", {"query": "genmaicha"}))
     assert "genmaicha" in session_run(cd.url + "/mcp", token, search)
 
+    async def resources(s):
+        listed = [str(r.uri) for r in (await s.list_resources()).resources]
+        facts = await s.read_resource("companiond://character/Companion/facts")
+        persona = await s.read_resource("companiond://character/Companion/persona")
+        return listed, facts.contents[0].text, persona.contents[0].text
+    listed, facts, persona = session_run(cd.url + "/mcp", token, resources)
+    assert "companiond://character/Companion/facts" in listed
+    assert "companiond://character/Companion/persona" in listed
+    assert any(f["id"] == fact["id"] and "genmaicha" in f["text"] for f in json.loads(facts))
+    assert isinstance(json.loads(persona), dict)
+
+    async def missing(s):
+        await s.read_resource("companiond://character/Nobody/facts")
+    with pytest.raises(Exception):
+        session_run(cd.url + "/mcp", token, missing)
+
     async def empty(s):
         r = await s.call_tool("add_fact", {"text": "   "})
         return r.is_error

@@ -88,6 +88,12 @@ pub trait MemoryRecall: Send + Sync {
     ) -> BoxFuture<'static, Result<Value, String>> {
         Box::pin(async { Err("this memory cannot add facts".to_string()) })
     }
+    /// What `character`'s long-term memory holds: `{persona, facts}` (the
+    /// persona as stored, the active facts' `id`, `text`, `importance`,
+    /// `entity`, `created_at`), or why not.
+    fn knowledge(&self, _character: String) -> BoxFuture<'static, Result<Value, String>> {
+        Box::pin(async { Err("this memory cannot tell what it holds".to_string()) })
+    }
 }
 
 /// Hooks that families install at start-up.

@@ -12,7 +12,8 @@
 //! reached through core's `MemoryRecall` hook, which that family installs at
 //! start: families never import each other), `memory_context` (the persona and
 //! the facts relevant to a text, the same hook), `add_fact` (the hook's
-//! `add_fact`) and `recent_history` (`state.history`).
+//! `add_fact`) and `recent_history` (`state.history`). Resources: each
+//! character's persona and facts (the hook's `knowledge`).
 
 use std::sync::{Arc, RwLock, Weak};
 
@@ -27,7 +28,8 @@ use companiond_core::state::Inner;
 use companiond_core::{Api, AppState, Ext};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    ListToolsResult, PaginatedRequestParams,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -398,11 +400,85 @@ impl Companion {
     }
 }
 
+/// `companiond://character/<name>/<persona|facts>` (the name form-encoded).
+fn resource_uri(character: &str, what: &str) -> String {
+    let name: String = url::form_urlencoded::byte_serialize(character.as_bytes()).collect();
+    format!("companiond://character/{name}/{what}")
+}
+
+/// The character and the part a resource URI names.
+fn parse_resource_uri(uri: &str) -> Option<(String, &str)> {
+    let rest = uri.strip_prefix("companiond://character/")?;
+    let (name, what) = rest.rsplit_once('/')?;
+    let decoded = url::form_urlencoded::parse(format!("n={name}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())?;
+    matches!(what, "persona" | "facts").then_some((decoded, what))
+}
+
+impl Companion {
+    fn resources(&self) -> Value {
+        let names = self
+            .state
+            .upgrade()
+            .map(|i| AppState(i).characters.names())
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for n in names {
+            out.push(json!({
+                "uri": resource_uri(&n, "persona"), "name": format!("{n}-persona"),
+                "title": format!("{n}: persona"), "mimeType": "application/json",
+                "description": format!("The stable traits {n} keeps about its user and itself.")
+            }));
+            out.push(json!({
+                "uri": resource_uri(&n, "facts"), "name": format!("{n}-facts"),
+                "title": format!("{n}: facts"), "mimeType": "application/json",
+                "description": format!("The facts {n} remembers (active ones).")
+            }));
+        }
+        json!({"resources": out})
+    }
+
+    async fn read(&self, uri: &str) -> Result<ReadResourceResponse, ErrorData> {
+        let Some((character, what)) = parse_resource_uri(uri) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown resource {uri}"),
+                None,
+            ));
+        };
+        let Some(st) = self.state.upgrade().map(AppState) else {
+            return Err(ErrorData::internal_error("companiond is stopping", None));
+        };
+        if !st.characters.exists(&character) {
+            return Err(ErrorData::invalid_params(
+                format!("no character named {character}"),
+                None,
+            ));
+        }
+        let Some(recall) = st.hooks.memory_recall() else {
+            return Err(ErrorData::internal_error(
+                "the memory is not available",
+                None,
+            ));
+        };
+        let known = recall
+            .knowledge(character)
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let text = known.get(what).cloned().unwrap_or(Value::Null).to_string();
+        let result: ReadResourceResult = serde_json::from_value(json!({
+            "contents": [{"uri": uri, "mimeType": "application/json", "text": text}]
+        }))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(ReadResourceResponse::Complete(result))
+    }
+}
+
 impl rmcp::ServerHandler for Companion {
     fn get_info(&self) -> rmcp::model::ServerConfig {
         serde_json::from_value(json!({
             "protocolVersion": "2025-11-25",
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {}, "resources": {}},
             "serverInfo": {"name": "companiond", "version": env!("CARGO_PKG_VERSION")},
             "instructions": "The memory of a desktop companion character: search what it knows about its user, read its recent chat."
         }))
@@ -418,6 +494,25 @@ impl rmcp::ServerHandler for Companion {
             serde_json::from_value(tool_list())
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
         )
+    }
+
+    fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> impl std::future::Future<Output = Result<ListResourcesResult, ErrorData>> + Send + '_ {
+        std::future::ready(
+            serde_json::from_value(self.resources())
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
+        )
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read(&request.uri).await
     }
 
     async fn call_tool(

@@ -88,6 +88,14 @@ impl MemoryRecall for Recall {
         })
     }
 
+    fn knowledge(&self, character: String) -> BoxFuture<'static, Result<Value, String>> {
+        let state = self.state();
+        Box::pin(async move {
+            let state = state.ok_or("the server is stopping")?;
+            knowledge(&state, &character).await
+        })
+    }
+
     fn after_turn(&self, character: &str) {
         if let Some(state) = self.state() {
             extract::note_activity(&state, character);
@@ -127,6 +135,26 @@ pub async fn add_fact(
     })
     .await
     .map_err(|e| e.to_string())
+}
+
+/// `{persona, facts}` of `name` (see `MemoryRecall::knowledge`).
+pub async fn knowledge(state: &AppState, name: &str) -> Result<Value, String> {
+    if !state.characters.exists(name) {
+        return Err(format!("no character named {name}"));
+    }
+    let s = longterm::load(state, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let facts: Vec<Value> = s
+        .active_facts()
+        .map(|f| {
+            let picked = ["id", "text", "importance", "entity", "created_at"]
+                .iter()
+                .filter_map(|k| f.get(*k).map(|v| (k.to_string(), v.clone())));
+            Value::Object(picked.collect())
+        })
+        .collect();
+    Ok(json!({"persona": Value::Object(s.persona.clone()), "facts": facts}))
 }
 
 fn usable(state: &AppState, name: &str) -> bool {
