@@ -106,6 +106,9 @@ impl Mcp {
             .map_err(|e| McpError::Store(e.to_string()))?
             .unwrap_or_default();
         for (name, cfg) in file.mcp_servers {
+            if self.server(&name).is_some() {
+                continue; // a route already (re)started it
+            }
             let server = Server::new(&name, cfg.clone());
             if let Err(e) = crate::config::validate_name(&name).and_then(|()| cfg.validate()) {
                 server.note_error(&format!("not started: {e}"));
