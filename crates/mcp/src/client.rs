@@ -589,6 +589,8 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
                             break true;
                         }
                         Some(()) = changed.recv() => {
+                            // A burst of notifications is one re-list.
+                            while changed.try_recv().is_ok() {}
                             if let Some(p) = &peer {
                                 match relist(server, p).await {
                                     Ok(()) => hub.publish(server),
