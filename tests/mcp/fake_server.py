@@ -9,7 +9,9 @@ Tools: ``echo``, ``env_var`` (reads the server's environment), ``slow`` (sleeps)
 
 With ``MCP_TEST_STARTS=<file>`` each start appends a line to that file, and a start
 after the first waits ``MCP_TEST_RESTART_DELAY`` seconds before serving (so a test
-can see the tools withdrawn while the server is down).
+can see the tools withdrawn while the server is down). With
+``MCP_TEST_HELPER_PIDS=<file>`` it starts a helper process (``sleep``) and writes its
+pid there.
 """
 
 import asyncio
@@ -28,6 +30,16 @@ if starts_file:
         n = len(f.read().splitlines())
     if n > 1:
         time.sleep(float(os.environ.get("MCP_TEST_RESTART_DELAY", "0")))
+
+helper_file = os.environ.get("MCP_TEST_HELPER_PIDS")
+if helper_file:
+    # A helper process of its own (like node under npx): it reads no stdin, so
+    # only the end of the process group ends it.
+    import subprocess
+    helper = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(helper_file, "a") as f:
+        f.write(f"{helper.pid}\n")
 
 if os.environ.get("MCP_TEST_GARBAGE"):
     # Speaks no protocol at all: noise on stdout, then stays silent.

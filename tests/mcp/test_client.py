@@ -294,32 +294,54 @@ def test_streamable_http_server(cd, fake_llm, tmp_root):
         cd.wait_running("fake")
 
 
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for every purpose but the process table
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pids, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"MCP server processes outlived companiond: {left}"
+
+
 def test_config_file_read_at_start_and_children_end_with_companiond(tmp_root):
+    helpers = tmp_root / "helpers-second.txt"
+    # "helped" starts a helper process of its own (a grandchild of companiond)
     c = Companiond(tmp_root / "second", servers_file={"mcpServers": {
         "fake": {"command": PYTHON, "args": [FAKE_SERVER]},
+        "helped": {"command": PYTHON, "args": [FAKE_SERVER],
+                   "env": {"MCP_TEST_HELPER_PIDS": str(helpers)}},
         "off": {"command": PYTHON, "args": [FAKE_SERVER], "disabled": True}}})
     try:
-        s = c.wait_running("fake")
+        pid = c.wait_running("fake")["pid"]
+        helped = c.wait_running("helped")["pid"]
         assert c.server("off")["state"] == "disabled"
-        pid = s["pid"]
-        os.kill(pid, 0)  # alive
+        grandchild = int(helpers.read_text().split()[0])
+        assert alive(pid) and alive(helped) and alive(grandchild)
     finally:
         c.stop()
     assert c.proc.returncode == 0
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        # a zombie is gone for every purpose but the process table
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split()[2] == "Z":
-                    break
-        except FileNotFoundError:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        raise AssertionError(f"the MCP server {pid} outlived companiond")
+    wait_gone([pid, helped, grandchild])
+
+
+def test_removed_server_ends_its_process_group(cd, tmp_root):
+    helpers = tmp_root / "helpers-removed.txt"
+    cd.add_server("helped", stdio_server(env={"MCP_TEST_HELPER_PIDS": str(helpers)},
+                                         allowedTools=[]))
+    pid = cd.wait_running("helped")["pid"]
+    grandchild = int(helpers.read_text().split()[0])
+    assert alive(grandchild)
+    assert cd.send("DELETE", "/api/mcp/servers/helped").status_code == 200
+    wait_gone([pid, grandchild])

@@ -129,6 +129,8 @@ pub struct Server {
     peer: RwLock<Option<Peer<RoleClient>>>,
     /// The end of a stdio child's standard error.
     stderr: Arc<Mutex<std::collections::VecDeque<u8>>>,
+    /// The process group of a just started stdio child, handed to its supervisor.
+    group: Mutex<Option<Group>>,
     /// The tools offered to the model (after the allowlist).
     pub(crate) offered: Mutex<Vec<RegisteredTool>>,
     stop: CancellationToken,
@@ -148,6 +150,7 @@ impl Server {
             status: Mutex::new(Status::new(state)),
             peer: RwLock::default(),
             stderr: Arc::default(),
+            group: Mutex::default(),
             offered: Mutex::default(),
             stop: CancellationToken::new(),
             task: Mutex::default(),
@@ -191,6 +194,11 @@ impl Server {
                 s.pid = None;
             }
         });
+    }
+
+    /// Kill the process group of the last stdio child, if any.
+    fn end_group(&self) {
+        self.group.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     pub(crate) fn peer(&self) -> Option<Peer<RoleClient>> {
@@ -402,6 +410,9 @@ async fn connect(server: &Server, handler: Handler) -> Result<(Running, Option<u
             let program = cfg.command.clone().unwrap_or_default();
             let mut cmd = tokio::process::Command::new(&program);
             cmd.args(&cfg.args).env_clear().kill_on_drop(true);
+            // Its own process group, ended whole with the connection (see `Group`).
+            #[cfg(unix)]
+            cmd.process_group(0);
             for k in PASSED_ENV {
                 if let Some(v) = std::env::var_os(k) {
                     cmd.env(k, v);
@@ -416,6 +427,7 @@ async fn connect(server: &Server, handler: Handler) -> Result<(Running, Option<u
                 .spawn()
                 .map_err(|e| format!("cannot start {program}: {e}"))?;
             let pid = proc.id();
+            *server.group.lock().unwrap_or_else(|e| e.into_inner()) = pid.map(Group);
             if let Some(mut err) = stderr {
                 let stop = server.stop.clone();
                 let tail = server.stderr.clone();
@@ -552,6 +564,13 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
             r = attempt => r,
             _ = server.stop.cancelled() => break,
         };
+        // The child's process group lives as long as this connection: dropped at
+        // the end of this turn of the loop, or with this future when companiond stops.
+        let group = server
+            .group
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         match outcome {
             Err(_) => server.note_error(&format!(
                 "did not start within {} s",
@@ -622,6 +641,7 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
             }
         }
         server.set_peer(None);
+        drop(group);
         hub.withdraw(server);
         if started.elapsed() >= STABLE_AFTER {
             backoff = FIRST_BACKOFF;
@@ -635,8 +655,27 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
     server.set_peer(None);
+    server.end_group();
     hub.withdraw(server);
     server.set_state(State::Stopped);
+}
+
+/// The process group of a stdio child: every process in it is killed when this
+/// is dropped (the connection ended, the server was replaced, removed or
+/// companiond stops — the runtime drops every task and their state with it), so
+/// grandchildren (`npx` → `node`, a shell's children) do not outlive it.
+pub(crate) struct Group(u32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Ok(pgid) = i32::try_from(self.0) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 async fn relist(server: &Server, peer: &Peer<RoleClient>) -> Result<(), String> {
