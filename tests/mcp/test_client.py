@@ -239,6 +239,15 @@ def test_new_character_gets_the_tools(cd):
     assert r.status_code == 200, r.text
     tools = cd.wait_tools(lambda t: "echo" in t, timeout=10, role="Mika")
     assert tools["echo"]["source"] == "mcp:fake"
+    # a server for one character only
+    cd.send("POST", "/api/mcp/servers/fake/disable")
+    cd.add_server("mika_only", stdio_server(characters=["Mika"], allowedTools=["echo"]))
+    cd.wait_running("mika_only")
+    cd.wait_tools(lambda t: t.get("echo", {}).get("source") == "mcp:mika_only", role="Mika")
+    assert "echo" not in cd.tools("Companion")
+    cd.send("DELETE", "/api/mcp/servers/mika_only")
+    cd.send("POST", "/api/mcp/servers/fake/enable")
+    cd.wait_running("fake")
 
 
 def start_http_server(port, log):
