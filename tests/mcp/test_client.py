@@ -354,3 +354,48 @@ def test_removed_server_ends_its_process_group(cd, tmp_root):
     assert alive(grandchild)
     assert cd.send("DELETE", "/api/mcp/servers/helped").status_code == 200
     wait_gone([pid, grandchild])
+
+
+def test_https_server_is_reached_over_tls(cd, tmp_root):
+    """An https URL goes through TLS with the Mozilla roots: a self-signed
+    certificate is refused by the client (a TLS alert) instead of being trusted."""
+    import ssl
+    import socket
+    import threading
+    key, cert = tmp_root / "k.pem", tmp_root / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(cert), str(key))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    port = sock.getsockname()[1]
+    hellos = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            try:
+                with ctx.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(1)
+            except (ssl.SSLError, OSError) as e:
+                hellos.append(str(e))
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        cd.add_server("tls", {"url": f"https://127.0.0.1:{port}/mcp", "startupTimeoutSeconds": 5})
+        s = cd.wait_server("tls", lambda s: s["last_error"], what="an error")
+        assert "initialize failed" in s["last_error"]
+        assert s["tools"] == []
+        # the client spoke TLS and refused the unknown issuer (an alert), not plain HTTP
+        deadline = time.time() + 5
+        while not hellos and time.time() < deadline:
+            time.sleep(0.1)
+        assert any("alert" in h.lower() for h in hellos), hellos
+    finally:
+        sock.close()
+        cd.send("DELETE", "/api/mcp/servers/tls")

@@ -280,7 +280,7 @@ impl Server {
                 )
             }
             Ok(Err(e)) => {
-                let e = format!("{tool} failed: {e}");
+                let e = format!("{tool} failed: {}", chain(&e));
                 self.note_error(&e);
                 (format!("tool error: MCP server {}: {e}", self.name), true)
             }
@@ -448,7 +448,7 @@ async fn connect(server: &Server, handler: Handler) -> Result<(Running, Option<u
             let running = handler
                 .serve(proc)
                 .await
-                .map_err(|e| format!("initialize failed: {e}"))?;
+                .map_err(|e| format!("initialize failed: {}", chain(&e)))?;
             Ok((running, pid))
         }
         Transport::Http => {
@@ -465,7 +465,8 @@ async fn connect(server: &Server, handler: Handler) -> Result<(Running, Option<u
                 .ok()
                 .and_then(|u| u.host_str().map(is_loopback_host))
                 .unwrap_or(false);
-            let mut builder = reqwest013::Client::builder();
+            let mut builder =
+                reqwest013::Client::builder().tls_backend_preconfigured(tls_config()?);
             if loopback {
                 builder = builder.no_proxy();
             }
@@ -478,10 +479,37 @@ async fn connect(server: &Server, handler: Handler) -> Result<(Running, Option<u
             let running = handler
                 .serve(transport)
                 .await
-                .map_err(|e| format!("initialize failed: {e}"))?;
+                .map_err(|e| format!("initialize failed: {}", chain(&e)))?;
             Ok((running, None))
         }
     }
+}
+
+/// An error with its causes (`a: b: c`), each said once.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = c.source();
+    }
+    out
+}
+
+/// TLS for `https` servers: rustls with the ring provider and the Mozilla roots.
+fn tls_config() -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 fn is_loopback_host(h: &str) -> bool {
