@@ -228,3 +228,95 @@ fn taken_port_bad_options_and_unwritable_data_dir_exit_non_zero() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not writable"), "{err}");
 }
+
+#[test]
+fn a_second_process_on_one_data_dir_is_refused_and_the_first_keeps_serving() {
+    let t = tempfile::tempdir().unwrap();
+    let (d, b) = dirs(t.path());
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        &d,
+        "--bundle-dir",
+        &b,
+    ];
+    let (mut first, base) = start(command(&args));
+    let out = command(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("in use by another companiond"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    assert!(err.contains(&base), "{err}");
+    let (status, _) = get(&base, "/api/system/status");
+    assert_eq!(status, 200);
+    assert_eq!(terminate(&mut first), 0);
+    // Released at exit: the next start succeeds.
+    let (mut again, base) = start(command(&args));
+    assert_eq!(get(&base, "/api/system/status").0, 200);
+    assert_eq!(terminate(&mut again), 0);
+}
+
+#[test]
+fn a_restart_right_after_kill_9_removes_every_crash_leftover() {
+    let t = tempfile::tempdir().unwrap();
+    let (d, b) = dirs(t.path());
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        &d,
+        "--bundle-dir",
+        &b,
+    ];
+    let (mut first, _) = start(command(&args));
+    // What a write interrupted by the kill leaves: a fresh temporary file.
+    let leftover =
+        Path::new(&d).join("config/.core_config.json.0123456789abcdef0123456789abcdef.tmp");
+    std::fs::write(&leftover, b"{\"half\":").unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The lock died with the process: an immediate restart takes it.
+    let (mut second, base) = start(command(&args));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while leftover.exists() {
+        assert!(Instant::now() < deadline, "leftover still there after 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(get(&base, "/api/system/status").0, 200);
+    assert_eq!(terminate(&mut second), 0);
+}
+
+#[test]
+fn a_request_logs_one_line_with_its_route_and_status_at_debug() {
+    let t = tempfile::tempdir().unwrap();
+    let (d, b) = dirs(t.path());
+    let mut c = command(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        &d,
+        "--bundle-dir",
+        &b,
+    ]);
+    c.env("RUST_LOG", "companiond=debug");
+    let (mut child, base) = start(c);
+    assert_eq!(get(&base, "/api/characters").0, 200);
+    assert_eq!(terminate(&mut child), 0);
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("route=/api/characters") && l.contains("status=200"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("family=characters"), "{}", lines[0]);
+    assert!(lines[0].contains("method=GET"), "{}", lines[0]);
+}

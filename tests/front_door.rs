@@ -301,9 +301,13 @@ async fn crash_leftovers_are_swept_at_start() {
                     file.set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
                         .expect("mtime");
                 }
-                // Written just now: it may be a write in flight, never removed.
+                // Left just now by a process that died at once: removed too.
                 std::fs::write(data.join(format!("state/.fresh.json.{TOKEN}.tmp")), b"{")
                     .expect("fresh");
+                // This process's own write in flight: never removed.
+                let mine = companiond::core::store::temp_token();
+                std::fs::write(data.join(format!("state/.mine.json.{mine}.tmp")), b"{")
+                    .expect("mine");
             })),
             ..Default::default()
         },
@@ -313,14 +317,24 @@ async fn crash_leftovers_are_swept_at_start() {
     let mut waited = 0;
     while !(gone(&format!("config/.core_config.json.{TOKEN}.tmp"))
         && gone(&format!("jukebox/.config.json.{TOKEN}.tmp"))
-        && gone(&format!("memory/Companion/.recent.json.{TOKEN}.tmp")))
+        && gone(&format!("memory/Companion/.recent.json.{TOKEN}.tmp"))
+        && gone(&format!("state/.fresh.json.{TOKEN}.tmp")))
     {
         assert!(waited < 100, "leftovers still there after 10 s");
         tokio::time::sleep(Duration::from_millis(100)).await;
         waited += 1;
     }
+    let mine = companiond::core::store::temp_token();
+    let mine = std::fs::read_dir(s.data.join("state"))
+        .expect("state")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with(".mine.json.") && n.contains(&mine[..8]));
+    assert!(
+        mine.is_some(),
+        "this process's own temporary file was removed"
+    );
     for kept in [
-        format!("state/.fresh.json.{TOKEN}.tmp"),
         "config/.notes.tmp".to_string(),
         format!("config/keep.{TOKEN}.tmp"),
         "state/user-file.json".to_string(),

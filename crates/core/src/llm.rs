@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::layout as docs;
+use crate::metrics::{Outcome, TokenKind};
 use crate::providers::{self, Endpoint, Slot};
 use crate::store::Store;
 use crate::usage::{TokenUsage, UsageRow};
@@ -330,6 +331,13 @@ impl LlmClient {
 
     /// A non-streaming completion of `call`.
     pub async fn complete_call(&self, call: &ModelCall<'_>) -> Result<Completion, LlmError> {
+        let t = std::time::Instant::now();
+        let r = self.complete_once(call).await;
+        observe(call, &r, t);
+        r
+    }
+
+    async fn complete_once(&self, call: &ModelCall<'_>) -> Result<Completion, LlmError> {
         let (ep, o) = (call.ep, call.options);
         let body = self.body(call, false);
         let work = async {
@@ -350,6 +358,17 @@ impl LlmClient {
     /// A streamed completion of `call`: `on_delta` gets each text delta as it
     /// arrives; the result carries the whole text and any tool calls.
     pub async fn stream_call(
+        &self,
+        call: &ModelCall<'_>,
+        on_delta: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<Completion, LlmError> {
+        let t = std::time::Instant::now();
+        let r = self.stream_once(call, on_delta).await;
+        observe(call, &r, t);
+        r
+    }
+
+    async fn stream_once(
         &self,
         call: &ModelCall<'_>,
         on_delta: &(dyn Fn(&str) + Send + Sync),
@@ -456,6 +475,11 @@ impl LlmClient {
             options: o,
             ..
         } = *call;
+        if let Some((p, cpl, _)) = c.usage {
+            let m = crate::metrics::metrics();
+            m.model_tokens(TokenKind::Prompt, u64::try_from(p).unwrap_or(0));
+            m.model_tokens(TokenKind::Completion, u64::try_from(cpl).unwrap_or(0));
+        }
         let (prompt, completion, total, estimated) = match c.usage {
             Some((p, cpl, t)) => (p, cpl, t, false),
             None => {
@@ -649,6 +673,16 @@ impl StreamAccumulator {
             usage: self.usage,
         }
     }
+}
+
+/// Count a model call in the process's metrics.
+fn observe(call: &ModelCall<'_>, r: &Result<Completion, LlmError>, t: std::time::Instant) {
+    let outcome = if r.is_ok() {
+        Outcome::Ok
+    } else {
+        Outcome::Error
+    };
+    crate::metrics::metrics().model_call(call.slot.as_str(), outcome, t.elapsed());
 }
 
 #[cfg(test)]

@@ -8,12 +8,14 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::api::{openapi_document, Api, OpDoc, TagDoc};
-use crate::http::{characters, chat_socket, front, multipart, static_files};
+use crate::http::{characters, chat_socket, front, health, multipart, observe, static_files};
+use crate::instance::InstanceLock;
 use crate::options::{resolve_listen, Options, ServeArgs};
 use crate::state::AppState;
 
@@ -49,7 +51,9 @@ struct OpenApiDoc {
 
 /// The whole application: core routes, every family, `/openapi.json`, static files.
 pub fn build_app(state: &AppState, families: &[Family]) -> Router {
-    let mut api = characters::api(state).merge(chat_socket::api(state));
+    let mut api = characters::api(state)
+        .merge(chat_socket::api(state))
+        .merge(health::api(state));
     for f in families {
         api = api.merge((f.api)(state));
     }
@@ -57,12 +61,17 @@ pub fn build_app(state: &AppState, families: &[Family]) -> Router {
         (f.start)(state);
     }
     let (router, ops, tags) = api.into_parts();
+    let families: observe::Families = Arc::new(
+        ops.iter()
+            .map(|op| (op.path.clone(), op.tag.clone()))
+            .collect(),
+    );
     let doc = OpenApiDoc {
         ops: Arc::new(ops),
         tags: Arc::new(tags),
         json: Arc::default(),
     };
-    router
+    let router = router
         .merge(static_files::router())
         .with_state(state.clone())
         .route("/openapi.json", get(openapi_json).with_state(doc))
@@ -72,7 +81,8 @@ pub fn build_app(state: &AppState, families: &[Family]) -> Router {
             state.host_policy.clone(),
             front::front_door,
         ))
-        .layer(axum::middleware::from_fn(multipart::drain_unread))
+        .layer(axum::middleware::from_fn(multipart::drain_unread));
+    observe::layer(router, families)
 }
 
 async fn openapi_json(State(doc): State<OpenApiDoc>) -> Response {
@@ -103,18 +113,23 @@ pub async fn serve(
     state: AppState,
     shutdown: CancellationToken,
 ) {
-    let started = std::time::SystemTime::now();
     let root = state.data_dir().to_path_buf();
     // Crash leftovers are swept beside the server, never before its first answer.
     tokio::task::spawn_blocking(move || {
-        let n = crate::store::sweep_leftover_temps(&root, started);
+        let n = crate::store::sweep_leftover_temps(&root);
         if n > 0 {
             tracing::info!("removed {n} temporary file(s) left by an interrupted write");
         }
     });
     let graceful = shutdown.clone();
+    // TCP_NODELAY: an answer written in several parts (a large JSON body, a
+    // chat delta, an audio frame) must not wait for the client's delayed ACK.
     let server = axum::serve(
-        listener,
+        listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        }),
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(async move { graceful.cancelled().await });
@@ -142,6 +157,11 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
         Ok(a) => a,
         Err(e) => return fail(&e),
     };
+    // The data dir's lock comes before any other write to it.
+    let instance = match InstanceLock::acquire(&opts.data_dir) {
+        Ok(l) => l,
+        Err(e) => return fail(&e),
+    };
     if let Err(e) = prepare_data_dir(&opts) {
         return fail(&e);
     }
@@ -161,6 +181,9 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
     // Install the signal handlers before announcing the port, so a SIGTERM that
     // follows the listening line at once is handled (exit 0), not fatal.
     let signals = Signals::install();
+    if let Err(e) = instance.announce(local) {
+        tracing::warn!("{e}");
+    }
     state.set_ready(true);
     {
         use std::io::Write;
@@ -180,6 +203,7 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
         trigger.cancel();
     });
     serve(listener, app, state, shutdown).await;
+    drop(instance);
     0
 }
 

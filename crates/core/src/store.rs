@@ -42,6 +42,13 @@ impl From<std::io::Error> for StoreError {
 
 /// Write `bytes` to `path` atomically: temp file in the same folder, fsync, rename.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let t = std::time::Instant::now();
+    let r = atomic_write_once(path, bytes);
+    crate::metrics::metrics().store_write(t.elapsed());
+    r
+}
+
+fn atomic_write_once(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile_in(dir, path)?;
@@ -291,7 +298,7 @@ impl Spares {
 fn keep_link(dir: &Path, path: &Path) -> Option<PathBuf> {
     let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("doc");
     for _ in 0..16 {
-        let link = dir.join(format!(".{stem}.{}.tmp", crate::options::random_token()));
+        let link = dir.join(format!(".{stem}.{}.tmp", temp_token()));
         match std::fs::hard_link(path, &link) {
             Ok(()) => return Some(link),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -311,7 +318,7 @@ fn tempfile_in(dir: &Path, target: &Path) -> std::io::Result<(PathBuf, std::fs::
     // The same name pattern as `keep_link`'s, which `is_leftover_temp` knows.
     let stem = target.file_name().and_then(|n| n.to_str()).unwrap_or("doc");
     for _ in 0..16 {
-        let name = format!(".{stem}.{}.tmp", crate::options::random_token());
+        let name = format!(".{stem}.{}.tmp", temp_token());
         let p = dir.join(name);
         match std::fs::OpenOptions::new()
             .write(true)
@@ -328,29 +335,48 @@ fn tempfile_in(dir: &Path, target: &Path) -> std::io::Result<(PathBuf, std::fs::
 
 /// Is `name` one of [`atomic_write`]'s temporary files: `.<target>.<32 hex>.tmp`?
 pub fn is_leftover_temp(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
-        return false;
-    };
-    let Some((target, token)) = rest.rsplit_once('.') else {
-        return false;
-    };
-    !target.is_empty()
+    leftover_token(name).is_some()
+}
+
+/// The token of a temporary name `.<target>.<32 hex digits>.tmp`.
+fn leftover_token(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (target, token) = rest.rsplit_once('.')?;
+    let ok = !target.is_empty()
         && token.len() == 32
         && token
             .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    ok.then_some(token)
+}
+
+/// The 32 hex digits of a temporary name: this process's mark (8 digits, the
+/// same for every temporary file it makes) and 24 random ones. The mark lets
+/// [`sweep_leftover_temps`] tell its own writes in flight from a dead
+/// process's leftovers without looking at file times.
+pub fn temp_token() -> String {
+    let random = crate::options::random_token();
+    format!("{}{}", process_mark(), &random[..24])
+}
+
+/// This process's 8 hex digits at the start of every temporary name it makes.
+pub fn process_mark() -> &'static str {
+    static MARK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MARK.get_or_init(|| crate::options::random_token()[..8].to_string())
+}
+
+/// Is `token` (of a temporary name) one of this process's?
+fn made_here(token: &str) -> bool {
+    token.starts_with(process_mark())
 }
 
 /// Remove the temporary files that an interrupted [`atomic_write`] left under
 /// `root` (a kill -9 between create and rename), walking the tree without
-/// following symbolic links. Only files of exactly that name pattern and last
-/// modified well before `started` are removed, so a write in flight now is never
-/// touched (file times come from a coarser clock than `SystemTime::now`, hence
-/// the margin). Returns how many were removed.
-pub fn sweep_leftover_temps(root: &Path, started: std::time::SystemTime) -> usize {
-    let cutoff = started
-        .checked_sub(std::time::Duration::from_secs(2))
-        .unwrap_or(std::time::UNIX_EPOCH);
+/// following symbolic links: every file of exactly that name pattern that this
+/// process did not make, whatever its age. Only sound while this process holds
+/// the data dir's lock (`instance::InstanceLock`: no other process writes
+/// there). Returns how many were removed.
+pub fn sweep_leftover_temps(root: &Path) -> usize {
     let mut removed = 0;
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -363,14 +389,12 @@ pub fn sweep_leftover_temps(root: &Path, started: std::time::SystemTime) -> usiz
                 stack.push(entry.path());
                 continue;
             }
-            if !ft.is_file() || !entry.file_name().to_str().is_some_and(is_leftover_temp) {
-                continue;
-            }
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t < cutoff);
-            if old && std::fs::remove_file(entry.path()).is_ok() {
+            let leftover = entry
+                .file_name()
+                .to_str()
+                .and_then(leftover_token)
+                .is_some_and(|token| !made_here(token));
+            if ft.is_file() && leftover && std::fs::remove_file(entry.path()).is_ok() {
                 removed += 1;
             }
         }

@@ -30,6 +30,7 @@ pub fn start_turn(
     tokio::spawn(async move {
         let _turn = mgr.turn.lock().await;
         run_turn(&st, &mgr, &tx, user_text, source).await;
+        crate::metrics::metrics().chat_turn();
         let _ = tx.send(Outbound::Frame(json!({"type": "turn_end"})));
     });
 }

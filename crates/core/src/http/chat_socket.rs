@@ -41,6 +41,7 @@ pub async fn ws_handler(
 
 async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebSocket) {
     let (id, mut rx, tx) = mgr.attach();
+    let _open = crate::metrics::metrics().chat_socket_open();
     let _ = tx.send(Outbound::Frame(
         json!({"type": "session_started", "persona_name": mgr.name(), "input_mode": "text"}),
     ));

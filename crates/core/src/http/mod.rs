@@ -13,6 +13,8 @@
 //! * [`characters`]: the characters routes;
 //! * [`chat_socket`], [`chat_dialect`]: the chat WebSocket and the original
 //!   application's frame protocol on it;
+//! * [`health`]: `/healthz`, `/readyz`, `/metrics`;
+//! * [`observe`]: request id, trace span and log line, request metrics;
 //! * [`static_files`]: `/static/`, `/user_mmd/`, `/user_pngtuber/`, `/workshop/`;
 //! * [`Ext`]: how a handler reaches its family's state.
 
@@ -24,7 +26,9 @@ pub mod envelope;
 mod ext;
 pub mod front;
 pub mod guards;
+pub mod health;
 pub mod multipart;
+pub mod observe;
 pub mod openapi;
 pub mod static_files;
 
