@@ -14,6 +14,7 @@ pub const FAMILIES: &[Family] = &[
     companiond_system::FAMILY,
     companiond_games::FAMILY,
     companiond_tools::FAMILY,
+    companiond_mcp::FAMILY,
     companiond_avatars::FAMILY,
     companiond_jukebox::FAMILY,
     companiond_console::FAMILY,

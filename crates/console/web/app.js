@@ -10,8 +10,9 @@ import library from './library.js';
 import cloud from './cloud.js';
 import settings from './settings.js';
 import reference from './reference.js';
+import mcp from './mcp.js';
 
-const sections = { start, chat, characters, memory, library, cloud, settings, reference };
+const sections = { start, chat, characters, memory, library, cloud, settings, mcp, reference };
 let active = null;
 
 /** Shared state and helpers the sections use. */

@@ -77,6 +77,23 @@ pub trait MemoryRecall: Send + Sync {
     ) -> BoxFuture<'static, Option<crate::tools::ToolResult>>;
     /// A turn of `character` ended and its exchange was stored.
     fn after_turn(&self, character: &str);
+    /// Add a fact (`text`, importance 1-10) to `character`'s long-term memory,
+    /// as the user would state it (companiond's MCP endpoint offers this to
+    /// other agents). The stored fact as JSON, or why not.
+    fn add_fact(
+        &self,
+        _character: String,
+        _text: String,
+        _importance: i64,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        Box::pin(async { Err("this memory cannot add facts".to_string()) })
+    }
+    /// What `character`'s long-term memory holds: `{persona, facts}` (the
+    /// persona as stored, the active facts' `id`, `text`, `importance`,
+    /// `entity`, `created_at`), or why not.
+    fn knowledge(&self, _character: String) -> BoxFuture<'static, Result<Value, String>> {
+        Box::pin(async { Err("this memory cannot tell what it holds".to_string()) })
+    }
 }
 
 /// Hooks that families install at start-up.

@@ -5,9 +5,10 @@
 //! `/api/tools` (validation, roles, listing) are in the tools family.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -64,10 +65,26 @@ enum Failure {
     Responded,
 }
 
+/// A family that serves registered tools itself instead of through an HTTP
+/// callback (the MCP family: `source` `mcp:<server>`). Installed once at start
+/// with [`ToolHub::set_backend`] for a source prefix; [`ToolHub::call`] then
+/// hands every call of a tool whose `source` starts with that prefix to it.
+pub trait ToolBackend: Send + Sync {
+    /// Run `tool` with the model's raw arguments. Never fails: errors become
+    /// model-visible tool errors (`is_error: true`, text starting `tool error:`).
+    fn call(
+        &self,
+        tool: RegisteredTool,
+        call_id: String,
+        raw_arguments: String,
+    ) -> BoxFuture<'static, ToolResult>;
+}
+
 /// Shared dispatcher state.
 pub struct ToolHub {
     http: crate::net::LazyClient,
     failures: Mutex<HashMap<String, u32>>,
+    backends: RwLock<Vec<(String, Arc<dyn ToolBackend>)>>,
 }
 
 impl ToolHub {
@@ -75,7 +92,25 @@ impl ToolHub {
         ToolHub {
             http,
             failures: Mutex::default(),
+            backends: RwLock::default(),
         }
+    }
+
+    /// Serve the tools whose `source` starts with `source_prefix` (e.g. `"mcp:"`)
+    /// through `backend` (replaces an earlier backend of the same prefix).
+    pub fn set_backend(&self, source_prefix: &str, backend: Arc<dyn ToolBackend>) {
+        let mut b = self.backends.write().unwrap_or_else(|e| e.into_inner());
+        b.retain(|(p, _)| p != source_prefix);
+        b.push((source_prefix.to_string(), backend));
+    }
+
+    fn backend_for(&self, source: &str) -> Option<Arc<dyn ToolBackend>> {
+        self.backends
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(p, _)| source.starts_with(p.as_str()))
+            .map(|(_, b)| b.clone())
     }
 
     /// Current consecutive connection-failure count of an origin.
@@ -109,6 +144,15 @@ impl ToolHub {
     /// failures of a `plugin:` source the outcome asks the caller to evict the
     /// tool's origin from every role ([`Called::evict`]); the hub forgets the count.
     pub async fn call(&self, tool: &RegisteredTool, call_id: &str, raw_arguments: &str) -> Called {
+        if let Some(backend) = self.backend_for(&tool.source) {
+            let result = backend
+                .call(tool.clone(), call_id.to_string(), raw_arguments.to_string())
+                .await;
+            return Called {
+                result,
+                evict: None,
+            };
+        }
         // Arguments that are not a JSON object are still delivered (reference behaviour):
         // other JSON values as {"value": v}, invalid JSON as {"_raw": text}.
         let arguments: Value = match serde_json::from_str::<Value>(raw_arguments) {

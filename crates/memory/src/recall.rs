@@ -75,6 +75,27 @@ impl MemoryRecall for Recall {
         })
     }
 
+    fn add_fact(
+        &self,
+        character: String,
+        text: String,
+        importance: i64,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        let state = self.state();
+        Box::pin(async move {
+            let state = state.ok_or("the server is stopping")?;
+            add_fact(&state, &character, &text, importance).await
+        })
+    }
+
+    fn knowledge(&self, character: String) -> BoxFuture<'static, Result<Value, String>> {
+        let state = self.state();
+        Box::pin(async move {
+            let state = state.ok_or("the server is stopping")?;
+            knowledge(&state, &character).await
+        })
+    }
+
     fn after_turn(&self, character: &str) {
         if let Some(state) = self.state() {
             extract::note_activity(&state, character);
@@ -82,6 +103,58 @@ impl MemoryRecall for Recall {
             vectors::schedule(&state, character);
         }
     }
+}
+
+/// Most characters of a fact added from outside.
+pub const FACT_MAX_CHARS: usize = 1000;
+
+/// Add a fact stated from outside (companiond's MCP endpoint): stored like a
+/// fact the user stated (`source` `user_observation`, one piece of evidence),
+/// promoted into the persona by the usual rule.
+pub async fn add_fact(
+    state: &AppState,
+    name: &str,
+    text: &str,
+    importance: i64,
+) -> Result<Value, String> {
+    let text = text.trim().to_string();
+    if text.is_empty() || text.chars().count() > FACT_MAX_CHARS {
+        return Err(format!("the fact must be 1 to {FACT_MAX_CHARS} characters"));
+    }
+    if !state.characters.exists(name) {
+        return Err(format!("no character named {name}"));
+    }
+    let importance = importance.clamp(1, 10);
+    longterm::commit(state, name, "add_fact", move |s| {
+        let now = companiond_core::now_millis();
+        let mut fact = crate::stores::new_fact(&text, "master", importance, now);
+        fact.insert("evidence_count".into(), json!(1));
+        s.facts.push(fact.clone());
+        crate::extract::promote_persona(s, now);
+        Ok(Value::Object(fact))
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// `{persona, facts}` of `name` (see `MemoryRecall::knowledge`).
+pub async fn knowledge(state: &AppState, name: &str) -> Result<Value, String> {
+    if !state.characters.exists(name) {
+        return Err(format!("no character named {name}"));
+    }
+    let s = longterm::load(state, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    let facts: Vec<Value> = s
+        .active_facts()
+        .map(|f| {
+            let picked = ["id", "text", "importance", "entity", "created_at"]
+                .iter()
+                .filter_map(|k| f.get(*k).map(|v| (k.to_string(), v.clone())));
+            Value::Object(picked.collect())
+        })
+        .collect();
+    Ok(json!({"persona": Value::Object(s.persona.clone()), "facts": facts}))
 }
 
 fn usable(state: &AppState, name: &str) -> bool {
