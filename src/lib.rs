@@ -6,7 +6,7 @@
 pub use companiond_core as core;
 use companiond_core::server::Family;
 
-/// Every family of the interface, in the order of interface.md.
+/// Every family of the interface, in the order of the README's family table.
 pub const FAMILIES: &[Family] = &[
     companiond_config::FAMILY,
     companiond_memory::FAMILY,

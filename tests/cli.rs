@@ -1,4 +1,4 @@
-//! The program as runtime.md fixes it: CLI, environment, listening line, exits.
+//! The program as the README's Options fix it: CLI, environment, listening line, exits.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! The front door (runtime.md § Host and Origin, docs/security.md): a foreign
+//! The front door (docs/security.md, Host and Origin): a foreign
 //! `Host` is refused on every route, static mount and the chat socket before any
 //! handler runs; a foreign `Origin` cannot open a WebSocket; no answer allows
 //! cross-origin reads; crash leftovers are swept at start.

@@ -92,7 +92,7 @@ fn main_icon(card: &Map<String, Value>) -> Option<String> {
 
 /// A CHARX archive of `card` with `assets` (relative path, bytes); when
 /// `image` is given and the card names no embedded main icon, the image is
-/// added as `assets/icon/images/main.<ext>` and listed in `data.assets`.
+/// added as the archive's `assets/icon/images/main.<ext>` and listed in `data.assets`.
 pub fn write(
     card: &Map<String, Value>,
     assets: &[(String, Vec<u8>)],

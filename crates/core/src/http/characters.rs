@@ -96,7 +96,7 @@ struct Profile {
 }
 
 /// `GET /api/characters`: the characters and the current one, plus the
-/// original application's characters document fields (runtime.md).
+/// original application's characters document fields.
 #[derive(Serialize, ToSchema)]
 #[schema(example = json!({"success": true, "current": "Companion",
     "characters": [{"name": "Companion"}], "主人": {}, "猫娘": {"Companion": {"model_type": "live2d"}},

@@ -1,5 +1,5 @@
 //! The front door: what every request passes before any route sees it
-//! (runtime.md § Host and Origin; docs/security.md).
+//! (docs/security.md).
 //!
 //! * **Host allowlist** — a request is served only when its `Host` names this
 //!   machine: a loopback literal (127.0.0.0/8, `[::1]`), `localhost` (any case,

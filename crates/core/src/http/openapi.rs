@@ -7,8 +7,8 @@
 //! `utoipa::IntoParams`), so the description follows the code.
 //!
 //! Besides what a route states, every operation lists the refusals of the front
-//! door and guards that answer before its handler (runtime.md § Host and Origin,
-//! § CSRF): 403 `host_not_allowed` everywhere, 403 `csrf_validation_failed` for
+//! door and guards that answer before its handler (docs/security.md, Host and
+//! Origin, CSRF): 403 `host_not_allowed` everywhere, 403 `csrf_validation_failed` for
 //! writes (a foreign `Origin`) and for CSRF-guarded routes (whose operations also
 //! carry the `csrf` security scheme, the `X-CSRF-Token` header), and 413/422
 //! `invalid_body` where a JSON body is read — each in the envelope of the path.
