@@ -18,6 +18,7 @@
 //!
 //! [`server`] assembles both into the application and serves it.
 
+pub mod backup;
 pub mod characters;
 pub mod fence;
 pub mod history;
@@ -37,6 +38,7 @@ pub mod rename;
 pub mod server;
 pub mod sessions;
 pub mod sink;
+pub mod snapshots;
 pub mod staging;
 pub mod stamp;
 pub mod state;
