@@ -436,6 +436,61 @@ pub fn apply_pending(data_dir: &Path) -> Option<Result<Restored, String>> {
     Some(r)
 }
 
+/// `companiond backup`: one line on stdout when done, one on stderr and exit
+/// 1 on failure.
+pub fn run_backup(a: &crate::options::BackupArgs) -> i32 {
+    let data_dir = match crate::options::resolve_data_dir(a.data_dir.clone()) {
+        Ok(d) => d,
+        Err(e) => return failed(&e),
+    };
+    match backup_to_file(&data_dir, &a.out, a.with_secrets) {
+        Ok(w) => {
+            println!(
+                "backup of {} written to {} ({} files, {} bytes before compression{})",
+                data_dir.display(),
+                a.out.display(),
+                w.files,
+                w.bytes,
+                if a.with_secrets {
+                    ", secrets included"
+                } else {
+                    ", secrets left out"
+                }
+            );
+            0
+        }
+        Err(e) => failed(&e),
+    }
+}
+
+/// `companiond restore FILE`: refused while a server holds the data dir.
+pub fn run_restore(a: &crate::options::RestoreArgs) -> i32 {
+    let data_dir = match crate::options::resolve_data_dir(a.data_dir.clone()) {
+        Ok(d) => d,
+        Err(e) => return failed(&e),
+    };
+    match restore_from_file(&data_dir, &a.file) {
+        Ok(r) => {
+            match &r.replaced {
+                Some(p) => println!(
+                    "restored {} files into {}; the replaced files are in {}",
+                    r.files,
+                    data_dir.display(),
+                    p.display()
+                ),
+                None => println!("restored {} files into {}", r.files, data_dir.display()),
+            }
+            0
+        }
+        Err(e) => failed(&e),
+    }
+}
+
+fn failed(e: &str) -> i32 {
+    eprintln!("companiond: {e}");
+    1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
