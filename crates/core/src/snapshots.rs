@@ -65,6 +65,7 @@ pub fn all_files() -> Vec<&'static str> {
 /// What kind of change a snapshot was taken before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = SnapshotKind)]
 pub enum Kind {
     /// The memory browser's save of the recent history.
     Save,
@@ -102,6 +103,7 @@ impl Kind {
 /// How a file was kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = SnapshotFileHow)]
 pub enum How {
     /// A hard link to the replaced file (no copy).
     Link,
@@ -113,6 +115,7 @@ pub enum How {
 
 /// One kept file.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = SnapshotKeptFile)]
 pub struct KeptFile {
     pub name: String,
     pub size: u64,
@@ -121,6 +124,7 @@ pub struct KeptFile {
 
 /// `snapshot.json`: what a snapshot holds.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = SnapshotMeta)]
 pub struct Meta {
     pub format: u32,
     pub id: String,
@@ -576,6 +580,7 @@ pub fn put_back(data_dir: &Path, from: &str, id: &str, into: &str) -> Result<Met
 /// `reflections` of an object, the persona's facts) and, where the entries
 /// carry one, the dates of the oldest and newest.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = SnapshotFileSummary)]
 pub struct FileSummary {
     pub name: String,
     pub size: u64,

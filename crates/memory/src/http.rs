@@ -718,8 +718,8 @@ pub(crate) async fn trash(State(st): State<AppState>) -> Response {
 pub(crate) async fn snapshot_restore(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
-    JsonBody(body, _): JsonBody<undo::RestoreBody>,
-) -> Answer<undo::Restored> {
+    JsonBody(body, _): JsonBody<undo::SnapshotRestoreBody>,
+) -> Answer<undo::SnapshotRestored> {
     undo::restore(&st, &rt, &body.character, &body.id)
         .await
         .map(Json)

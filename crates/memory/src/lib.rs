@@ -511,7 +511,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("list_snapshots")
         .query::<CharacterQuery>()
-        .ok::<undo::Listing>()
+        .ok::<undo::SnapshotList>()
         .fails::<MemoryError>()
         .get(
             "/api/memory/snapshots/{character}/{id}",
@@ -519,7 +519,7 @@ pub fn api(state: &AppState) -> Api {
             http::snapshot_show,
         )
         .id("show_snapshot")
-        .ok::<undo::Shown>()
+        .ok::<undo::SnapshotShown>()
         .fails::<MemoryError>()
         .guarded(
             Method::POST,
@@ -529,8 +529,8 @@ pub fn api(state: &AppState) -> Api {
             http::snapshot_restore,
         )
         .id("restore_snapshot")
-        .json_body::<undo::RestoreBody>()
-        .ok::<undo::Restored>()
+        .json_body::<undo::SnapshotRestoreBody>()
+        .ok::<undo::SnapshotRestored>()
         .fails::<MemoryError>()
         .get(
             "/api/memory/trash",
@@ -538,7 +538,7 @@ pub fn api(state: &AppState) -> Api {
             http::trash,
         )
         .id("list_trash")
-        .ok::<undo::Trash>()
+        .ok::<undo::TrashList>()
         .fails::<MemoryError>()
 }
 

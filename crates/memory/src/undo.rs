@@ -38,7 +38,7 @@ impl From<SnapshotError> for MemoryError {
 
 /// One snapshot as listed.
 #[derive(Serialize, ToSchema)]
-pub struct Item {
+pub struct SnapshotItem {
     /// Its id (`<milliseconds>-<kind>`), newest first in a listing.
     pub id: String,
     /// The change it was taken before.
@@ -62,9 +62,9 @@ pub struct Item {
     pub expires_at: Option<String>,
 }
 
-impl Item {
-    fn of(m: &Meta) -> Item {
-        Item {
+impl SnapshotItem {
+    fn of(m: &Meta) -> SnapshotItem {
+        SnapshotItem {
             id: m.id.clone(),
             kind: m.kind,
             created_at: m.created_at.clone(),
@@ -91,21 +91,21 @@ fn rfc3339(ms: i64) -> String {
 
 /// `GET /api/memory/snapshots?character=`.
 #[derive(Serialize, ToSchema)]
-pub struct Listing {
+pub struct SnapshotList {
     pub success: bool,
     pub character: String,
     /// Whether the character is configured (its trash can be listed after
     /// it was deleted).
     pub configured: bool,
-    pub snapshots: Vec<Item>,
+    pub snapshots: Vec<SnapshotItem>,
 }
 
 /// `GET /api/memory/snapshots/{character}/{id}`.
 #[derive(Serialize, ToSchema)]
-pub struct Shown {
+pub struct SnapshotShown {
     pub success: bool,
     pub character: String,
-    pub snapshot: Item,
+    pub snapshot: SnapshotItem,
     /// What each kept file holds (entry counts, oldest and newest dates).
     pub files: Vec<FileSummary>,
     /// The kept profile, when there is one.
@@ -116,24 +116,24 @@ pub struct Shown {
 
 /// One deleted character in the trash.
 #[derive(Serialize, ToSchema)]
-pub struct TrashItem {
+pub struct TrashEntry {
     pub character: String,
     /// Whether a character of that name exists again.
     pub configured: bool,
-    pub snapshot: Item,
+    pub snapshot: SnapshotItem,
 }
 
 /// `GET /api/memory/trash`.
 #[derive(Serialize, ToSchema)]
-pub struct Trash {
+pub struct TrashList {
     pub success: bool,
-    pub items: Vec<TrashItem>,
+    pub items: Vec<TrashEntry>,
 }
 
 /// The body of `POST /api/memory/snapshots/restore`.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"character": "Companion", "id": "1764275096123-save"}))]
-pub struct RestoreBody {
+pub struct SnapshotRestoreBody {
     /// The character whose snapshot it is.
     #[schema(min_length = 1, max_length = 200)]
     pub character: String,
@@ -144,7 +144,7 @@ pub struct RestoreBody {
 
 /// `POST /api/memory/snapshots/restore`.
 #[derive(Serialize, ToSchema)]
-pub struct Restored {
+pub struct SnapshotRestored {
     pub success: bool,
     /// The character restored (for a rename's snapshot, the name before it).
     pub character: String,
@@ -168,7 +168,7 @@ fn checked_name(name: &str) -> Result<String, MemoryError> {
 }
 
 /// The snapshots of `character`, newest first.
-pub async fn list(state: &AppState, character: &str) -> Result<Listing, MemoryError> {
+pub async fn list(state: &AppState, character: &str) -> Result<SnapshotList, MemoryError> {
     let c = checked_name(character)?;
     let d = state.data_dir().to_path_buf();
     let c2 = c.clone();
@@ -176,16 +176,20 @@ pub async fn list(state: &AppState, character: &str) -> Result<Listing, MemoryEr
         snapshots::list(&d, &c2).map_err(MemoryError::from)
     })
     .await?;
-    Ok(Listing {
+    Ok(SnapshotList {
         success: true,
         configured: state.characters.exists(&c),
-        snapshots: all.iter().map(Item::of).collect(),
+        snapshots: all.iter().map(SnapshotItem::of).collect(),
         character: c,
     })
 }
 
 /// One snapshot with what its files hold.
-pub async fn show(state: &AppState, character: &str, id: &str) -> Result<Shown, MemoryError> {
+pub async fn show(
+    state: &AppState,
+    character: &str,
+    id: &str,
+) -> Result<SnapshotShown, MemoryError> {
     let c = checked_name(character)?;
     let (d, c2, id) = (state.data_dir().to_path_buf(), c.clone(), id.to_string());
     let (meta, files) = companiond_core::task::blocking(move || {
@@ -194,17 +198,17 @@ pub async fn show(state: &AppState, character: &str, id: &str) -> Result<Shown, 
         Ok::<_, MemoryError>((meta, files))
     })
     .await?;
-    Ok(Shown {
+    Ok(SnapshotShown {
         success: true,
         character: c,
-        snapshot: Item::of(&meta),
+        snapshot: SnapshotItem::of(&meta),
         files,
         profile: meta.profile,
     })
 }
 
 /// The trash: every `delete` snapshot, newest first.
-pub async fn trash(state: &AppState) -> Result<Trash, MemoryError> {
+pub async fn trash(state: &AppState) -> Result<TrashList, MemoryError> {
     let d = state.data_dir().to_path_buf();
     let found = companiond_core::task::blocking(move || {
         let mut out = Vec::new();
@@ -219,14 +223,14 @@ pub async fn trash(state: &AppState) -> Result<Trash, MemoryError> {
         Ok::<_, MemoryError>(out)
     })
     .await?;
-    Ok(Trash {
+    Ok(TrashList {
         success: true,
         items: found
             .iter()
-            .map(|m| TrashItem {
+            .map(|m| TrashEntry {
                 character: m.character.clone(),
                 configured: state.characters.exists(&m.character),
-                snapshot: Item::of(m),
+                snapshot: SnapshotItem::of(m),
             })
             .collect(),
     })
@@ -246,7 +250,7 @@ pub async fn restore(
     rt: &Arc<MemoryRuntime>,
     character: &str,
     id: &str,
-) -> Result<Restored, MemoryError> {
+) -> Result<SnapshotRestored, MemoryError> {
     let c = checked_name(character)?;
     let data = state.data_dir().to_path_buf();
     fence::check(&data, "snapshot_restore", &format!("memory/{c}"))?;
@@ -351,7 +355,7 @@ pub async fn restore(
     crate::vectors::changed(state, &target);
     let (d, t) = (data.clone(), target.clone());
     companiond_core::task::later(move || snapshots::prune(&d, &t));
-    Ok(Restored {
+    Ok(SnapshotRestored {
         success: true,
         character: target,
         restored: meta.id,
