@@ -532,11 +532,56 @@ pub fn prune(data_dir: &Path, character: &str) {
     }
 }
 
-/// [`prune`] for every character with snapshots (start-up: the trash expires).
-pub fn prune_all(data_dir: &Path) {
+/// At start-up: the trash older than [`TRASH_DAYS`] expires. Read from the
+/// folder names alone (an id starts with its time and ends with its kind), so
+/// a start costs one listing per character with snapshots; the budget of each
+/// character is applied at its next snapshot.
+pub fn expire_trash(data_dir: &Path) {
+    let limit = crate::now_millis() - TRASH_DAYS * 86_400_000;
     for c in characters(data_dir) {
-        prune(data_dir, &c);
+        let Ok(root) = character_root(data_dir, &c) else {
+            continue;
+        };
+        let Ok(rd) = std::fs::read_dir(&root) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(id) = name.to_str() else { continue };
+            if id_kind_is(id, Kind::Delete) && id_millis(id).is_some_and(|ms| ms < limit) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&root);
     }
+}
+
+/// The time in an id (`<13 digits>-…`).
+fn id_millis(id: &str) -> Option<i64> {
+    id.split('-').next()?.parse().ok()
+}
+
+/// Whether an id names a snapshot of `kind` (`<ms>-<kind>` or `<ms>-<kind>-<n>`).
+fn id_kind_is(id: &str, kind: Kind) -> bool {
+    valid_id(id) && id.split('-').nth(1) == Some(kind.as_str())
+}
+
+/// The snapshots of `kind` of `character`, newest first: only their
+/// descriptions are read.
+pub fn list_kind(data_dir: &Path, character: &str, kind: Kind) -> Vec<Meta> {
+    let Ok(root) = character_root(data_dir, character) else {
+        return Vec::new();
+    };
+    let mut out: Vec<Meta> = std::fs::read_dir(&root)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_str().is_some_and(|n| id_kind_is(n, kind)))
+                .filter_map(|e| read_meta(&e.path(), character).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| (b.created_ms, &b.id).cmp(&(a.created_ms, &a.id)));
+    out
 }
 
 /// Put the files of snapshot `id` of `from` back into `memory/<into>/`, each
@@ -795,5 +840,15 @@ mod tests {
         let l = list(dir.path(), "Mika").unwrap();
         assert_eq!(l.iter().filter(|m| m.kind == Kind::Save).count(), 3);
         assert_eq!(l.iter().filter(|m| m.kind == Kind::Delete).count(), 1);
+        assert_eq!(list_kind(dir.path(), "Mika", Kind::Delete).len(), 1);
+
+        // A trash older than 30 days expires at the next start; a fresh one stays.
+        let old = character_root(dir.path(), "Mika")
+            .unwrap()
+            .join("0000000000001-delete");
+        std::fs::create_dir_all(&old).unwrap();
+        expire_trash(dir.path());
+        assert!(!old.exists());
+        assert_eq!(list_kind(dir.path(), "Mika", Kind::Delete).len(), 1);
     }
 }

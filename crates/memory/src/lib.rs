@@ -561,10 +561,10 @@ pub fn start(state: &AppState) {
             state: Arc::downgrade(&state.0),
         },
     ))));
-    // The trash of deleted characters expires; budgets changed since apply.
+    // The trash of deleted characters expires.
     if tokio::runtime::Handle::try_current().is_ok() {
         let d = state.data_dir().to_path_buf();
-        tokio::task::spawn_blocking(move || companiond_core::snapshots::prune_all(&d));
+        tokio::task::spawn_blocking(move || companiond_core::snapshots::expire_trash(&d));
     }
     match ensure_units(state) {
         // The watcher and the catch-up start once the units are complete.

@@ -213,11 +213,7 @@ pub async fn trash(state: &AppState) -> Result<TrashList, MemoryError> {
     let found = companiond_core::task::blocking(move || {
         let mut out = Vec::new();
         for c in snapshots::characters(&d) {
-            for m in snapshots::list(&d, &c).unwrap_or_default() {
-                if m.kind == Kind::Delete {
-                    out.push(m);
-                }
-            }
+            out.extend(snapshots::list_kind(&d, &c, Kind::Delete));
         }
         out.sort_by_key(|m| std::cmp::Reverse(m.created_ms));
         Ok::<_, MemoryError>(out)
