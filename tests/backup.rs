@@ -153,14 +153,18 @@ async fn a_backup_taken_during_a_chat_restores_to_an_equal_folder() {
     ws.send(say(0)).await.unwrap();
     next_of_type(&mut ws, "turn_end").await;
 
-    // Turns go on while the backups are taken (another process, as a user
-    // would run it beside the server).
+    // Turns go on, one after the other, for as long as the backups are
+    // taken (by another process, as a user would run it beside the server).
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_chat = done.clone();
     let chatting = tokio::spawn(async move {
-        for i in 1..=12 {
-            ws.send(say(i)).await.unwrap();
+        let mut turns = 1;
+        while !stop_chat.load(std::sync::atomic::Ordering::SeqCst) || turns < 4 {
+            ws.send(say(turns)).await.unwrap();
             next_of_type(&mut ws, "turn_end").await;
+            turns += 1;
         }
-        ws
+        (ws, turns)
     });
     let mut during = Vec::new();
     for k in 0..3 {
@@ -171,7 +175,8 @@ async fn a_backup_taken_during_a_chat_restores_to_an_equal_folder() {
         assert!(o.0.status.success(), "{}", text(&o.0.stderr));
         during.push(o.1);
     }
-    let _ws = chatting.await.unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (_ws, turns) = chatting.await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let history = |root: &Path| -> Vec<Value> {
@@ -179,7 +184,7 @@ async fn a_backup_taken_during_a_chat_restores_to_an_equal_folder() {
             .unwrap()
     };
     let live_history = history(&s.data);
-    assert_eq!(live_history.len(), 26, "13 turns of two lines");
+    assert_eq!(live_history.len(), 2 * turns, "every turn's two lines");
     for (k, a) in during.iter().enumerate() {
         let dir = t.path().join(format!("restored-{k}"));
         let o = restore_into(a, &dir);
