@@ -342,6 +342,9 @@ pub fn restore_locked(data_dir: &Path, archive: &Path) -> Result<Restored, Strin
             return Err(e);
         }
     };
+    if !manifest.secrets {
+        carry_secrets(data_dir, &staging);
+    }
     let moved = (|| {
         let keep = |n: &std::ffi::OsStr| n == LOCK_FILE || n == INFO_FILE;
         let mut replaced = false;
@@ -372,6 +375,51 @@ pub fn restore_locked(data_dir: &Path, archive: &Path) -> Result<Restored, Strin
             aside.display(),
             staging.display()
         )),
+    }
+}
+
+/// An archive without secrets restored over a folder that has them: every
+/// `*ApiKey` left empty in a restored `config/*.json` takes the value the
+/// replaced folder's same document holds (restoring on the same computer
+/// keeps the keys; on a new one they are entered again).
+fn carry_secrets(data_dir: &Path, staging: &Path) {
+    let Ok(rd) = std::fs::read_dir(staging.join("config")) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let restored = e.path();
+        if restored.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let Ok(Some(old)) =
+            crate::store::read_json::<Value>(&data_dir.join("config").join(e.file_name()))
+        else {
+            continue;
+        };
+        let Ok(Some(mut new)) = crate::store::read_json::<Value>(&restored) else {
+            continue;
+        };
+        fn fill(new: &mut Value, old: &Value) -> bool {
+            let (Value::Object(n), Value::Object(o)) = (new, old) else {
+                return false;
+            };
+            let mut changed = false;
+            for (k, v) in n.iter_mut() {
+                let Some(was) = o.get(k) else { continue };
+                if k.ends_with("ApiKey") {
+                    if v.as_str() == Some("") && was.as_str().is_some_and(|w| !w.is_empty()) {
+                        *v = was.clone();
+                        changed = true;
+                    }
+                } else {
+                    changed |= fill(v, was);
+                }
+            }
+            changed
+        }
+        if fill(&mut new, &old) {
+            let _ = crate::store::atomic_write_json(&restored, &new);
+        }
     }
 }
 
@@ -507,6 +555,34 @@ mod tests {
         assert_eq!(out["coreApi"], "x");
         let plain = b"{\n  \"a\": 1\n}".to_vec();
         assert_eq!(without_secrets(plain.clone()), plain);
+    }
+
+    #[test]
+    fn a_restore_without_secrets_keeps_the_keys_of_the_replaced_folder() {
+        let t = tempfile::tempdir().unwrap();
+        let data = t.path().join("data");
+        std::fs::create_dir_all(data.join("config")).unwrap();
+        let cfg =
+            serde_json::json!({"coreApi": "a", "coreApiKey": "sk-old", "summaryModelApiKey": ""});
+        crate::store::atomic_write_json(&data.join("config/core_config.json"), &cfg).unwrap();
+        let archive = t.path().join("b.zip");
+        let f = std::fs::File::create(&archive).unwrap();
+        write_archive(&data, std::io::BufWriter::new(f), false).unwrap();
+        // Changed since: another key, another provider.
+        let now = serde_json::json!({"coreApi": "b", "coreApiKey": "sk-new", "summaryModelApiKey": "sk-s"});
+        crate::store::atomic_write_json(&data.join("config/core_config.json"), &now).unwrap();
+        let r = restore_locked(&data, &archive).unwrap();
+        let got: Value = crate::store::read_json(&data.join("config/core_config.json"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(got["coreApi"], "a", "the archive's settings");
+        assert_eq!(got["coreApiKey"], "sk-new", "the replaced folder's key");
+        assert_eq!(got["summaryModelApiKey"], "sk-s");
+        let aside: Value =
+            crate::store::read_json(&r.replaced.unwrap().join("config/core_config.json"))
+                .unwrap()
+                .unwrap();
+        assert_eq!(aside, now);
     }
 
     #[test]
