@@ -204,21 +204,54 @@ async fn a_backup_taken_during_a_chat_restores_to_an_equal_folder() {
         }
     }
 
+    // A deleted character's trash, kept by a backup asked to.
+    let (st, _) = s
+        .post("/api/characters/profile", json!({"name": "Mika"}))
+        .await;
+    assert_eq!(st, 200);
+    let (st, _) = s
+        .send(
+            reqwest::Method::DELETE,
+            "/api/characters/profile/Mika",
+            None,
+        )
+        .await;
+    assert_eq!(st, 200);
+    let snapshots = |root: &Path| -> BTreeMap<String, Vec<u8>> {
+        let p = root.join("snapshots");
+        if p.exists() {
+            tree(&p)
+        } else {
+            BTreeMap::new()
+        }
+    };
+    assert!(!snapshots(&s.data).is_empty());
+
     // Taken once the chat is quiet: the restored folder equals the live one.
     let out = t.path().join("quiet.zip");
-    let o = backup(&s.data, &out, true);
+    let o = run(&[
+        "backup",
+        "--out",
+        out.to_str().unwrap(),
+        "--data-dir",
+        s.data.to_str().unwrap(),
+        "--with-secrets",
+        "--with-snapshots",
+    ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("secrets included"));
+    assert!(text(&o.stdout).contains("secrets included, snapshots included"));
     let dir = t.path().join("restored-quiet");
     let o = restore_into(&out, &dir);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_equal_folders(&s.data, &dir);
+    assert_eq!(snapshots(&dir), snapshots(&s.data), "the trash came along");
 
     // Without --with-secrets, every *ApiKey is empty and nothing else differs.
     let out = t.path().join("no-secrets.zip");
     assert!(backup(&s.data, &out, false).status.success());
     let dir = t.path().join("restored-no-secrets");
     assert!(restore_into(&out, &dir).status.success());
+    assert!(snapshots(&dir).is_empty(), "snapshots only when asked");
     let cfg = |root: &Path| -> Value {
         serde_json::from_slice(&std::fs::read(root.join("config/core_config.json")).unwrap())
             .unwrap()

@@ -11,7 +11,8 @@
 //! version, never half of one); a SQLite database (`*.db`) is copied with
 //! SQLite's online backup, so it is consistent while the server writes it.
 //! Left out: the lock and instance files, the snapshots and the trash
-//! (`snapshots/`), the cloud-save download backups (`cloudsave_backups/`), an
+//! (`snapshots/`, unless asked for), the cloud-save download backups
+//! (`cloudsave_backups/`), an
 //! archive waiting to be restored, crash leftovers and SQLite side files.
 //! Every `*ApiKey` value in `config/` is written empty unless the secrets are
 //! asked for.
@@ -37,8 +38,18 @@ pub const FORMAT: u32 = 1;
 pub const MANIFEST: &str = "companiond-backup.json";
 /// An archive kept by `POST /api/backup/restore`, applied at the next start.
 pub const PENDING: &str = "restore-pending.zip";
-/// Top-level folders of the data dir a backup leaves out.
-const LEFT_OUT_DIRS: &[&str] = &[crate::snapshots::ROOT, "cloudsave_backups"];
+/// Top-level folders of the data dir a backup leaves out (the snapshots
+/// unless asked for).
+const LEFT_OUT_DIRS: &[&str] = &["cloudsave_backups"];
+
+/// What a backup holds beside the data.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Include {
+    /// The `*ApiKey` values (else written empty).
+    pub secrets: bool,
+    /// `snapshots/`: every character's snapshots and the trash.
+    pub snapshots: bool,
+}
 
 /// `companiond-backup.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -49,6 +60,9 @@ pub struct Manifest {
     pub created_at: String,
     /// Whether the `*ApiKey` values are in the archive.
     pub secrets: bool,
+    /// Whether `snapshots/` (snapshots and trash) is in the archive.
+    #[serde(default)]
+    pub snapshots: bool,
 }
 
 /// What a backup wrote.
@@ -60,7 +74,7 @@ pub struct Written {
 
 /// The files of `data_dir` a backup holds, relative, with `/` separators,
 /// sorted. Symbolic links are not followed (nor kept).
-pub fn files_of(data_dir: &Path) -> std::io::Result<Vec<String>> {
+pub fn files_of(data_dir: &Path, snapshots: bool) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
     let mut stack = vec![(data_dir.to_path_buf(), String::new())];
     while let Some((dir, rel)) = stack.pop() {
@@ -75,7 +89,9 @@ pub fn files_of(data_dir: &Path) -> std::io::Result<Vec<String>> {
                 format!("{rel}/{name}")
             };
             if ft.is_dir() {
-                if rel.is_empty() && LEFT_OUT_DIRS.contains(&name.as_str()) {
+                let left_out = LEFT_OUT_DIRS.contains(&name.as_str())
+                    || (!snapshots && name == crate::snapshots::ROOT);
+                if rel.is_empty() && left_out {
                     continue;
                 }
                 stack.push((e.path(), path));
@@ -106,8 +122,9 @@ fn is_db(rel: &str) -> bool {
 pub fn write_archive<W: Write + Seek>(
     data_dir: &Path,
     out: W,
-    secrets: bool,
+    include: Include,
 ) -> std::io::Result<Written> {
+    let secrets = include.secrets;
     let err = std::io::Error::other;
     let mut zip = zip::ZipWriter::new(out);
     let deflated = zip::write::SimpleFileOptions::default()
@@ -119,11 +136,12 @@ pub fn write_archive<W: Write + Seek>(
         version: env!("CARGO_PKG_VERSION").into(),
         created_at: crate::now_rfc3339(),
         secrets,
+        snapshots: include.snapshots,
     };
     zip.start_file(MANIFEST, deflated).map_err(err)?;
     zip.write_all(&serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other)?)?;
     let mut written = Written::default();
-    for rel in files_of(data_dir)? {
+    for rel in files_of(data_dir, include.snapshots)? {
         let path = data_dir.join(&rel);
         if is_db(&rel) {
             let tmp = std::env::temp_dir().join(format!(
@@ -213,7 +231,7 @@ fn without_secrets(bytes: Vec<u8>) -> Vec<u8> {
 
 /// `companiond backup --out FILE`: the archive written beside `out` under a
 /// temporary name, synced, then renamed into place.
-pub fn backup_to_file(data_dir: &Path, out: &Path, secrets: bool) -> Result<Written, String> {
+pub fn backup_to_file(data_dir: &Path, out: &Path, include: Include) -> Result<Written, String> {
     if !data_dir.is_dir() {
         return Err(format!(
             "data directory {} does not exist",
@@ -232,7 +250,7 @@ pub fn backup_to_file(data_dir: &Path, out: &Path, secrets: bool) -> Result<Writ
     let result = (|| {
         let f = std::fs::File::create(&tmp)?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-        let written = write_archive(data_dir, &mut w, secrets)?;
+        let written = write_archive(data_dir, &mut w, include)?;
         let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         std::fs::rename(&tmp, out)?;
@@ -491,10 +509,14 @@ pub fn run_backup(a: &crate::options::BackupArgs) -> i32 {
         Ok(d) => d,
         Err(e) => return failed(&e),
     };
-    match backup_to_file(&data_dir, &a.out, a.with_secrets) {
+    let include = Include {
+        secrets: a.with_secrets,
+        snapshots: a.with_snapshots,
+    };
+    match backup_to_file(&data_dir, &a.out, include) {
         Ok(w) => {
             println!(
-                "backup of {} written to {} ({} files, {} bytes before compression{})",
+                "backup of {} written to {} ({} files, {} bytes before compression{}{})",
                 data_dir.display(),
                 a.out.display(),
                 w.files,
@@ -503,6 +525,11 @@ pub fn run_backup(a: &crate::options::BackupArgs) -> i32 {
                     ", secrets included"
                 } else {
                     ", secrets left out"
+                },
+                if a.with_snapshots {
+                    ", snapshots included"
+                } else {
+                    ""
                 }
             );
             0
@@ -567,7 +594,7 @@ mod tests {
         crate::store::atomic_write_json(&data.join("config/core_config.json"), &cfg).unwrap();
         let archive = t.path().join("b.zip");
         let f = std::fs::File::create(&archive).unwrap();
-        write_archive(&data, std::io::BufWriter::new(f), false).unwrap();
+        write_archive(&data, std::io::BufWriter::new(f), Include::default()).unwrap();
         // Changed since: another key, another provider.
         let now = serde_json::json!({"coreApi": "b", "coreApiKey": "sk-new", "summaryModelApiKey": "sk-s"});
         crate::store::atomic_write_json(&data.join("config/core_config.json"), &now).unwrap();

@@ -30,7 +30,7 @@ pub enum Command {
     Restore(RestoreArgs),
 }
 
-/// `companiond backup --out FILE [--data-dir DIR] [--with-secrets]`.
+/// `companiond backup --out FILE [--data-dir DIR] [--with-secrets] [--with-snapshots]`.
 #[derive(Debug, Clone, Args)]
 pub struct BackupArgs {
     /// The archive to write (a ZIP; replaced atomically).
@@ -42,6 +42,9 @@ pub struct BackupArgs {
     /// Keep the `*ApiKey` values in the archive (left out by default).
     #[arg(long)]
     pub with_secrets: bool,
+    /// Keep the snapshots and the trash (`snapshots/`, left out by default).
+    #[arg(long)]
+    pub with_snapshots: bool,
 }
 
 /// `companiond restore FILE [--data-dir DIR]`.

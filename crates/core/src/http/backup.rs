@@ -73,13 +73,16 @@ impl DocumentedError for BackupError {
 /// temporary file that is unlinked as soon as it is open (the data stays
 /// readable through the open handle; nothing is left after the answer).
 async fn download(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let secrets = q
-        .as_deref()
-        .map(|q| {
+    let on = |key: &str| {
+        q.as_deref().is_some_and(|q| {
             url::form_urlencoded::parse(q.as_bytes())
-                .any(|(k, v)| k == "secrets" && matches!(v.as_ref(), "true" | "1"))
+                .any(|(k, v)| k == key && matches!(v.as_ref(), "true" | "1"))
         })
-        .unwrap_or(false);
+    };
+    let include = crate::backup::Include {
+        secrets: on("secrets"),
+        snapshots: on("snapshots"),
+    };
     let dir = st.data_dir().to_path_buf();
     let made = tokio::task::spawn_blocking(move || {
         // The store's temporary name: a crash leaves what the sweep removes,
@@ -92,7 +95,7 @@ async fn download(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response
                 .create_new(true)
                 .open(&tmp)?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-            let written = crate::backup::write_archive(&dir, &mut w, secrets)?;
+            let written = crate::backup::write_archive(&dir, &mut w, include)?;
             let mut f = w.into_inner().map_err(|e| e.into_error())?;
             std::io::Seek::rewind(&mut f)?;
             let len = f.metadata()?.len();
@@ -209,7 +212,7 @@ pub fn api(state: &AppState) -> Api {
         .guarded(
             Method::GET,
             "/api/backup",
-            "the whole data folder as a ZIP (query: secrets=true keeps the *ApiKey values)",
+            "the whole data folder as a ZIP (query: secrets=true keeps the *ApiKey values, snapshots=true the snapshots and trash)",
             Csrf::Success,
             download,
         )
