@@ -764,6 +764,20 @@ pub async fn trash_before_delete(state: &crate::AppState, character: &str) -> Op
     .flatten()
 }
 
+/// Delete a character, its memory going to the trash first: what every
+/// delete route calls (the characters route, the original pages' route).
+pub async fn delete_to_trash(
+    state: &crate::AppState,
+    character: &str,
+) -> Result<(), crate::characters::CharacterError> {
+    let trash = trash_before_delete(state, character).await;
+    let r = state.characters.delete(character).await;
+    if let (Err(_), Some(t)) = (&r, trash) {
+        discard(state.data_dir(), character, &t.id);
+    }
+    r
+}
+
 /// Remove one snapshot (taken before a change that did not happen after all).
 pub fn discard(data_dir: &Path, character: &str, id: &str) {
     if let Ok(dir) = snapshot_dir(data_dir, character, id) {

@@ -209,8 +209,7 @@ async fn set_current(
 
 async fn delete(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> Response {
     // The character goes to the trash first (docs/data.md § Snapshots).
-    let trash = crate::snapshots::trash_before_delete(&st, &name).await;
-    match st.characters.delete(&name).await {
+    match crate::snapshots::delete_to_trash(&st, &name).await {
         Ok(()) => {
             if let Some(m) = st.sessions.get(&name) {
                 m.terminate(std::time::Duration::from_secs(3)).await;
@@ -218,12 +217,7 @@ async fn delete(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> R
             st.sessions.remove(&name);
             ok_json(Done { success: true })
         }
-        Err(e) => {
-            if let Some(t) = trash {
-                crate::snapshots::discard(st.data_dir(), &name, &t.id);
-            }
-            e.into_response()
-        }
+        Err(e) => e.into_response(),
     }
 }
 

@@ -325,7 +325,8 @@ pub(crate) async fn remove(st: &AppState, name: &str) -> Answer<Json<CardDeleted
             error: "the current character cannot be deleted; switch first".into(),
         });
     }
-    st.characters.delete(name).await?;
+    // Its memory goes to the trash first (docs/data.md).
+    companiond_core::snapshots::delete_to_trash(st, name).await?;
     if let Some(m) = st.sessions.get(name) {
         m.terminate(std::time::Duration::from_secs(3)).await;
     }
