@@ -450,3 +450,23 @@ async fn restore_waits_for_the_server_refuses_newer_archives_and_keeps_the_repla
         with_mika
     );
 }
+
+#[test]
+fn a_backup_of_a_missing_folder_or_into_a_missing_one_fails_in_one_line() {
+    let t = tempfile::tempdir().unwrap();
+    let missing = t.path().join("nothing");
+    let o = backup(&missing, &t.path().join("b.zip"), false);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("companiond: data directory"), "{err}");
+    std::fs::create_dir_all(t.path().join("data/config")).unwrap();
+    let o = backup(
+        &t.path().join("data"),
+        &t.path().join("no/such/dir/b.zip"),
+        false,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).starts_with("companiond: cannot write the backup"));
+    assert!(!t.path().join("no").exists());
+}
