@@ -1,8 +1,10 @@
-"""Snapshots and undo in the console (docs/data.md): the Memory section restores
-a character's history as it was before a save, and undoes that restore; the
-Characters section brings a deleted character back from the trash."""
+"""Snapshots, undo and backups in the console (docs/data.md): the Memory section
+restores a character's history as it was before a save, and undoes that restore;
+the Characters section brings a deleted character back from the trash; Settings
+downloads a backup and restores it at the next start."""
 
 import json
+import zipfile
 
 from playwright.sync_api import expect
 
@@ -77,3 +79,29 @@ def test_a_deleted_character_comes_back_from_the_trash(page, server):
     expect(page.locator('#chars-body tr[data-name="Mika"]')).to_have_count(1)
     expect(page.locator("#chars-trash")).to_contain_text("The trash is empty.")
     assert any(c["name"] == "Mika" for c in server.get("/api/characters").json()["characters"])
+
+
+def test_a_backup_is_downloaded_and_restored_at_the_next_start(page, server, tmp_path):
+    nav(page, "settings")
+    with page.expect_download() as d:
+        page.click("#backup-download")
+    archive = tmp_path / "backup.zip"
+    d.value.save_as(archive)
+    expect(page.locator("#backup-result")).to_contain_text("Backup downloaded")
+    with zipfile.ZipFile(archive) as z:
+        names = z.namelist()
+        assert names[0] == "companiond-backup.json"
+        chars = json.loads(z.read("config/characters.json"))
+    assert "Mika" in chars["characters"]
+
+    # A change after the backup, then the backup restored from the console.
+    assert server.post("/api/characters/profile", {"name": "Nora"}).status_code == 200
+    page.set_input_files("#backup-file", str(archive))
+    page.click("#backup-restore")
+    expect(page.locator("#backup-result")).to_contain_text("restart companiond")
+    shot(page, "settings-backup")
+    server.restart()
+    names = [c["name"] for c in server.get("/api/characters").json()["characters"]]
+    assert "Mika" in names and "Nora" not in names, names
+    aside = list(server.root.glob("data.replaced-*"))
+    assert len(aside) == 1, aside
