@@ -1,8 +1,13 @@
 use clap::Parser;
-use companiond_core::options::Cli;
+use companiond_core::options::{Cli, Command};
 
 fn main() {
     let cli = Cli::parse();
+    match &cli.command {
+        Some(Command::Backup(a)) => std::process::exit(companiond_core::backup::run_backup(a)),
+        Some(Command::Restore(a)) => std::process::exit(companiond_core::backup::run_restore(a)),
+        _ => {}
+    }
     companiond_core::server::init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -222,6 +222,30 @@ impl CloudSave {
         let mem_dir = self.state.memory_dir(name);
         let previous_profile = self.state.characters.profile(name);
 
+        // 0. The local character as it was, kept as a snapshot the memory
+        // routes can restore (docs/data.md § Snapshots). The memory was
+        // released: the time index is closed.
+        let snap = if local_exists {
+            let (d, n, pp) = (data.clone(), name.to_string(), previous_profile.clone());
+            blocking(move || {
+                let files = companiond_core::snapshots::all_files();
+                Ok::<_, CloudSaveError>(companiond_core::snapshots::before_change(
+                    &d,
+                    &companiond_core::snapshots::Take {
+                        character: &n,
+                        kind: companiond_core::snapshots::Kind::Download,
+                        files: &files,
+                        profile: pp,
+                        renamed_from: None,
+                        restored: None,
+                    },
+                ))
+            })
+            .await?
+        } else {
+            None
+        };
+
         // 1. Backup of every local file the import touches.
         let (backup_dir, keep_backup) = if opts.backup_before_overwrite {
             (Some(data.join("cloudsave_backups")), true)
@@ -262,6 +286,9 @@ impl CloudSave {
         };
 
         // Rollback: files, then the profile, then the registry.
+        if let Some(m) = &snap {
+            companiond_core::snapshots::discard(&data, name, &m.id);
+        }
         let b2 = backup.clone();
         let mut errors = Vec::new();
         if let Err(StepFailed(e)) = blocking(move || b2.restore()).await {

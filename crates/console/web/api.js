@@ -16,12 +16,14 @@ export async function csrf() {
 export function forgetCsrf() { csrfToken = null; }
 
 /** An answer: {ok, status, body, headers}. Never throws for HTTP errors. */
-export async function request(method, path, body, extraHeaders = {}, retried = false) {
+export async function request(method, path, body, extraHeaders = {}, retried = false, raw = undefined) {
   const headers = { ...extraHeaders };
   let payload;
   if (method !== 'GET' && method !== 'HEAD') {
     headers['X-CSRF-Token'] = await csrf();
-    if (body instanceof FormData || body instanceof URLSearchParams) {
+    if (raw !== undefined) {
+      payload = raw; // a file sent as it is (a backup archive)
+    } else if (body instanceof FormData || body instanceof URLSearchParams) {
       payload = body;
     } else if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
@@ -40,7 +42,7 @@ export async function request(method, path, body, extraHeaders = {}, retried = f
   if (r.status === 403 && parsed && (parsed.error_code === 'csrf_validation_failed' || parsed.reason === 'csrf_validation_failed') && !retried) {
     // a stale token (companiond restarted): read the new one and try once more
     csrfToken = null;
-    return request(method, path, body, extraHeaders, true);
+    return request(method, path, body, extraHeaders, true, raw);
   }
   const ok = r.ok && parsed && parsed.success !== false && parsed.ok !== false;
   return { ok, status: r.status, body: parsed, headers: r.headers };

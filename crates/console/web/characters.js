@@ -98,7 +98,37 @@ async function remove(name) {
   const r = await api.del(`/api/characters/profile/${encodeURIComponent(name)}`);
   if (!r.ok) { say('chars-result', `Could not delete ${name}: ${api.explain(r)}`, 'error'); return; }
   await app.refreshCharacters();
-  say('chars-result', `Deleted ${name}.`, 'ok');
+  await loadTrash();
+  say('chars-result', `Deleted ${name}. It stays in the Trash below for 30 days.`, 'ok');
+}
+
+function when(iso) {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso || '' : d.toLocaleDateString();
+}
+
+async function loadTrash() {
+  const body = $('chars-trash');
+  const r = await api.get('/api/memory/trash');
+  if (!r.ok) { body.replaceChildren(); say('chars-trash-result', `The trash could not be read: ${api.explain(r)}`, 'error'); return; }
+  const items = (r.body.items || []).filter((i) => !i.configured);
+  if (!items.length) {
+    body.replaceChildren(el('tr', {}, el('td', { colspan: '4', class: 'muted' }, 'The trash is empty.')));
+    return;
+  }
+  body.replaceChildren(...items.map((i) => el('tr', { 'data-name': i.character },
+    el('th', { scope: 'row', class: 'name' }, i.character),
+    el('td', {}, when(i.snapshot.created_at)),
+    el('td', {}, when(i.snapshot.expires_at)),
+    el('td', { class: 'actions' }, el('button', { type: 'button', onclick: () => bringBack(i) }, 'Bring back')))));
+}
+
+async function bringBack(i) {
+  const r = await api.post('/api/memory/snapshots/restore', { character: i.character, id: i.snapshot.id });
+  if (!r.ok) { say('chars-trash-result', `Could not bring back ${i.character}: ${api.explain(r)}`, 'error'); return; }
+  await app.refreshCharacters();
+  await loadTrash();
+  say('chars-trash-result', `${i.character} is back, with its memory.`, 'ok');
 }
 
 export default {
@@ -108,5 +138,5 @@ export default {
     $('cards-import').addEventListener('submit', importCard);
     app.onCharacters(render);
   },
-  async show() { await app.refreshCharacters(); },
+  async show() { await app.refreshCharacters(); await loadTrash(); },
 };

@@ -3,7 +3,7 @@
 // edit, save with both tokens and source_index per kept entry. A 409
 // RECENT_FILE_CONFLICT means someone else changed the file: say so, never retry.
 import * as api from './api.js';
-import { el, say } from './ui.js';
+import { el, say, confirmButton } from './ui.js';
 
 let app;
 let doc = null;      // {filename, fingerprint, identity_token, entries:[{role,text,source_index,theater}]}
@@ -123,7 +123,57 @@ async function save() {
   }
   if (!r.ok) { say('mem-result', `Not saved: ${api.explain(r)}`, 'error'); return; }
   await loadFile();
+  await loadSnapshots();
   say('mem-result', `Saved ${chat.length} message${chat.length === 1 ? '' : 's'}.`, 'ok');
+}
+
+const KIND_WORDS = {
+  save: 'a history save', review: 'an automatic review', correct: 'a correction', forget: 'a forget',
+  rename: 'a rename', download: 'a cloud download', delete: 'a delete', restore: 'a restore',
+};
+
+function when(iso) {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+}
+
+function selectedCharacter() {
+  const f = $('mem-file').value || '';
+  return f.replace(/^recent_/, '').replace(/\.json$/, '');
+}
+
+async function loadSnapshots() {
+  const name = selectedCharacter();
+  const body = $('mem-snaps');
+  if (!name) { body.replaceChildren(); return; }
+  const r = await api.get(`/api/memory/snapshots?character=${encodeURIComponent(name)}`);
+  if (!r.ok) {
+    body.replaceChildren();
+    say('mem-snaps-result', `Snapshots could not be read: ${api.explain(r)}`, 'error');
+    return;
+  }
+  const list = r.body.snapshots || [];
+  if (!list.length) {
+    body.replaceChildren(el('tr', {}, el('td', { colspan: '4', class: 'muted' }, 'No snapshot yet.')));
+    return;
+  }
+  body.replaceChildren(...list.map((s) => el('tr', { 'data-id': s.id, 'data-kind': s.kind },
+    el('td', {}, when(s.created_at)),
+    el('td', {}, KIND_WORDS[s.kind] || s.kind),
+    el('td', {}, (s.files || []).map((f) => f.name).join(', ') + (s.has_profile ? ', profile' : '')),
+    el('td', { class: 'actions' }, confirmButton('Restore', 'Really restore?', () => restoreSnapshot(name, s))))));
+}
+
+async function restoreSnapshot(name, s) {
+  const r = await api.post('/api/memory/snapshots/restore', { character: name, id: s.id });
+  if (!r.ok) { say('mem-snaps-result', `Not restored: ${api.explain(r)}`, 'error'); return; }
+  if (r.body.renamed_back || r.body.recreated) await app.refreshCharacters();
+  await loadFileList();
+  if (r.body.character !== name) $('mem-file').value = `recent_${r.body.character}.json`;
+  dirty = false;
+  await loadFile();
+  await loadSnapshots();
+  say('mem-snaps-result', `Restored the memory of ${r.body.character} as it was before ${KIND_WORDS[s.kind] || s.kind}. To undo this, restore the newest snapshot (“before a restore”).`, 'ok');
 }
 
 export default {
@@ -131,7 +181,7 @@ export default {
     app = a;
     $('mem-review').addEventListener('change', () => setToggle('mem-review', '/api/memory/review_config', 'Automatic review'));
     $('mem-powerful').addEventListener('change', () => setToggle('mem-powerful', '/api/memory/powerful_memory_config', 'Powerful memory'));
-    $('mem-file').addEventListener('change', loadFile);
+    $('mem-file').addEventListener('change', async () => { await loadFile(); await loadSnapshots(); });
     $('mem-reload').addEventListener('click', async () => { await loadFile(); say('mem-result', 'Reloaded the latest version.', 'info'); });
     $('mem-add').addEventListener('click', () => {
       if (!doc) return;
@@ -148,5 +198,6 @@ export default {
     await loadToggles();
     await loadFileList();
     if (!dirty || !doc || doc.filename !== $('mem-file').value) await loadFile();
+    await loadSnapshots();
   },
 };

@@ -140,8 +140,52 @@ async function proxy(direct) {
     : `Requests follow the system proxy again${p ? ` (${p})` : ' (none is set)'}.`, 'ok');
 }
 
+/** Download the whole data folder as a ZIP (GET /api/backup, CSRF header). */
+async function downloadBackup() {
+  const q = new URLSearchParams();
+  if ($('backup-secrets').checked) q.set('secrets', 'true');
+  if ($('backup-snapshots').checked) q.set('snapshots', 'true');
+  say('backup-result', 'Preparing the backup…', 'info');
+  $('backup-download').disabled = true;
+  try {
+    const r = await fetch(`/api/backup?${q}`, { headers: { 'X-CSRF-Token': await api.csrf() }, cache: 'no-store' });
+    if (!r.ok) {
+      let body = {};
+      try { body = await r.json(); } catch { body = {}; }
+      say('backup-result', `No backup: ${api.explain({ ok: false, status: r.status, body })}`, 'error');
+      return;
+    }
+    const blob = await r.blob();
+    const name = (/filename="([^"]+)"/.exec(r.headers.get('content-disposition') || '') || [])[1] || 'companiond-backup.zip';
+    const a = el('a', { href: URL.createObjectURL(blob), download: name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+    say('backup-result', `Backup downloaded (${api.size(blob.size)}).`, 'ok');
+  } finally {
+    $('backup-download').disabled = false;
+  }
+}
+
+/** Upload a backup (POST /api/backup/restore): applied when companiond starts next. */
+async function restoreBackup() {
+  const file = $('backup-file').files[0];
+  if (!file) { say('backup-result', 'Choose a backup file first.', 'error'); return; }
+  $('backup-restore').disabled = true;
+  try {
+    const r = await api.request('POST', '/api/backup/restore', undefined, { 'Content-Type': 'application/zip' }, false, file);
+    if (!r.ok) { say('backup-result', `Not restored: ${api.explain(r)}`, 'error'); return; }
+    say('backup-result', 'The backup is checked and kept: restart companiond to restore it (the current data is kept aside).', 'ok');
+  } finally {
+    $('backup-restore').disabled = false;
+  }
+}
+
 export default {
   init() {
+    $('backup-download').addEventListener('click', downloadBackup);
+    $('backup-restore').addEventListener('click', restoreBackup);
     for (const radio of document.querySelectorAll('input[name="pro-mode"]')) {
       radio.addEventListener('change', () => { if (radio.checked) setMode(radio.value); });
     }

@@ -19,6 +19,7 @@
 //!
 //! [`server`] assembles both into the application and serves it.
 
+pub mod backup;
 pub mod cards;
 pub mod characters;
 pub mod fence;
@@ -40,6 +41,7 @@ pub mod rename;
 pub mod server;
 pub mod sessions;
 pub mod sink;
+pub mod snapshots;
 pub mod staging;
 pub mod stamp;
 pub mod state;

@@ -23,6 +23,38 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP server (the default).
     Serve(ServeArgs),
+    /// Write a backup archive of the data folder (works while a server runs).
+    Backup(BackupArgs),
+    /// Replace the data folder by a backup archive (refused while a server
+    /// runs on it; the replaced folder is kept aside).
+    Restore(RestoreArgs),
+}
+
+/// `companiond backup --out FILE [--data-dir DIR] [--with-secrets] [--with-snapshots]`.
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// The archive to write (a ZIP; replaced atomically).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The data folder (as for `serve`).
+    #[arg(long, env = "COMPANIOND_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Keep the `*ApiKey` values in the archive (left out by default).
+    #[arg(long)]
+    pub with_secrets: bool,
+    /// Keep the snapshots and the trash (`snapshots/`, left out by default).
+    #[arg(long)]
+    pub with_snapshots: bool,
+}
+
+/// `companiond restore FILE [--data-dir DIR]`.
+#[derive(Debug, Clone, Args)]
+pub struct RestoreArgs {
+    /// The archive written by `companiond backup` or `GET /api/backup`.
+    pub file: PathBuf,
+    /// The data folder (as for `serve`).
+    #[arg(long, env = "COMPANIOND_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Cli {
@@ -30,7 +62,7 @@ impl Cli {
     pub fn into_serve(self) -> ServeArgs {
         match self.command {
             Some(Command::Serve(args)) => args,
-            None => self.serve,
+            _ => self.serve,
         }
     }
 }
@@ -93,19 +125,25 @@ pub struct Options {
     pub frontend_dir: Option<PathBuf>,
 }
 
+/// The data folder: the one given, else the per-user data dir +
+/// `/companiond`; absolute.
+pub fn resolve_data_dir(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    let data_dir = match given {
+        Some(d) => d,
+        None => dirs::data_dir()
+            .or_else(|| dirs::home_dir().map(|h| h.join(".local/share")))
+            .ok_or("cannot determine the per-user data directory; pass --data-dir")?
+            .join("companiond"),
+    };
+    Ok(absolute(&data_dir))
+}
+
 impl ServeArgs {
     /// Apply the defaults: the per-user data dir (`<data>/companiond`), the
     /// bundle beside the program, the cloud folder inside the data dir, the
     /// legacy memory roots of `COMPANIOND_LEGACY_MEMORY_ROOTS`, a random CSRF token.
     pub fn resolve(self) -> Result<Options, String> {
-        let data_dir = match self.data_dir {
-            Some(d) => d,
-            None => dirs::data_dir()
-                .or_else(|| dirs::home_dir().map(|h| h.join(".local/share")))
-                .ok_or("cannot determine the per-user data directory; pass --data-dir")?
-                .join("companiond"),
-        };
-        let data_dir = absolute(&data_dir);
+        let data_dir = resolve_data_dir(self.data_dir)?;
         let bundle_dir = absolute(&self.bundle_dir.unwrap_or_else(default_bundle_dir));
         let cloud = self
             .cloud

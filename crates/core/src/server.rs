@@ -14,7 +14,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::api::{openapi_document, Api, OpDoc, TagDoc};
-use crate::http::{characters, chat_socket, front, health, multipart, observe, static_files};
+use crate::http::{
+    backup, characters, chat_socket, front, health, multipart, observe, static_files,
+};
 use crate::instance::InstanceLock;
 use crate::options::{resolve_listen, Options, ServeArgs};
 use crate::state::AppState;
@@ -53,7 +55,8 @@ struct OpenApiDoc {
 pub fn build_app(state: &AppState, families: &[Family]) -> Router {
     let mut api = characters::api(state)
         .merge(chat_socket::api(state))
-        .merge(health::api(state));
+        .merge(health::api(state))
+        .merge(backup::api(state));
     for f in families {
         api = api.merge((f.api)(state));
     }
@@ -162,6 +165,20 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
         Ok(l) => l,
         Err(e) => return fail(&e),
     };
+    // An archive kept by `POST /api/backup/restore` replaces the folder
+    // before anything reads it (docs/data.md).
+    match crate::backup::apply_pending(&opts.data_dir) {
+        Some(Ok(r)) => tracing::info!(
+            "restored {} files from a backup; the replaced files are in {}",
+            r.files,
+            r.replaced
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        ),
+        Some(Err(e)) => tracing::error!("the pending backup was not restored: {e}"),
+        None => {}
+    }
     if let Err(e) = prepare_data_dir(&opts) {
         return fail(&e);
     }

@@ -386,6 +386,12 @@ pub fn sweep_leftover_temps(root: &Path) -> usize {
         for entry in entries.flatten() {
             let Ok(ft) = entry.file_type() else { continue };
             if ft.is_dir() {
+                // Snapshots hold only kept documents, never a write in
+                // progress (`snapshots::prune` removes interrupted ones):
+                // not walked, so their number costs the start nothing.
+                if dir == root && entry.file_name() == crate::snapshots::ROOT {
+                    continue;
+                }
                 stack.push(entry.path());
                 continue;
             }

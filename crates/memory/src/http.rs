@@ -10,7 +10,7 @@ use axum::extract::{Path as UrlPath, RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::no_store;
+use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::{AppState, Ext};
 use serde::Serialize;
 use serde_json::Value;
@@ -21,7 +21,9 @@ use crate::index::Query;
 use crate::longterm::{self, Correction, HitAnswer, Kind, ListRequest};
 use crate::recent::{RecentFile, Saved};
 use crate::toggles::{self, Toggle};
-use crate::{extract, fence, legacy, listing, recent, rename, stores, timefmt, MemoryRuntime};
+use crate::{
+    extract, fence, legacy, listing, recent, rename, stores, timefmt, undo, MemoryRuntime,
+};
 
 /// A handler's answer: the typed value as JSON, or the family's error envelope.
 type Answer<T> = Result<Json<T>, MemoryError>;
@@ -681,4 +683,44 @@ pub(crate) async fn extract_now(
         character: name,
         outcome,
     }))
+}
+
+/// `GET /api/memory/snapshots?character=`: a character's snapshots, newest first.
+pub(crate) async fn snapshots_list(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let r = async {
+        let m = params(q);
+        let name = character_param(&m)?;
+        undo::list(&st, &name).await
+    }
+    .await;
+    no_store(r.map(Json))
+}
+
+/// `GET /api/memory/snapshots/{character}/{id}`: what one snapshot holds.
+pub(crate) async fn snapshot_show(
+    State(st): State<AppState>,
+    p: Result<UrlPath<(String, String)>, PathRejection>,
+) -> Response {
+    let r = async {
+        let UrlPath((name, id)) = p.map_err(|e| bad(format!("invalid path: {e}")))?;
+        undo::show(&st, &name, &id).await
+    }
+    .await;
+    no_store(r.map(Json))
+}
+
+/// `GET /api/memory/trash`: deleted characters kept in the trash.
+pub(crate) async fn trash(State(st): State<AppState>) -> Response {
+    no_store(undo::trash(&st).await.map(Json))
+}
+
+/// `POST /api/memory/snapshots/restore` (`{character, id}`).
+pub(crate) async fn snapshot_restore(
+    State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
+    JsonBody(body, _): JsonBody<undo::SnapshotRestoreBody>,
+) -> Answer<undo::SnapshotRestored> {
+    undo::restore(&st, &rt, &body.character, &body.id)
+        .await
+        .map(Json)
 }

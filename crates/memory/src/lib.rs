@@ -52,6 +52,7 @@ mod tasks;
 pub mod theater;
 mod timefmt;
 mod toggles;
+mod undo;
 mod unit;
 pub mod vectors;
 
@@ -503,6 +504,42 @@ pub fn api(state: &AppState) -> Api {
         .json_body::<ExtractBody>()
         .ok::<Extracted>()
         .fails::<MemoryError>()
+        .get(
+            "/api/memory/snapshots",
+            "a character's snapshots, newest first (query: character)",
+            http::snapshots_list,
+        )
+        .id("list_snapshots")
+        .query::<CharacterQuery>()
+        .ok::<undo::SnapshotList>()
+        .fails::<MemoryError>()
+        .get(
+            "/api/memory/snapshots/{character}/{id}",
+            "what one snapshot holds: files, entry counts, dates, profile",
+            http::snapshot_show,
+        )
+        .id("show_snapshot")
+        .ok::<undo::SnapshotShown>()
+        .fails::<MemoryError>()
+        .guarded(
+            Method::POST,
+            "/api/memory/snapshots/restore",
+            "restore a snapshot ({character, id}); what it replaces becomes a snapshot",
+            Csrf::Success,
+            http::snapshot_restore,
+        )
+        .id("restore_snapshot")
+        .json_body::<undo::SnapshotRestoreBody>()
+        .ok::<undo::SnapshotRestored>()
+        .fails::<MemoryError>()
+        .get(
+            "/api/memory/trash",
+            "deleted characters kept in the trash (30 days)",
+            http::trash,
+        )
+        .id("list_trash")
+        .ok::<undo::TrashList>()
+        .fails::<MemoryError>()
 }
 
 /// This family as the binary lists it: its routes and its start-up work.
@@ -524,6 +561,11 @@ pub fn start(state: &AppState) {
             state: Arc::downgrade(&state.0),
         },
     ))));
+    // The trash of deleted characters expires.
+    if tokio::runtime::Handle::try_current().is_ok() {
+        let d = state.data_dir().to_path_buf();
+        tokio::task::spawn_blocking(move || companiond_core::snapshots::expire_trash(&d));
+    }
     match ensure_units(state) {
         // The watcher and the catch-up start once the units are complete.
         Some(names) => complete_units(state, names),

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use companiond_core::snapshots;
 use companiond_core::AppState;
 use rusqlite::Connection;
 use serde::Serialize;
@@ -173,9 +174,32 @@ where
     let _g = lock.lock().await;
     let n = name.to_string();
     let rt2 = rt.clone();
+    // A user's correction or forget can be undone (docs/data.md § Snapshots);
+    // the extraction's own changes are not snapshotted.
+    let kind = match operation {
+        "correct" => Some(snapshots::Kind::Correct),
+        "forget" => Some(snapshots::Kind::Forget),
+        _ => None,
+    };
+    let data_dir = state.data_dir().to_path_buf();
     let r = tokio::task::spawn_blocking(move || {
         let mut s = Stores::load(&dir).map_err(MemoryError::Storage)?;
         let r = f(&mut s)?;
+        // Kept even when the save fails half way (archives are written
+        // first): the snapshot undoes what was written.
+        if let Some(kind) = kind {
+            snapshots::before_change(
+                &data_dir,
+                &snapshots::Take {
+                    character: &n,
+                    kind,
+                    files: snapshots::LONG_TERM_FILES,
+                    profile: None,
+                    renamed_from: None,
+                    restored: None,
+                },
+            );
+        }
         s.save(&dir).map_err(MemoryError::Storage)?;
         // The index follows; a failure here is repaired by the next resync.
         let synced = rt2

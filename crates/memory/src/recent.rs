@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use companiond_core::characters::{validate_name, NameRules};
 use companiond_core::paths;
+use companiond_core::snapshots::{self, Kind};
 use companiond_core::stamp::Stamp;
 use companiond_core::store::Staged;
 use companiond_core::task::blocking;
@@ -584,9 +585,17 @@ fn commit(
             identity_token: Some(now.identity_token),
         });
     }
-    staged
-        .publish()
-        .map_err(|e| storage("cannot write the recent file", e))?;
+    // The version replaced stays as a snapshot (a hard link: it is replaced
+    // by rename, never written in place).
+    let snap = (read_path == write_path && cur.key.is_some())
+        .then(|| keep_before(state.data_dir(), &req.name, Kind::Save))
+        .flatten();
+    if let Err(e) = staged.publish() {
+        if let Some(m) = snap {
+            snapshots::discard(state.data_dir(), &req.name, &m.id);
+        }
+        return Err(storage("cannot write the recent file", e));
+    }
     drop(stored);
     // Freeing megabytes is not the client's wait.
     drop(parts);
@@ -607,6 +616,21 @@ fn commit(
         fingerprint,
         identity_token: identity_token(&write_path, Some(&meta)),
     })
+}
+
+/// Keep `name`'s recent history as a snapshot before it is replaced.
+pub(crate) fn keep_before(data_dir: &Path, name: &str, kind: Kind) -> Option<snapshots::Meta> {
+    snapshots::before_change(
+        data_dir,
+        &snapshots::Take {
+            character: name,
+            kind,
+            files: &[companiond_core::history::FILE],
+            profile: None,
+            renamed_from: None,
+            restored: None,
+        },
+    )
 }
 
 #[cfg(test)]

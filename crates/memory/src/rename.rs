@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use companiond_core::characters::{validate_name, CharacterError, NameRules};
 use companiond_core::history;
+use companiond_core::snapshots;
 use companiond_core::store::atomic_write;
 use companiond_core::AppState;
 use serde::Serialize;
@@ -145,7 +146,39 @@ pub async fn rename(
     let l0 = state.history.lock(names[0]).lock_owned().await;
     let l1 = state.history.lock(names[1]).lock_owned().await;
 
+    // The documents as they were, and the profile, kept as a snapshot that
+    // follows the character to its new name (docs/data.md § Snapshots).
+    let (d, o, profile) = (data.clone(), old.clone(), state.characters.profile(&old));
+    let snap = tokio::task::spawn_blocking(move || {
+        let files = snapshots::document_files();
+        snapshots::before_change(
+            &d,
+            &snapshots::Take {
+                character: &o,
+                kind: snapshots::Kind::Rename,
+                files: &files,
+                profile,
+                renamed_from: Some(o.clone()),
+                restored: None,
+            },
+        )
+    })
+    .await
+    .ok()
+    .flatten();
     let result = transaction(state, &old, &new).await;
+    match (&result, snap) {
+        (Ok(_), _) => {
+            let (d, o, n) = (data.clone(), old.clone(), new.clone());
+            let moved =
+                tokio::task::spawn_blocking(move || snapshots::follow_rename(&d, &o, &n)).await;
+            if !matches!(moved, Ok(Ok(()))) {
+                tracing::warn!("the snapshots of {old} did not follow the rename to {new}");
+            }
+        }
+        (Err(_), Some(m)) => snapshots::discard(&data, &old, &m.id),
+        (Err(_), None) => {}
+    }
     drop((l1, l0));
     let body = result?;
     // The index follows the name (its lines were rewritten with the history).

@@ -145,6 +145,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
         return ReviewOutcome::Cancelled;
     }
     let expected = snap.fingerprint;
+    let (data_dir, snap_name) = (state.data_dir().to_path_buf(), name.to_string());
     let r = tokio::task::spawn_blocking(move || -> Result<ReviewOutcome, String> {
         let now = snapshot(&path).map_err(|e| e.to_string())?;
         if now.fingerprint != expected {
@@ -156,7 +157,17 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
             set_text(&mut history[i], text);
         }
         let bytes = companiond_core::history::encode(&history).map_err(|e| e.to_string())?;
-        atomic_write(&path, &bytes).map_err(|e| e.to_string())?;
+        let snap = crate::recent::keep_before(
+            &data_dir,
+            &snap_name,
+            companiond_core::snapshots::Kind::Review,
+        );
+        if let Err(e) = atomic_write(&path, &bytes) {
+            if let Some(m) = snap {
+                companiond_core::snapshots::discard(&data_dir, &snap_name, &m.id);
+            }
+            return Err(e.to_string());
+        }
         Ok(ReviewOutcome::Applied(n))
     })
     .await;

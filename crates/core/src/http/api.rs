@@ -215,6 +215,25 @@ impl Api {
             .last(|op| op.csrf = Some(csrf))
     }
 
+    /// [`Api::guarded`] for a layered method router (a streamed upload with
+    /// its own body limit): the CSRF guard is the outermost layer.
+    pub fn guarded_route(
+        self,
+        method: Method,
+        path: &str,
+        summary: &str,
+        csrf: Csrf,
+        mr: MethodRouter<AppState>,
+    ) -> Self {
+        let state = self.state.clone();
+        let mr = match csrf {
+            Csrf::Success => mr.layer(axum::middleware::from_fn_with_state(state, csrf_success)),
+            Csrf::Ok => mr.layer(axum::middleware::from_fn_with_state(state, csrf_ok)),
+        };
+        self.route(method, path, summary, mr)
+            .last(|op| op.csrf = Some(csrf))
+    }
+
     /// Add undocumented routes (static files, the WebSocket).
     pub fn raw(mut self, router: Router<AppState>) -> Self {
         self.router = self.router.merge(router);

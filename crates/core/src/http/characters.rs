@@ -208,15 +208,9 @@ async fn set_current(
 }
 
 async fn delete(State(st): State<AppState>, UrlPath(name): UrlPath<String>) -> Response {
-    let profile = st.characters.profile(&name);
-    match st.characters.delete(&name).await {
+    // The character goes to the trash first (docs/data.md § Snapshots).
+    match crate::snapshots::delete_to_trash(&st, &name).await {
         Ok(()) => {
-            // Its card image and assets go with it (docs/characters.md).
-            if let Some(p) = profile {
-                let root = st.store.root().to_path_buf();
-                let _ = tokio::task::spawn_blocking(move || crate::cards::remove_files(&root, &p))
-                    .await;
-            }
             if let Some(m) = st.sessions.get(&name) {
                 m.terminate(std::time::Duration::from_secs(3)).await;
             }

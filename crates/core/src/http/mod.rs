@@ -19,6 +19,7 @@
 //! * [`Ext`]: how a handler reaches its family's state.
 
 pub mod api;
+pub mod backup;
 pub mod cards;
 pub mod characters;
 pub mod chat_dialect;

@@ -325,15 +325,8 @@ pub(crate) async fn remove(st: &AppState, name: &str) -> Answer<Json<CardDeleted
             error: "the current character cannot be deleted; switch first".into(),
         });
     }
-    let profile = st.characters.profile(name);
-    st.characters.delete(name).await?;
-    // Its card image and assets go with it (docs/characters.md).
-    if let Some(p) = profile {
-        let root = st.store.root().to_path_buf();
-        let _ =
-            tokio::task::spawn_blocking(move || companiond_core::cards::remove_files(&root, &p))
-                .await;
-    }
+    // Its memory goes to the trash first (docs/data.md).
+    companiond_core::snapshots::delete_to_trash(st, name).await?;
     if let Some(m) = st.sessions.get(name) {
         m.terminate(std::time::Duration::from_secs(3)).await;
     }

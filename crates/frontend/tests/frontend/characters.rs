@@ -174,6 +174,14 @@ async fn card_manager_creates_edits_switches_and_deletes() {
     assert_eq!(st, 200);
     let (_, doc) = s.get("/api/characters").await;
     assert!(doc["猫娘"].get("Mika(1)").is_none());
+    // Its memory and profile went to the trash (docs/data.md).
+    let trash = companiond_core::snapshots::list_kind(
+        &s.data,
+        "Mika(1)",
+        companiond_core::snapshots::Kind::Delete,
+    );
+    assert_eq!(trash.len(), 1);
+    assert!(trash[0].profile.as_ref().is_some_and(|p| p.is_object()));
 
     // Per-character settings.
     let (_, vm) = s

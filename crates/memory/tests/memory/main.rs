@@ -13,5 +13,6 @@ mod recent_file;
 mod rename;
 mod review;
 mod service;
+mod snapshots;
 mod toggles;
 mod units;
