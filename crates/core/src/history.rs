@@ -48,6 +48,9 @@ pub struct Entry {
     /// The feature that wrote the line, when not the chat itself.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub source: Option<String>,
+    /// A reply whose speech was cut off by the user (barge-in; docs/voice.md).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupted: bool,
 }
 
 impl Entry {
@@ -58,6 +61,7 @@ impl Entry {
                 content: text.into(),
             },
             source: None,
+            interrupted: false,
         }
     }
     pub fn human(text: impl Into<String>) -> Entry {
@@ -69,6 +73,11 @@ impl Entry {
     /// Mark the feature that wrote the line.
     pub fn from_source(mut self, source: &str) -> Entry {
         self.source = Some(source.to_string());
+        self
+    }
+    /// Mark a reply whose speech was cut off.
+    pub fn interrupted(mut self) -> Entry {
+        self.interrupted = true;
         self
     }
     pub fn text(&self) -> &str {
@@ -101,6 +110,7 @@ impl Entry {
                 content: text.to_string(),
             },
             source: v.get("source").and_then(Value::as_str).map(str::to_string),
+            interrupted: v.get("interrupted").and_then(Value::as_bool) == Some(true),
         })
     }
 }

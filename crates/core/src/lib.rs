@@ -9,7 +9,7 @@
 //!   request-supplied paths), [`sink`] (the file writer behind every streamed
 //!   upload), [`characters`] (the registry and the name rules), [`sessions`]
 //!   (per-character session managers), [`turn`] (one chat turn), [`history`],
-//!   [`llm`], [`tools`], [`usage`], [`rename`] (the character rename hook),
+//!   [`llm`], [`speech`] (text-to-speech), [`tools`], [`usage`], [`rename`] (the character rename hook),
 //!   [`state`] (the [`AppState`] that holds them);
 //! * [`http`]: the route builder [`api`], the front door, [`guards`], the
 //!   [`envelope`]s, [`multipart`], the characters routes, the chat WebSocket and
@@ -20,6 +20,7 @@
 
 pub mod characters;
 pub mod fence;
+pub mod frames;
 pub mod history;
 pub mod hosts;
 pub mod http;
@@ -35,6 +36,7 @@ pub mod rename;
 pub mod server;
 pub mod sessions;
 pub mod sink;
+pub mod speech;
 pub mod staging;
 pub mod stamp;
 pub mod state;

@@ -23,6 +23,8 @@ use crate::tools::{EvictOrigin, RegisteredTool};
 #[derive(Debug)]
 pub enum Outbound {
     Frame(Value),
+    /// An event of a speech of this connection (crate::speech::pipeline).
+    Speech(crate::speech::pipeline::SpeechOut),
     Close,
 }
 

@@ -23,8 +23,12 @@
 //!   `status{UNKNOWN_ACTION, details:{action}}`.
 //!
 //! Internal → original client:
-//! * `assistant_delta{text}` → `gemini_response{text, isNewMessage, turn_id, request_id}`
-//!   (`isNewMessage` true on a turn's first chunk);
+//! * `assistant_delta{text, turn_id?}` → `gemini_response{text, isNewMessage, turn_id,
+//!   request_id}` (`isNewMessage` true on a turn's first chunk; `turn_id` is the
+//!   speech id of a spoken reply, else `turn-N`);
+//! * speech events (`crate::speech`) → `audio_chunk{speech_id}` + one binary PCM
+//!   frame, `audio_done{speech_id}`, `user_activity{interrupted_speech_id}` on
+//!   barge-in (rendered by `super::chat_socket`);
 //! * `turn_end` → `system{data:"turn end", request_id}`;
 //! * `error{code, error}` → `status{message: "{\"code\":..,\"details\":{..}}"}`;
 //! * `pong` and `catgirl_switched` pass; companiond's own greeting
@@ -179,7 +183,11 @@ impl Original {
                 let first = !self.streamed;
                 if first {
                     self.turns += 1;
-                    self.turn_id = format!("turn-{}", self.turns);
+                    // A spoken reply's turn id is its speech id (the page pairs them).
+                    self.turn_id = match frame.get("turn_id").and_then(Value::as_str) {
+                        Some(t) => t.to_string(),
+                        None => format!("turn-{}", self.turns),
+                    };
                     self.streamed = true;
                 }
                 let mut f = json!({"type": "gemini_response", "text": text,

@@ -1,0 +1,391 @@
+//! The speech of one chat connection (docs/voice.md, "The pipeline").
+//!
+//! A connection that speaks has one [`Voice`]. Each spoken reply is a
+//! [`Speech`]: the turn pushes the reply's deltas, the [`Chunker`] cuts them
+//! into speakable chunks, and the speech's driver task synthesises at most
+//! `SpeechLimits::in_flight` chunks at once, each in its own task, and passes
+//! their audio on strictly in chunk order as [`SpeechOut`] events on the
+//! connection's outbound queue. Audio waits for room in the connection's
+//! byte budget (`SpeechLimits::queued_bytes`), so a slow socket slows the
+//! synthesis instead of growing a queue.
+//!
+//! Barge-in ([`Voice::interrupt`]) cancels the speech's token: the driver and
+//! its synthesis tasks stop (an HTTP request in flight is dropped, which
+//! closes it), and the connection drops every queued event of that speech.
+//! Closing the connection ([`Voice::close`]) cancels every speech of it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::chunker::Chunker;
+use super::config::{self, Choice};
+use super::openai::OpenAiSpeech;
+use super::{PcmSink, Provider, SpeechLimits, TtsError};
+use crate::frames::EndReason;
+use crate::sessions::Outbound;
+use crate::state::AppState;
+
+/// What a speech sends to its connection.
+#[derive(Debug)]
+pub enum SpeechEvent {
+    /// The speech begins.
+    Start { turn_id: String },
+    /// 48 kHz mono PCM16 LE; the permit holds the bytes in the connection's budget.
+    Audio {
+        pcm: Bytes,
+        permit: OwnedSemaphorePermit,
+    },
+    /// The provider failed; `End { Error }` follows.
+    Failed { code: &'static str, message: String },
+    /// The speech ended (never sent for an interrupted speech: the connection
+    /// tells that itself, at once).
+    End(EndReason),
+}
+
+/// One event of one speech.
+#[derive(Debug)]
+pub struct SpeechOut {
+    pub speech_id: Arc<str>,
+    /// The connection's number of the speech (tags companiond's binary frames).
+    pub stream: u32,
+    /// Cancelled when the speech was interrupted: the event must be dropped.
+    pub live: CancellationToken,
+    pub event: SpeechEvent,
+}
+
+impl SpeechOut {
+    /// Should the connection still send this?
+    pub fn is_live(&self) -> bool {
+        !self.live.is_cancelled()
+    }
+}
+
+#[derive(Clone)]
+struct Live {
+    id: Arc<str>,
+    stream: u32,
+    token: CancellationToken,
+    ended: Arc<AtomicBool>,
+}
+
+/// The interrupted speech, as [`Voice::interrupt`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interrupted {
+    pub speech_id: String,
+    /// Had the speech already sent all its audio?
+    pub was_complete: bool,
+}
+
+/// The speech state of one chat connection.
+pub struct Voice {
+    st: AppState,
+    tx: mpsc::UnboundedSender<Outbound>,
+    root: CancellationToken,
+    current: Mutex<Option<Live>>,
+    budget: Arc<Semaphore>,
+    streams: AtomicU32,
+    limits: SpeechLimits,
+}
+
+impl Voice {
+    pub fn new(st: &AppState, tx: &mpsc::UnboundedSender<Outbound>) -> Arc<Voice> {
+        let limits = st.ext::<SpeechLimits>().as_ref().clone();
+        Arc::new(Voice {
+            st: st.clone(),
+            tx: tx.clone(),
+            root: CancellationToken::new(),
+            current: Mutex::new(None),
+            budget: Arc::new(Semaphore::new(limits.queued_bytes.max(64 * 1024))),
+            streams: AtomicU32::new(0),
+            limits,
+        })
+    }
+
+    /// The connection closed: stop every speech and task of it.
+    pub fn close(&self) {
+        self.root.cancel();
+    }
+
+    /// Stop the current speech at once; which one it was.
+    pub fn interrupt(&self) -> Option<Interrupted> {
+        let live = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        live.token.cancel();
+        Some(Interrupted {
+            speech_id: live.id.to_string(),
+            was_complete: live.ended.load(Ordering::Acquire),
+        })
+    }
+
+    /// The provider the stored settings choose for `character`.
+    pub async fn provider(&self, character: &str) -> Result<Option<Arc<dyn Provider>>, TtsError> {
+        let cfg = self.st.llm.core_config().await;
+        let voice = self.st.characters.profile(character).and_then(|p| {
+            p.get("voice_id")
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        });
+        Ok(match config::resolve(&cfg, voice.as_deref())? {
+            None => None,
+            Some(Choice::OpenAi(target)) => Some(Arc::new(OpenAiSpeech {
+                target,
+                limits: self.limits.clone(),
+            })),
+        })
+    }
+
+    /// Begin speaking a reply of `character`: `None` when no provider is
+    /// configured (an invalid setting is reported as an error frame).
+    pub async fn begin(self: &Arc<Self>, character: &str) -> Option<Speech> {
+        let provider = match self.provider(character).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return None,
+            Err(e) => {
+                let token = self.root.child_token();
+                let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+                let _ = self.tx.send(Outbound::Speech(SpeechOut {
+                    speech_id: id,
+                    stream: 0,
+                    live: token,
+                    event: SpeechEvent::Failed {
+                        code: e.code(),
+                        message: e.to_string(),
+                    },
+                }));
+                return None;
+            }
+        };
+        Some(self.start(provider))
+    }
+
+    /// Begin a speech with `provider` (the current speech is interrupted).
+    pub fn start(self: &Arc<Self>, provider: Arc<dyn Provider>) -> Speech {
+        let live = Live {
+            id: uuid::Uuid::new_v4().to_string().into(),
+            stream: self.streams.fetch_add(1, Ordering::Relaxed) + 1,
+            token: self.root.child_token(),
+            ended: Arc::default(),
+        };
+        if let Some(old) = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(live.clone())
+        {
+            old.token.cancel();
+        }
+        let (text_tx, text_rx) = mpsc::unbounded_channel();
+        let driver = Driver {
+            provider,
+            live: live.clone(),
+            tx: self.tx.clone(),
+            budget: self.budget.clone(),
+            limits: self.limits.clone(),
+        };
+        driver.emit(SpeechEvent::Start {
+            turn_id: live.id.to_string(),
+        });
+        tokio::spawn(driver.run(text_rx));
+        Speech {
+            id: live.id.clone(),
+            token: live.token.clone(),
+            chunker: Mutex::new(Chunker::new()),
+            text: Some(text_tx),
+        }
+    }
+}
+
+/// One spoken reply: push its deltas, then [`finish`](Speech::finish) (or drop).
+pub struct Speech {
+    id: Arc<str>,
+    token: CancellationToken,
+    chunker: Mutex<Chunker>,
+    text: Option<mpsc::UnboundedSender<String>>,
+}
+
+impl Speech {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Was the speech cut off (barge-in or the connection closed)?
+    pub fn interrupted(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// A delta of the reply.
+    pub fn push(&self, delta: &str) {
+        if self.token.is_cancelled() {
+            return;
+        }
+        let chunks = self
+            .chunker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(delta);
+        self.send(chunks);
+    }
+
+    /// A whole line (the speak routes).
+    pub fn say(&self, line: &str) {
+        self.send(super::chunker::chunks_of(line));
+    }
+
+    fn send(&self, chunks: Vec<String>) {
+        if let Some(tx) = &self.text {
+            for c in chunks {
+                let _ = tx.send(c);
+            }
+        }
+    }
+
+    /// The reply is complete.
+    pub fn finish(mut self) {
+        let rest = self
+            .chunker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .finish();
+        self.send(rest);
+        self.text = None;
+    }
+}
+
+/// A chunk being synthesised: its audio in order, then its result. Dropping
+/// it aborts the synthesis task.
+struct InFlight {
+    audio: mpsc::Receiver<Bytes>,
+    result: oneshot::Receiver<Result<(), TtsError>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Frames a synthesis may run ahead of the socket.
+const CHUNK_QUEUE: usize = 4;
+
+struct Driver {
+    provider: Arc<dyn Provider>,
+    live: Live,
+    tx: mpsc::UnboundedSender<Outbound>,
+    budget: Arc<Semaphore>,
+    limits: SpeechLimits,
+}
+
+enum Step {
+    Cancelled,
+    Text(Option<String>),
+    Audio(Option<Bytes>),
+}
+
+impl Driver {
+    fn emit(&self, event: SpeechEvent) {
+        let _ = self.tx.send(Outbound::Speech(SpeechOut {
+            speech_id: self.live.id.clone(),
+            stream: self.live.stream,
+            live: self.live.token.clone(),
+            event,
+        }));
+    }
+
+    fn spawn(&self, text: String) -> InFlight {
+        let (mut sink, audio) = PcmSink::new(CHUNK_QUEUE);
+        let (done, result) = oneshot::channel();
+        let provider = self.provider.clone();
+        let task = tokio::spawn(async move {
+            let r = provider.synthesize(&text, &mut sink).await;
+            drop(sink);
+            let _ = done.send(r);
+        });
+        InFlight {
+            audio,
+            result,
+            task: task.abort_handle(),
+        }
+    }
+
+    async fn run(self, mut text: mpsc::UnboundedReceiver<String>) {
+        let token = self.live.token.clone();
+        let mut queue: VecDeque<String> = VecDeque::new();
+        let mut inflight: VecDeque<InFlight> = VecDeque::new();
+        let mut text_open = true;
+        let mut failure: Option<TtsError> = None;
+        loop {
+            while failure.is_none() && inflight.len() < self.limits.in_flight.max(1) {
+                match queue.pop_front() {
+                    Some(t) => inflight.push_back(self.spawn(t)),
+                    None => break,
+                }
+            }
+            if !text_open && inflight.is_empty() && (queue.is_empty() || failure.is_some()) {
+                break;
+            }
+            let step = tokio::select! {
+                biased;
+                _ = token.cancelled() => Step::Cancelled,
+                a = async {
+                    match inflight.front_mut() {
+                        Some(f) => f.audio.recv().await,
+                        None => std::future::pending().await,
+                    }
+                }, if !inflight.is_empty() => Step::Audio(a),
+                t = text.recv(), if text_open => Step::Text(t),
+            };
+            match step {
+                Step::Cancelled => return,
+                Step::Text(Some(t)) => {
+                    if failure.is_none() {
+                        queue.push_back(t)
+                    }
+                }
+                Step::Text(None) => text_open = false,
+                Step::Audio(Some(pcm)) => {
+                    let n = (pcm.len() as u32).max(1);
+                    let permit = tokio::select! {
+                        _ = token.cancelled() => return,
+                        p = self.budget.clone().acquire_many_owned(n) => p,
+                    };
+                    let Ok(permit) = permit else { return };
+                    self.emit(SpeechEvent::Audio { pcm, permit });
+                }
+                Step::Audio(None) => {
+                    let Some(mut done) = inflight.pop_front() else {
+                        continue;
+                    };
+                    let r = (&mut done.result).await.unwrap_or(Ok(()));
+                    if let Err(e) = r {
+                        tracing::warn!("speech {}: {e}", self.live.id);
+                        self.emit(SpeechEvent::Failed {
+                            code: e.code(),
+                            message: e.to_string(),
+                        });
+                        failure = Some(e);
+                        inflight.clear();
+                        queue.clear();
+                    }
+                }
+            }
+        }
+        if token.is_cancelled() {
+            return;
+        }
+        self.live.ended.store(true, Ordering::Release);
+        self.emit(SpeechEvent::End(if failure.is_some() {
+            EndReason::Error
+        } else {
+            EndReason::Done
+        }));
+    }
+}
