@@ -171,6 +171,39 @@ impl History {
         .await
     }
 
+    /// Mark the last reply of `name`'s history as cut off by the user (its
+    /// speech was interrupted; docs/voice.md). Nothing happens when there is
+    /// no reply or it is marked already.
+    pub async fn mark_last_reply_interrupted(&self, name: &str) -> Result<(), StoreError> {
+        let path = self.path(name);
+        let lock = self.lock(name);
+        let _g = lock.lock().await;
+        crate::task::blocking(move || {
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(StoreError::Io(e)),
+            };
+            let mut items: Vec<Value> = serde_json::from_slice(&bytes)
+                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            let last = items
+                .iter_mut()
+                .rev()
+                .find(|v| Entry::parse(v).is_some_and(|e| e.speaker == Speaker::Ai));
+            let Some(Value::Object(reply)) = last else {
+                return Ok(());
+            };
+            if reply.get("interrupted") == Some(&Value::Bool(true)) {
+                return Ok(());
+            }
+            reply.insert("interrupted".into(), Value::Bool(true));
+            let bytes = encode(&items)
+                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            crate::store::atomic_write_deferred(&path, &bytes).map_err(StoreError::Io)
+        })
+        .await
+    }
+
     /// The last `n` lines of `name`'s history that are text by a known speaker,
     /// oldest first. A missing or unreadable history is empty.
     pub async fn tail(&self, name: &str, n: usize) -> Vec<Entry> {

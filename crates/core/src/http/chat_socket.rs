@@ -117,7 +117,15 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                             let speech = speaking.then(|| voice.clone());
                             start_turn(&st, &mgr, &tx, text, source, speech);
                         }
-                        Action::Interrupt => msgs.extend(interrupt(&voice, d)),
+                        Action::Interrupt => {
+                            msgs.extend(interrupt(&voice, d));
+                            // Mark the cut-off reply once its turn has stored it.
+                            let (mgr, voice) = (mgr.clone(), voice.clone());
+                            tokio::spawn(async move {
+                                let _turn = mgr.turn.lock().await;
+                                voice.mark_interrupted_reply(&mgr.name()).await;
+                            });
+                        }
                         Action::Voice(on) => {
                             if !on {
                                 msgs.extend(interrupt(&voice, d));

@@ -90,6 +90,9 @@ pub struct Voice {
     budget: Arc<Semaphore>,
     streams: AtomicU32,
     limits: SpeechLimits,
+    /// A speech was cut off mid-way: its reply is to be marked in the history
+    /// once its turn has stored it ([`Voice::mark_interrupted_reply`]).
+    pending_mark: AtomicBool,
 }
 
 impl Voice {
@@ -103,6 +106,7 @@ impl Voice {
             budget: Arc::new(Semaphore::new(limits.queued_bytes.max(64 * 1024))),
             streams: AtomicU32::new(0),
             limits,
+            pending_mark: AtomicBool::new(false),
         })
     }
 
@@ -119,10 +123,24 @@ impl Voice {
             .unwrap_or_else(|e| e.into_inner())
             .take()?;
         live.token.cancel();
+        let was_complete = live.ended.load(Ordering::Acquire);
+        if !was_complete {
+            self.pending_mark.store(true, Ordering::Release);
+        }
         Some(Interrupted {
             speech_id: live.id.to_string(),
-            was_complete: live.ended.load(Ordering::Acquire),
+            was_complete,
         })
+    }
+
+    /// Mark the reply of an interrupted speech in `character`'s history. Call
+    /// it holding the session's turn lock, so the reply has been stored.
+    pub async fn mark_interrupted_reply(&self, character: &str) {
+        if self.pending_mark.swap(false, Ordering::AcqRel) {
+            if let Err(e) = self.st.history.mark_last_reply_interrupted(character).await {
+                tracing::warn!("cannot mark the interrupted reply of {character}: {e}");
+            }
+        }
     }
 
     /// The provider the stored settings choose for `character`.
@@ -145,6 +163,8 @@ impl Voice {
     /// Begin speaking a reply of `character`: `None` when no provider is
     /// configured (an invalid setting is reported as an error frame).
     pub async fn begin(self: &Arc<Self>, character: &str) -> Option<Speech> {
+        // A turn runs holding the turn lock: the previous reply is stored.
+        self.mark_interrupted_reply(character).await;
         let provider = match self.provider(character).await {
             Ok(Some(p)) => p,
             Ok(None) => return None,

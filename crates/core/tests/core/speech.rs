@@ -443,10 +443,9 @@ async fn provider_errors_become_error_frames() {
 
 #[tokio::test]
 async fn provider_down_is_tts_unavailable() {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", l.local_addr().unwrap());
-    drop(l);
-    failure_case(Mode::Pcm, Some(&base), "tts_unavailable").await;
+    // Port 1 (tcpmux) is closed: a freed ephemeral port could be taken by a
+    // parallel test's server.
+    failure_case(Mode::Pcm, Some("http://127.0.0.1:1"), "tts_unavailable").await;
 }
 
 #[tokio::test]
@@ -503,6 +502,30 @@ async fn barge_in_stops_the_speech_at_once() {
         }
     }
     assert_eq!(texts(&later).last().unwrap()["reason"], "done");
+    // The history keeps both replies in text; the cut-off one is marked.
+    let mut replies = Vec::new();
+    for _ in 0..100 {
+        replies = s
+            .state
+            .history
+            .tail("Companion", 10)
+            .await
+            .iter()
+            .filter(|e| e.speaker == companiond_core::history::Speaker::Ai)
+            .map(|e| (e.text().to_string(), e.interrupted))
+            .collect();
+        if replies.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        replies,
+        vec![
+            ("Alpha speaks for a long time.".to_string(), true),
+            ("Bravo.".to_string(), false)
+        ]
+    );
     // The upstream request of the old speech was dropped.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(f.aborted.load(Ordering::SeqCst) >= 1);
