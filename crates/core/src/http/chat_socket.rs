@@ -86,6 +86,9 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                         let d = chat_dialect::detect(t.as_str());
                         dialect = Some(d);
                         speaking = d == Dialect::Original;
+                        if speaking {
+                            mgr.set_voice(id, Some(voice.clone()));
+                        }
                         for v in std::mem::take(&mut held) {
                             match d {
                                 Dialect::Native => out.push(v),
@@ -131,6 +134,7 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                                 msgs.extend(interrupt(&voice, d));
                             }
                             speaking = on;
+                            mgr.set_voice(id, on.then(|| voice.clone()));
                             let provider = voice.provider(&mgr.name()).await.ok().flatten();
                             msgs.push(text_message(
                                 ServerFrame::VoiceState {
@@ -239,6 +243,11 @@ fn speech_messages(dialect: Dialect, s: SpeechOut) -> Vec<Message> {
         )],
         (Dialect::Native, SpeechEvent::End(reason)) => {
             vec![frame(ServerFrame::SpeechEnd { speech_id, reason })]
+        }
+        (Dialect::Original, SpeechEvent::End(EndReason::Interrupted)) => {
+            vec![frame(ServerFrame::UserActivity {
+                interrupted_speech_id: speech_id,
+            })]
         }
         (Dialect::Original, SpeechEvent::End(_)) => {
             vec![frame(ServerFrame::AudioDone { speech_id })]

@@ -133,6 +133,23 @@ impl Voice {
         })
     }
 
+    /// Stop the current speech and tell the client through the connection's
+    /// queue (barge-in from outside the connection); whether one was speaking.
+    pub fn interrupt_notify(&self) -> bool {
+        match self.interrupt() {
+            Some(cut) if !cut.was_complete => {
+                let _ = self.tx.send(Outbound::Speech(SpeechOut {
+                    speech_id: cut.speech_id.into(),
+                    stream: 0,
+                    live: CancellationToken::new(),
+                    event: SpeechEvent::End(EndReason::Interrupted),
+                }));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Mark the reply of an interrupted speech in `character`'s history. Call
     /// it holding the session's turn lock, so the reply has been stored.
     pub async fn mark_interrupted_reply(&self, character: &str) {
@@ -188,20 +205,20 @@ impl Voice {
 
     /// Begin a speech with `provider` (the current speech is interrupted).
     pub fn start(self: &Arc<Self>, provider: Arc<dyn Provider>) -> Speech {
+        self.start_with_id(provider, uuid::Uuid::new_v4().to_string().into())
+    }
+
+    /// Begin a speech of a given id; a speech still speaking is cut off and
+    /// the client told (as at a barge-in).
+    pub fn start_with_id(self: &Arc<Self>, provider: Arc<dyn Provider>, id: Arc<str>) -> Speech {
+        self.interrupt_notify();
         let live = Live {
-            id: uuid::Uuid::new_v4().to_string().into(),
+            id,
             stream: self.streams.fetch_add(1, Ordering::Relaxed) + 1,
             token: self.root.child_token(),
             ended: Arc::default(),
         };
-        if let Some(old) = self
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(live.clone())
-        {
-            old.token.cancel();
-        }
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let (text_tx, text_rx) = mpsc::unbounded_channel();
         let driver = Driver {
             provider,
@@ -219,6 +236,85 @@ impl Voice {
             token: live.token.clone(),
             chunker: Mutex::new(Chunker::new()),
             text: Some(text_tx),
+        }
+    }
+}
+
+/// A line spoken by a route (`SessionManager::speak_line`).
+#[derive(Debug, Clone)]
+pub struct SpokenLine {
+    pub speech_id: String,
+    /// Connections the line is being spoken on.
+    pub connections: usize,
+    /// The provider's name (`voice_source.provider`).
+    pub provider: &'static str,
+}
+
+/// Why a route's line is not spoken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpeakRefused {
+    /// No open connection plays speech.
+    NoListener,
+    /// Speech is off or no provider is configured.
+    NoProvider,
+    /// The settings cannot be used.
+    Invalid(TtsError),
+}
+
+/// Speak `line` of `character` on every connection in `voices` (one speech id).
+pub async fn speak_line(
+    voices: Vec<Arc<Voice>>,
+    character: &str,
+    line: &str,
+) -> Result<SpokenLine, SpeakRefused> {
+    let Some(first) = voices.first() else {
+        return Err(SpeakRefused::NoListener);
+    };
+    let provider = match first.provider(character).await {
+        Ok(Some(p)) => p,
+        Ok(None) => return Err(SpeakRefused::NoProvider),
+        Err(e) => return Err(SpeakRefused::Invalid(e)),
+    };
+    let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+    for v in &voices {
+        let speech = v.start_with_id(provider.clone(), id.clone());
+        speech.say(line);
+        speech.finish();
+    }
+    Ok(SpokenLine {
+        speech_id: id.to_string(),
+        connections: voices.len(),
+        provider: provider.name(),
+    })
+}
+
+/// The state of a connection's speech (`tts_pipeline` of the game speak route).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PipelineState {
+    pub tts_available: bool,
+    pub tts_thread_alive: bool,
+    pub tts_ready: bool,
+    pub tts_pending_chunks: usize,
+    pub current_speech_id: Option<String>,
+}
+
+impl Voice {
+    /// The speech state now.
+    pub fn state(&self) -> PipelineState {
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let speaking = current
+            .as_ref()
+            .is_some_and(|l| !l.ended.load(Ordering::Acquire) && !l.token.is_cancelled());
+        PipelineState {
+            tts_available: true,
+            tts_thread_alive: !self.root.is_cancelled(),
+            tts_ready: true,
+            tts_pending_chunks: usize::from(speaking),
+            current_speech_id: current.filter(|_| speaking).map(|l| l.id.to_string()),
         }
     }
 }
