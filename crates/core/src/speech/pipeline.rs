@@ -174,6 +174,10 @@ impl Voice {
                 target,
                 limits: self.limits.clone(),
             })),
+            Some(Choice::Wyoming(target)) => Some(Arc::new(super::wyoming::WyomingSpeech {
+                target,
+                limits: self.limits.clone(),
+            })),
         })
     }
 

@@ -567,3 +567,90 @@ async fn closing_the_socket_stops_the_synthesis() {
     }
     assert!(f.aborted.load(Ordering::SeqCst) >= 1);
 }
+
+/// A Wyoming server: answers `synthesize` with two 0.1 s chunks at 22,050 Hz
+/// (width 2, mono) and records what it was asked.
+async fn wyoming() -> (String, Arc<Mutex<Vec<Value>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let asked: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let rec = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            let rec = rec.clone();
+            tokio::spawn(async move {
+                let mut r = BufReader::new(s);
+                let mut line = String::new();
+                if r.read_line(&mut line).await.is_err() {
+                    return;
+                }
+                let ev: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                rec.lock().unwrap().push(ev);
+                let mut out = Vec::new();
+                let fmt = json!({"rate": 22050, "width": 2, "channels": 1});
+                out.extend(
+                    format!("{}\n", json!({"type": "audio-start", "data": fmt})).into_bytes(),
+                );
+                for _ in 0..2 {
+                    out.extend(
+                        format!(
+                            "{}\n",
+                            json!({"type": "audio-chunk", "data": fmt, "payload_length": 4410})
+                        )
+                        .into_bytes(),
+                    );
+                    out.extend((0..2205).flat_map(|_| 5000i16.to_le_bytes()));
+                }
+                out.extend(format!("{}\n", json!({"type": "audio-stop"})).into_bytes());
+                let _ = r.get_mut().write_all(&out).await;
+            });
+        }
+    });
+    (format!("tcp://{addr}"), asked)
+}
+
+#[tokio::test]
+async fn wyoming_provider_speaks() {
+    let (url, asked) = wyoming().await;
+    let (s, _llm) = server("Alpha one. Bravo two.", "http://unused").await;
+    let mut cfg: Value = s
+        .state
+        .store
+        .read(companiond_core::layout::CORE_CONFIG)
+        .await
+        .unwrap()
+        .unwrap();
+    cfg["ttsModelUrl"] = json!(url);
+    s.state
+        .store
+        .write(companiond_core::layout::CORE_CONFIG, cfg)
+        .await
+        .unwrap();
+    let mut ws = native_voice_with(&s, Some("wyoming")).await;
+    send(&mut ws, json!({"type": "user_text", "text": "hi"})).await;
+    let ms = until_both(&mut ws).await;
+    let frames = texts(&ms);
+    let end = frames.iter().find(|f| f["type"] == "speech_end").unwrap();
+    assert_eq!(end["reason"], "done", "{frames:?}");
+    let total: usize = ms
+        .iter()
+        .map(|m| match m {
+            Message::Binary(b) => (b.len() - 8) / 2,
+            _ => 0,
+        })
+        .sum();
+    // 2 chunks × 4,410 samples at 22,050 Hz = 2 × 9,600 at 48 kHz.
+    assert_eq!(total, 2 * 9_600);
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2);
+    assert!(asked
+        .iter()
+        .all(|e| e["type"] == "synthesize" && e["data"]["voice"]["name"] == "af_test"));
+    let mut texts: Vec<&str> = asked
+        .iter()
+        .map(|e| e["data"]["text"].as_str().unwrap())
+        .collect();
+    texts.sort();
+    assert_eq!(texts, vec!["Alpha one.", "Bravo two."]);
+}
