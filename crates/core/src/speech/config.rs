@@ -9,6 +9,9 @@
 //!   (no `Authorization` header when blank);
 //! * `ttsModelUrl: "tcp://host:port"` → the Wyoming provider with the voice
 //!   named by the character's `voice_id` or `ttsVoiceId` (else the server's own);
+//! * `gptsovitsEnabled: true` or a character `voice_id` `gsv:<id>[|{json}]` → the
+//!   voice server (GPT-SoVITS v3 `stream-input`) at `ttsModelUrl` when it is an
+//!   `http://` URL, else `http://127.0.0.1:9881`, voice from `voice_id` or `ttsVoiceId`;
 //! * `ttsModelProvider: "openai"` without a URL → `https://api.openai.com/v1`;
 //! * nothing set → no speech.
 //!
@@ -40,6 +43,7 @@ pub struct OpenAiTarget {
 pub enum Choice {
     OpenAi(OpenAiTarget),
     Wyoming(super::wyoming::WyomingTarget),
+    VoiceServer(super::voice_server::VoiceServerTarget),
 }
 
 fn field<'a>(cfg: &'a Map<String, Value>, key: &str) -> &'a str {
@@ -57,6 +61,20 @@ pub fn resolve(
     }
     let provider = field(cfg, "ttsModelProvider");
     let mut url = field(cfg, "ttsModelUrl");
+    let gsv_voice = character_voice
+        .map(str::trim)
+        .filter(|v| v.starts_with("gsv:"));
+    if gsv_voice.is_some() || cfg.get("gptsovitsEnabled").and_then(Value::as_bool) == Some(true) {
+        let base = if url.starts_with("http://") {
+            url
+        } else {
+            super::voice_server::DEFAULT_URL
+        };
+        let voice = gsv_voice.unwrap_or(field(cfg, "ttsVoiceId"));
+        return Ok(Some(Choice::VoiceServer(super::voice_server::target(
+            base, voice,
+        )?)));
+    }
     if url.is_empty() {
         if provider != "openai" {
             return Ok(None);

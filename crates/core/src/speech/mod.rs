@@ -6,6 +6,7 @@
 //! * [`audio`]: PCM bytes, the streaming WAV reader, MP3, the 48 kHz resampler;
 //! * [`openai`]: the OpenAI-compatible `POST <url>/audio/speech` provider;
 //! * [`wyoming`]: the Wyoming provider (`tcp://host:port`);
+//! * [`voice_server`]: the GPT-SoVITS v3 `stream-input` voice server (one socket per speech);
 //! * [`pipeline`]: a connection's [`pipeline::Voice`] and one [`pipeline::Speech`]
 //!   per reply (≤ 3 chunks in flight, strict order, barge-in);
 //! * [`config`]: which provider the stored settings choose.
@@ -15,6 +16,7 @@ pub mod chunker;
 pub mod config;
 pub mod openai;
 pub mod pipeline;
+pub mod voice_server;
 pub mod wyoming;
 
 use std::time::Duration;
@@ -213,4 +215,20 @@ pub trait Provider: Send + Sync {
         text: &'a str,
         sink: &'a mut PcmSink,
     ) -> BoxFuture<'a, Result<(), TtsError>>;
+
+    /// Does the provider take a whole speech's chunks on one connection
+    /// ([`Provider::stream`]) instead of one request per chunk?
+    fn streams_text(&self) -> bool {
+        false
+    }
+
+    /// Speak every chunk received on `text` (until it closes) on one connection.
+    fn stream<'a>(
+        &'a self,
+        text: mpsc::UnboundedReceiver<String>,
+        sink: &'a mut PcmSink,
+    ) -> BoxFuture<'a, Result<(), TtsError>> {
+        drop((text, sink));
+        Box::pin(async { Err(TtsError::Config("the provider does not stream text".into())) })
+    }
 }

@@ -174,6 +174,12 @@ impl Voice {
                 target,
                 limits: self.limits.clone(),
             })),
+            Some(Choice::VoiceServer(target)) => {
+                Some(Arc::new(super::voice_server::VoiceServerSpeech {
+                    target,
+                    limits: self.limits.clone(),
+                }))
+            }
             Some(Choice::Wyoming(target)) => Some(Arc::new(super::wyoming::WyomingSpeech {
                 target,
                 limits: self.limits.clone(),
@@ -436,7 +442,86 @@ impl Driver {
         }
     }
 
+    /// One connection for the whole speech (a provider that streams text).
+    async fn run_streamed(self, mut text: mpsc::UnboundedReceiver<String>) {
+        let token = self.live.token.clone();
+        let (mut sink, mut audio) = PcmSink::new(CHUNK_QUEUE);
+        let (chunks, chunks_rx) = mpsc::unbounded_channel();
+        let (done, result) = oneshot::channel();
+        let provider = self.provider.clone();
+        let task = tokio::spawn(async move {
+            let r = provider.stream(chunks_rx, &mut sink).await;
+            drop(sink);
+            let _ = done.send(r);
+        });
+        let _task = InFlight {
+            audio: mpsc::channel(1).1,
+            result: oneshot::channel().1,
+            task: task.abort_handle(),
+        };
+        let mut chunks = Some(chunks);
+        loop {
+            let step = tokio::select! {
+                biased;
+                _ = token.cancelled() => Step::Cancelled,
+                a = audio.recv() => Step::Audio(a),
+                t = text.recv(), if chunks.is_some() => Step::Text(t),
+            };
+            match step {
+                Step::Cancelled => return,
+                Step::Text(Some(t)) => {
+                    if let Some(c) = &chunks {
+                        let _ = c.send(t);
+                    }
+                }
+                Step::Text(None) => chunks = None,
+                Step::Audio(Some(pcm)) => {
+                    if !self.send_audio(&token, pcm).await {
+                        return;
+                    }
+                }
+                Step::Audio(None) => break,
+            }
+        }
+        let r = result.await.unwrap_or(Ok(()));
+        self.end(r.err());
+    }
+
+    /// Queue audio within the connection's budget; false when cancelled.
+    async fn send_audio(&self, token: &CancellationToken, pcm: Bytes) -> bool {
+        let n = (pcm.len() as u32).max(1);
+        let permit = tokio::select! {
+            _ = token.cancelled() => return false,
+            p = self.budget.clone().acquire_many_owned(n) => p,
+        };
+        let Ok(permit) = permit else { return false };
+        self.emit(SpeechEvent::Audio { pcm, permit });
+        true
+    }
+
+    fn end(&self, failure: Option<TtsError>) {
+        if self.live.token.is_cancelled() {
+            return;
+        }
+        if let Some(e) = &failure {
+            tracing::warn!("speech {}: {e}", self.live.id);
+            self.emit(SpeechEvent::Failed {
+                code: e.code(),
+                message: e.to_string(),
+            });
+        }
+        self.live.ended.store(true, Ordering::Release);
+        self.emit(SpeechEvent::End(if failure.is_some() {
+            EndReason::Error
+        } else {
+            EndReason::Done
+        }));
+    }
+
     async fn run(self, mut text: mpsc::UnboundedReceiver<String>) {
+        if self.provider.streams_text() {
+            return self.run_streamed(text).await;
+        }
         let token = self.live.token.clone();
         let mut queue: VecDeque<String> = VecDeque::new();
         let mut inflight: VecDeque<InFlight> = VecDeque::new();
@@ -472,13 +557,9 @@ impl Driver {
                 }
                 Step::Text(None) => text_open = false,
                 Step::Audio(Some(pcm)) => {
-                    let n = (pcm.len() as u32).max(1);
-                    let permit = tokio::select! {
-                        _ = token.cancelled() => return,
-                        p = self.budget.clone().acquire_many_owned(n) => p,
-                    };
-                    let Ok(permit) = permit else { return };
-                    self.emit(SpeechEvent::Audio { pcm, permit });
+                    if !self.send_audio(&token, pcm).await {
+                        return;
+                    }
                 }
                 Step::Audio(None) => {
                     let Some(mut done) = inflight.pop_front() else {

@@ -654,3 +654,194 @@ async fn wyoming_provider_speaks() {
     texts.sort();
     assert_eq!(texts, vec!["Alpha one.", "Bravo two."]);
 }
+
+/// What the fake voice server saw on its sockets: text frames, and whether a
+/// socket closed without `end`.
+#[derive(Clone, Default)]
+struct VoiceServer {
+    frames: Arc<Mutex<Vec<Value>>>,
+    closed_without_end: Arc<AtomicUsize>,
+    /// Delay of every WAV frame after the first.
+    slow: bool,
+}
+
+fn wav_frame(rate: u32, samples: usize, level: i16) -> Vec<u8> {
+    let mut b = wav_header(rate, 1);
+    for _ in 0..samples {
+        b.extend_from_slice(&level.to_le_bytes());
+    }
+    b
+}
+
+async fn voice_server_socket(vs: VoiceServer, mut ws: axum::extract::ws::WebSocket) {
+    use axum::extract::ws::Message as M;
+    let mut sent = 0;
+    let mut ended = false;
+    while let Some(Ok(m)) = ws.recv().await {
+        let M::Text(t) = m else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap_or(Value::Null);
+        vs.frames.lock().unwrap().push(v.clone());
+        let reply = match v["cmd"].as_str() {
+            Some("init") => vec![M::Text(json!({"type": "ready"}).to_string().into())],
+            Some("append") => {
+                if vs.slow && sent > 0 {
+                    // Within the test's idle limit (1.5 s).
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                }
+                sent += 1;
+                vec![
+                    M::Text(
+                        json!({"type": "sentence", "text": v["data"]})
+                            .to_string()
+                            .into(),
+                    ),
+                    M::Binary(wav_frame(32000, 3200, 4000).into()),
+                ]
+            }
+            Some("end") => {
+                ended = true;
+                vec![M::Text(json!({"type": "done"}).to_string().into())]
+            }
+            _ => vec![],
+        };
+        for r in reply {
+            if ws.send(r).await.is_err() {
+                break;
+            }
+        }
+        if ended {
+            return;
+        }
+    }
+    if !ended {
+        vs.closed_without_end.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn voice_server(slow: bool) -> (Upstream, VoiceServer) {
+    let vs = VoiceServer {
+        slow,
+        ..VoiceServer::default()
+    };
+    let state = vs.clone();
+    let up = Upstream::start(Router::new().route(
+        "/api/v3/tts/stream-input",
+        axum::routing::get(move |ws: axum::extract::ws::WebSocketUpgrade| {
+            let vs = state.clone();
+            async move { ws.on_upgrade(move |s| voice_server_socket(vs, s)) }
+        }),
+    ))
+    .await;
+    (up, vs)
+}
+
+async fn use_voice_server(s: &TestServer, base: &str) {
+    let mut cfg: Value = s
+        .state
+        .store
+        .read(companiond_core::layout::CORE_CONFIG)
+        .await
+        .unwrap()
+        .unwrap();
+    cfg["gptsovitsEnabled"] = json!(true);
+    cfg["ttsModelUrl"] = json!(base);
+    cfg["ttsVoiceId"] = json!("gsv:mika|{\"speed\":1.1}");
+    s.state
+        .store
+        .write(companiond_core::layout::CORE_CONFIG, cfg)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn voice_server_speaks_a_reply_on_one_socket() {
+    let (up, vs) = voice_server(false).await;
+    let (s, _llm) = server("Alpha one. Bravo two. Charlie three.", "http://unused").await;
+    use_voice_server(&s, &up.base).await;
+    let mut ws = native_voice_with(&s, Some("gptsovits")).await;
+    send(&mut ws, json!({"type": "user_text", "text": "hi"})).await;
+    let ms = until_both(&mut ws).await;
+    let end = texts(&ms)
+        .into_iter()
+        .find(|f| f["type"] == "speech_end")
+        .unwrap();
+    assert_eq!(end["reason"], "done");
+    let total: usize = ms
+        .iter()
+        .map(|m| match m {
+            Message::Binary(b) => (b.len() - 8) / 2,
+            _ => 0,
+        })
+        .sum();
+    // 3 WAV frames of 3,200 samples at 32 kHz = 3 × 4,800 at 48 kHz.
+    assert_eq!(total, 3 * 4_800);
+    let frames = vs.frames.lock().unwrap().clone();
+    assert_eq!(
+        frames,
+        vec![
+            json!({"speed": 1.1, "cmd": "init", "voice_id": "mika"}),
+            json!({"cmd": "append", "data": "Alpha one."}),
+            json!({"cmd": "append", "data": "Bravo two."}),
+            json!({"cmd": "append", "data": "Charlie three."}),
+            json!({"cmd": "end"}),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_voice_server_speech_closes_without_end() {
+    let (up, vs) = voice_server(true).await;
+    let (s, _llm) = server("unused", "http://unused").await;
+    // A model that pauses 3 s mid-reply: the speech is cut off before its text ends.
+    let slow_llm = Upstream::start(Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            let stream = async_stream(|tx| async move {
+                let event = |t: &str| {
+                    Bytes::from(format!(
+                        "data: {}\n\n",
+                        json!({"choices": [{"index": 0, "delta": {"content": t}}]})
+                    ))
+                };
+                let _ = tx.send(event("Alpha one. Bravo two. ")).await;
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                let _ = tx.send(event("Charlie three.")).await;
+                let _ = tx.send(Bytes::from("data: [DONE]\n\n")).await;
+            });
+            (
+                [("content-type", "text/event-stream")],
+                Body::from_stream(stream),
+            )
+        }),
+    ))
+    .await;
+    s.configure_llm(&format!("{}/v1", slow_llm.base)).await;
+    use_voice_server(&s, &up.base).await;
+    let mut ws = native_voice_with(&s, Some("gptsovits")).await;
+    send(&mut ws, json!({"type": "user_text", "text": "hi"})).await;
+    let ms = until_binary(&mut ws).await;
+    let start = texts(&ms)
+        .into_iter()
+        .find(|f| f["type"] == "speech_start")
+        .unwrap();
+    send(&mut ws, json!({"type": "interrupt"})).await;
+    let ms = until(&mut ws, |f| f["type"] == "speech_end").await;
+    let end = texts(&ms).pop().unwrap();
+    assert_eq!(end["speech_id"], start["speech_id"]);
+    assert_eq!(end["reason"], "interrupted");
+    // Nothing of it afterwards.
+    assert!(tokio::time::timeout(Duration::from_millis(2500), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Binary(_))) => return,
+                Some(Ok(Message::Text(t))) if t.contains("speech") => return,
+                None => return,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .is_err());
+    assert_eq!(vs.closed_without_end.load(Ordering::SeqCst), 1);
+    assert!(!vs.frames.lock().unwrap().iter().any(|f| f["cmd"] == "end"));
+}
