@@ -43,6 +43,8 @@ pub struct SessionManager {
     settings: RwLock<serde_json::Map<String, Value>>,
     /// The speech of each connection that plays it (crate::speech).
     voices: Mutex<HashMap<u64, Arc<crate::speech::pipeline::Voice>>>,
+    /// Connections whose page reported that it is playing speech.
+    playing: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl SessionManager {
@@ -56,6 +58,7 @@ impl SessionManager {
             turn: tokio::sync::Mutex::default(),
             settings: RwLock::default(),
             voices: Mutex::default(),
+            playing: Mutex::default(),
         }
     }
 
@@ -135,6 +138,28 @@ impl SessionManager {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
         self.set_voice(id, None);
+        self.set_playing(id, false);
+    }
+
+    /// Connection `id`'s page started or stopped playing speech.
+    pub(crate) fn set_playing(&self, id: u64, on: bool) {
+        let mut p = self.playing.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            p.insert(id);
+        } else {
+            p.remove(&id);
+        }
+    }
+
+    /// Is a page of this character playing speech now (its
+    /// `voice_play_start` came without a `voice_play_end`)? A proactive line
+    /// waits while it is.
+    pub fn is_audio_playing(&self) -> bool {
+        !self
+            .playing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
     }
 
     // ---------------------------------------------------------------- speech

@@ -18,8 +18,9 @@
 //!   the status and housekeeping actions (`end_session`, `pause_session`,
 //!   `goodbye_state`, `language_update`, `greeting_check`, `cat_greeting_check`,
 //!   `capture_bridge_status`, `capture_bridge_response`, `screenshot_response`,
-//!   `voice_input_control`, `telemetry`, `music_playback_state`, `voice_play_start`,
-//!   `voice_play_end`) are accepted silently; anything else →
+//!   `voice_input_control`, `telemetry`, `music_playback_state`) are accepted
+//!   silently; `voice_play_start` / `voice_play_end` set whether the page is
+//!   playing speech (`SessionManager::is_audio_playing`); anything else →
 //!   `status{UNKNOWN_ACTION, details:{action}}`.
 //!
 //! Internal → original client:
@@ -69,6 +70,9 @@ pub enum Inbound {
     Reply(Vec<Value>),
     /// Run one chat turn with this text.
     Turn(String),
+    /// The page started (`true`) or stopped playing speech
+    /// (`voice_play_start` / `voice_play_end`).
+    Playback(bool),
     /// Nothing to do.
     Ignore,
 }
@@ -97,8 +101,6 @@ const SILENT: &[&str] = &[
     "voice_input_control",
     "telemetry",
     "music_playback_state",
-    "voice_play_start",
-    "voice_play_end",
 ];
 
 /// A `status` frame: `message` is a JSON *string* `{"code", "details"}`.
@@ -168,6 +170,8 @@ impl Original {
                 "interaction_id": v.get("interaction_id").cloned().unwrap_or(Value::Null),
                 "accepted": false, "reason": "not_supported", "turn_id": null,
             })]),
+            "voice_play_start" => Inbound::Playback(true),
+            "voice_play_end" => Inbound::Playback(false),
             a if SILENT.contains(&a) => Inbound::Ignore,
             a => Inbound::Reply(vec![status("UNKNOWN_ACTION", json!({"action": a}))]),
         }

@@ -103,6 +103,10 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                                 Action::None
                             }
                             Inbound::Turn(text) => Action::Turn(text, InputSource::Text),
+                            Inbound::Playback(on) => {
+                                mgr.set_playing(id, on);
+                                Action::None
+                            }
                             Inbound::Ignore => Action::None,
                         }
                     } else {

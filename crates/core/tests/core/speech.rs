@@ -845,3 +845,39 @@ async fn an_interrupted_voice_server_speech_closes_without_end() {
     assert_eq!(vs.closed_without_end.load(Ordering::SeqCst), 1);
     assert!(!vs.frames.lock().unwrap().iter().any(|f| f["cmd"] == "end"));
 }
+
+#[tokio::test]
+async fn the_pages_playback_reports_are_read() {
+    let s = TestServer::start(&[]).await;
+    let mut ws = s.ws("Companion").await;
+    let mgr = s.state.sessions.ensure("Companion");
+    send(
+        &mut ws,
+        json!({"action": "voice_play_start", "turnId": "t1", "source": "audio_playback"}),
+    )
+    .await;
+    send(&mut ws, json!({"action": "ping"})).await;
+    until(&mut ws, |f| f["type"] == "pong").await;
+    assert!(mgr.is_audio_playing());
+    send(
+        &mut ws,
+        json!({"action": "voice_play_end", "turnId": "t1", "source": "audio_playback"}),
+    )
+    .await;
+    send(&mut ws, json!({"action": "ping"})).await;
+    until(&mut ws, |f| f["type"] == "pong").await;
+    assert!(!mgr.is_audio_playing());
+    // A page that closes while playing stops counting.
+    send(&mut ws, json!({"action": "voice_play_start"})).await;
+    send(&mut ws, json!({"action": "ping"})).await;
+    until(&mut ws, |f| f["type"] == "pong").await;
+    assert!(mgr.is_audio_playing());
+    drop(ws);
+    for _ in 0..100 {
+        if !mgr.is_audio_playing() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("a closed page still counts as playing");
+}
