@@ -9,7 +9,8 @@
 //! * [`voice_server`]: the GPT-SoVITS v3 `stream-input` voice server (one socket per speech);
 //! * [`pipeline`]: a connection's [`pipeline::Voice`] and one [`pipeline::Speech`]
 //!   per reply (≤ 3 chunks in flight, strict order, barge-in);
-//! * [`config`]: which provider the stored settings choose.
+//! * [`config`]: which provider the stored settings choose;
+//! * [`voices`]: the configured provider's voices (settings pickers).
 
 pub mod audio;
 pub mod chunker;
@@ -17,6 +18,7 @@ pub mod config;
 pub mod openai;
 pub mod pipeline;
 pub mod voice_server;
+pub mod voices;
 pub mod wyoming;
 
 use std::time::Duration;

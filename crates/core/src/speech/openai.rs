@@ -22,7 +22,7 @@ pub const PCM_RATE: u32 = 24_000;
 
 /// One client for every speech request: proxy from the environment (never for
 /// loopback), no redirects.
-fn client() -> &'static reqwest::Client {
+pub(crate) fn client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
         reqwest::Client::builder()
