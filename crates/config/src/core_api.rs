@@ -344,7 +344,10 @@ pub fn merge(
             f => {
                 if let Some((_, suffix)) = per_slot(f) {
                     let s = string_or_null(&k, &v)?.unwrap_or("").trim();
-                    if suffix == "Url" && !s.is_empty() && http_url(s).is_none() {
+                    // The speech URL may also name a Wyoming server (docs/voice.md).
+                    let wyoming = f == "ttsModelUrl"
+                        && companiond_core::speech::config::wyoming_target(s, "").is_ok();
+                    if suffix == "Url" && !s.is_empty() && http_url(s).is_none() && !wyoming {
                         return Err(ConfigError::bad_code(
                             format!("{k} must be an http:// or https:// URL"),
                             "invalid_url",

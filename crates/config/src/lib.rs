@@ -100,6 +100,14 @@ pub fn api(state: &AppState) -> Api {
         .ok::<voice::VoiceListAnswer>()
         .fails::<ConfigError>()
         .fails::<VoiceFailure>()
+        .get(
+            "/api/config/tts_voices",
+            "the configured speech provider's voices",
+            voice::tts_voices,
+        )
+        .id("tts_voices")
+        .ok::<voice::TtsVoicesAnswer>()
+        .fails::<ConfigError>()
         .post(
             "/api/config/voiceserver/test_connectivity",
             "run the voice-server init, ready, synthesis flow",

@@ -1,6 +1,8 @@
 // Chat: the current character's recent history, then the WebSocket /ws/{name}.
-// Client frame: {"type":"user_text","text":...}. Server frames: assistant_delta,
-// turn_end, tool_call, tool_result, error {code, error}, and notifications.
+// Client frames: {"type":"user_text","text":...}, {"type":"voice","enabled":...}.
+// Server frames: assistant_delta, turn_end, tool_call, tool_result, error {code,
+// error}, notifications, and with the voice on: voice_state, speech_start, binary
+// audio (SPK1 + stream u32 LE + PCM16 LE mono 48 kHz), speech_end (docs/voice.md).
 import * as api from './api.js';
 import { el } from './ui.js';
 
@@ -13,6 +15,50 @@ let retryTimer = null;
 let bubble = null;          // the assistant message being streamed
 const queue = [];           // messages typed while disconnected
 const $ = (id) => document.getElementById(id);
+
+// ---------------------------------------------------------------- voice
+// Audio is played as it streams: each binary frame of the current speech is
+// scheduled right after the previous one on a 48 kHz AudioContext.
+const VOICE_KEY = 'companiond.console.voice';
+let audio = null;           // AudioContext, made on first use
+let speech = null;          // {id, stream, at: next start time, sources: []}
+const played = { frames: 0, samples: 0, speeches: 0 };
+
+function voiceOn() { return localStorage.getItem(VOICE_KEY) === '1'; }
+
+function sendVoice() {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'voice', enabled: voiceOn() }));
+}
+
+function stopSpeech() {
+  if (speech) for (const s of speech.sources) { try { s.stop(); } catch { /* ended */ } }
+  speech = null;
+}
+
+function playFrame(buf) {
+  const bytes = new Uint8Array(buf);
+  if (bytes.length < 8 || String.fromCharCode(...bytes.slice(0, 4)) !== 'SPK1') return;
+  const stream = new DataView(buf).getUint32(4, true);
+  if (!speech || speech.stream !== stream) return; // not the current speech's
+  const n = (bytes.length - 8) >> 1;
+  if (!n) return;
+  const pcm = new Int16Array(buf.slice(8, 8 + n * 2));
+  if (!audio) audio = new AudioContext({ sampleRate: 48000 });
+  const b = audio.createBuffer(1, n, 48000);
+  const ch = b.getChannelData(0);
+  for (let i = 0; i < n; i += 1) ch[i] = pcm[i] / 32768;
+  const src = audio.createBufferSource();
+  src.buffer = b;
+  src.connect(audio.destination);
+  const at = Math.max(audio.currentTime + 0.02, speech.at);
+  src.start(at);
+  speech.at = at + n / 48000;
+  speech.sources.push(src);
+  src.onended = () => { if (speech) speech.sources = speech.sources.filter((x) => x !== src); };
+  played.frames += 1;
+  played.samples += n;
+  $('chat-voice').dataset.samples = String(played.samples);
+}
 
 function conn(text, kind) {
   const c = $('chat-conn');
@@ -65,14 +111,17 @@ function connect() {
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   conn(retry ? 'reconnecting…' : 'connecting…', 'wait');
   const sock = new WebSocket(`${proto}//${location.host}/ws/${encodeURIComponent(name)}`);
+  sock.binaryType = 'arraybuffer';
   ws = sock;
   sock.onopen = () => {
     if (retry) api.forgetCsrf(); // a restarted companiond has a new CSRF token
     retry = 0;
     conn('connected', 'good');
+    if (voiceOn()) sendVoice();
     while (queue.length && sock.readyState === WebSocket.OPEN) sock.send(queue.shift());
   };
   sock.onmessage = (ev) => {
+    if (ev.data instanceof ArrayBuffer) { playFrame(ev.data); return; }
     let f;
     try { f = JSON.parse(ev.data); } catch { return; }
     onFrame(f);
@@ -121,6 +170,7 @@ function onFrame(f) {
       add('tool', f.is_error ? `The tool “${f.name}” failed.` : `The tool “${f.name}” answered.`);
       break;
     case 'error': {
+      if (f.speech_id) { add('note', `The voice failed: ${f.error || f.code}. The text is complete.`); break; }
       let text = api.codeWords(f.code) || f.error || 'The reply failed.';
       if (f.code === 'no_provider') text = 'No language model is set up yet, so I cannot answer. Open Start to connect one.';
       else if (f.code === 'connection_failed' || f.code === 'timeout') text = `The language model is unreachable: ${f.error || api.codeWords(f.code)} Check that the model server is running, or change it on Start.`;
@@ -132,6 +182,21 @@ function onFrame(f) {
       finishBubble();
       break;
     }
+    case 'voice_state':
+      $('chat-voice-state').textContent = !f.enabled ? ''
+        : f.provider ? `(speaking with ${f.provider})`
+          : '(no voice is set up: see Settings → Voice)';
+      break;
+    case 'speech_start':
+      stopSpeech();
+      speech = { id: f.speech_id, stream: f.stream, at: 0, sources: [] };
+      played.speeches += 1;
+      $('chat-voice').dataset.speeches = String(played.speeches);
+      break;
+    case 'speech_end':
+      if (f.reason === 'interrupted' && speech && speech.id === f.speech_id) stopSpeech();
+      $('chat-voice').dataset.lastEnd = f.reason;
+      break;
     case 'game_input':
       add('note', 'A mini-game is running: your message went to the game.');
       break;
@@ -159,6 +224,7 @@ function send(ev) {
   input.value = '';
   add('human', text);
   finishBubble();
+  stopSpeech(); // the server cuts the speech too (barge-in)
   $('chat-send').disabled = true;
   const frame = JSON.stringify({ type: 'user_text', text });
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(frame);
@@ -184,9 +250,17 @@ export default {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) send(e);
     });
     app.onCharacters(() => { if (wanted && wsName !== app.current) open(); });
+    const v = $('chat-voice');
+    v.checked = voiceOn();
+    v.addEventListener('change', () => {
+      localStorage.setItem(VOICE_KEY, v.checked ? '1' : '0');
+      if (v.checked && !audio) audio = new AudioContext({ sampleRate: 48000 });
+      if (!v.checked) { stopSpeech(); $('chat-voice-state').textContent = ''; }
+      sendVoice();
+    });
   },
   show() { open(); $('chat-input').focus(); },
   // Leave the socket only while the Chat section is shown, so a cloud-save
   // download of this character is not blocked by the console itself.
-  hide() { disconnect(); },
+  hide() { stopSpeech(); disconnect(); },
 };

@@ -1,5 +1,5 @@
-// Settings: proactive-chat mode and fields, conversation settings (with the
-// revision / If-Match rule), proxy mode.
+// Settings: proactive-chat mode and fields, the voice, conversation settings
+// (with the revision / If-Match rule), proxy mode.
 import * as api from './api.js';
 import { el, say } from './ui.js';
 
@@ -131,6 +131,36 @@ async function saveConversation() {
   say('conv-result', `Saved.${rej.length ? ` Not accepted: ${rej.map((x) => (typeof x === 'string' ? x : x.field || JSON.stringify(x))).join(', ')}.` : ''}`, rej.length ? 'error' : 'ok');
 }
 
+// Voice: the configured speech provider's voices (GET /api/config/tts_voices);
+// the choice is stored as ttsVoiceId.
+async function loadVoices() {
+  const [list, cfg] = await Promise.all([api.get('/api/config/tts_voices'), api.get('/api/config/core_api')]);
+  const pick = $('voice-pick');
+  const current = (cfg.ok && cfg.body.ttsVoiceId) || '';
+  if (!list.ok || !list.body.success) {
+    $('voice-provider').textContent = `The voices cannot be listed: ${api.explain(list)}`;
+    pick.replaceChildren();
+    return;
+  }
+  const b = list.body;
+  $('voice-provider').textContent = b.provider === 'none'
+    ? 'No voice is set up: set a speech server on Start or with POST /api/config/core_api.'
+    : `Provider: ${b.provider}${b.offered ? '' : ' (it does not list its voices)'}.`;
+  const ids = b.voices.map((v) => v.id);
+  if (current && !ids.includes(current)) ids.unshift(current);
+  pick.replaceChildren(...ids.map((id) => {
+    const v = b.voices.find((x) => x.id === id);
+    return el('option', { value: id }, v && v.name && v.name !== id ? `${v.name} (${id})` : id);
+  }));
+  pick.value = current;
+}
+
+async function saveVoice() {
+  const r = await api.post('/api/config/core_api', { ttsVoiceId: $('voice-pick').value });
+  if (!r.ok) { say('voice-result', `Not saved: ${api.explain(r)}`, 'error'); return; }
+  say('voice-result', `The next reply speaks with ${$('voice-pick').value}.`, 'ok');
+}
+
 async function proxy(direct) {
   const r = await api.post('/api/config/set_proxy_mode', { direct });
   if (!r.ok) { say('proxy-result', `Not changed: ${api.explain(r)}`, 'error'); return; }
@@ -194,8 +224,9 @@ export default {
     $('conv-reload').addEventListener('click', async () => { await loadConversation(); say('conv-result', 'Reloaded.', 'info'); });
     $('conv-fields').addEventListener('input', () => { convDirty = true; });
     $('conv-fields').addEventListener('change', () => { convDirty = true; });
+    $('voice-save').addEventListener('click', saveVoice);
     $('proxy-direct').addEventListener('click', () => proxy(true));
     $('proxy-system').addEventListener('click', () => proxy(false));
   },
-  show() { loadProactive(); loadConversation(); },
+  show() { loadProactive(); loadConversation(); loadVoices(); },
 };

@@ -48,6 +48,9 @@ pub struct Entry {
     /// The feature that wrote the line, when not the chat itself.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub source: Option<String>,
+    /// A reply whose speech was cut off by the user (barge-in; docs/voice.md).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupted: bool,
 }
 
 impl Entry {
@@ -58,6 +61,7 @@ impl Entry {
                 content: text.into(),
             },
             source: None,
+            interrupted: false,
         }
     }
     pub fn human(text: impl Into<String>) -> Entry {
@@ -69,6 +73,11 @@ impl Entry {
     /// Mark the feature that wrote the line.
     pub fn from_source(mut self, source: &str) -> Entry {
         self.source = Some(source.to_string());
+        self
+    }
+    /// Mark a reply whose speech was cut off.
+    pub fn interrupted(mut self) -> Entry {
+        self.interrupted = true;
         self
     }
     pub fn text(&self) -> &str {
@@ -101,6 +110,7 @@ impl Entry {
                 content: text.to_string(),
             },
             source: v.get("source").and_then(Value::as_str).map(str::to_string),
+            interrupted: v.get("interrupted").and_then(Value::as_bool) == Some(true),
         })
     }
 }
@@ -155,6 +165,39 @@ impl History {
                 Err(e) => return Err(StoreError::Io(e)),
             };
             let bytes = spliced(old.as_deref(), &entries)
+                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            crate::store::atomic_write_deferred(&path, &bytes).map_err(StoreError::Io)
+        })
+        .await
+    }
+
+    /// Mark the last reply of `name`'s history as cut off by the user (its
+    /// speech was interrupted; docs/voice.md). Nothing happens when there is
+    /// no reply or it is marked already.
+    pub async fn mark_last_reply_interrupted(&self, name: &str) -> Result<(), StoreError> {
+        let path = self.path(name);
+        let lock = self.lock(name);
+        let _g = lock.lock().await;
+        crate::task::blocking(move || {
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(StoreError::Io(e)),
+            };
+            let mut items: Vec<Value> = serde_json::from_slice(&bytes)
+                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            let last = items
+                .iter_mut()
+                .rev()
+                .find(|v| Entry::parse(v).is_some_and(|e| e.speaker == Speaker::Ai));
+            let Some(Value::Object(reply)) = last else {
+                return Ok(());
+            };
+            if reply.get("interrupted") == Some(&Value::Bool(true)) {
+                return Ok(());
+            }
+            reply.insert("interrupted".into(), Value::Bool(true));
+            let bytes = encode(&items)
                 .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
             crate::store::atomic_write_deferred(&path, &bytes).map_err(StoreError::Io)
         })

@@ -10,7 +10,7 @@
 //!   upload), [`characters`] (the registry and the name rules), [`cards`]
 //!   (character cards), [`prompt`] (the one prompt builder), [`sessions`]
 //!   (per-character session managers), [`turn`] (one chat turn), [`history`],
-//!   [`llm`], [`tools`], [`usage`], [`rename`] (the character rename hook),
+//!   [`llm`], [`speech`] (text-to-speech), [`tools`], [`usage`], [`rename`] (the character rename hook),
 //!   [`state`] (the [`AppState`] that holds them);
 //! * [`http`]: the route builder [`api`], the front door, [`guards`], the
 //!   [`envelope`]s, [`multipart`], the characters routes, the chat WebSocket and
@@ -23,6 +23,7 @@ pub mod backup;
 pub mod cards;
 pub mod characters;
 pub mod fence;
+pub mod frames;
 pub mod history;
 pub mod hosts;
 pub mod http;
@@ -42,6 +43,7 @@ pub mod server;
 pub mod sessions;
 pub mod sink;
 pub mod snapshots;
+pub mod speech;
 pub mod staging;
 pub mod stamp;
 pub mod state;

@@ -23,6 +23,8 @@ use crate::tools::{EvictOrigin, RegisteredTool};
 #[derive(Debug)]
 pub enum Outbound {
     Frame(Value),
+    /// An event of a speech of this connection (crate::speech::pipeline).
+    Speech(crate::speech::pipeline::SpeechOut),
     Close,
 }
 
@@ -39,6 +41,10 @@ pub struct SessionManager {
     /// Held while a chat turn of this character runs (one turn at a time).
     pub(crate) turn: tokio::sync::Mutex<()>,
     settings: RwLock<serde_json::Map<String, Value>>,
+    /// The speech of each connection that plays it (crate::speech).
+    voices: Mutex<HashMap<u64, Arc<crate::speech::pipeline::Voice>>>,
+    /// Connections whose page reported that it is playing speech.
+    playing: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl SessionManager {
@@ -51,6 +57,8 @@ impl SessionManager {
             history: tokio::sync::Mutex::default(),
             turn: tokio::sync::Mutex::default(),
             settings: RwLock::default(),
+            voices: Mutex::default(),
+            playing: Mutex::default(),
         }
     }
 
@@ -129,6 +137,70 @@ impl SessionManager {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
+        self.set_voice(id, None);
+        self.set_playing(id, false);
+    }
+
+    /// Connection `id`'s page started or stopped playing speech.
+    pub(crate) fn set_playing(&self, id: u64, on: bool) {
+        let mut p = self.playing.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            p.insert(id);
+        } else {
+            p.remove(&id);
+        }
+    }
+
+    /// Is a page of this character playing speech now (its
+    /// `voice_play_start` came without a `voice_play_end`)? A proactive line
+    /// waits while it is.
+    pub fn is_audio_playing(&self) -> bool {
+        !self
+            .playing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    // ---------------------------------------------------------------- speech
+
+    /// Connection `id` plays speech with `voice` (or no longer, `None`).
+    pub(crate) fn set_voice(&self, id: u64, voice: Option<Arc<crate::speech::pipeline::Voice>>) {
+        let mut v = self.voices.lock().unwrap_or_else(|e| e.into_inner());
+        match voice {
+            Some(voice) => v.insert(id, voice),
+            None => v.remove(&id),
+        };
+    }
+
+    /// The speech of the connections that play it.
+    pub fn voices(&self) -> Vec<Arc<crate::speech::pipeline::Voice>> {
+        let v = self.voices.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ids: Vec<_> = v.keys().copied().collect();
+        ids.sort_unstable();
+        ids.iter().filter_map(|i| v.get(i).cloned()).collect()
+    }
+
+    /// Speak a line of this character (the speak routes) on every connection
+    /// that plays speech; a speech still speaking there is cut off.
+    pub async fn speak_line(
+        &self,
+        line: &str,
+    ) -> Result<crate::speech::pipeline::SpokenLine, crate::speech::pipeline::SpeakRefused> {
+        crate::speech::pipeline::speak_line(self.voices(), &self.name(), line).await
+    }
+
+    /// The speech state of the first connection that plays speech.
+    pub fn speech_state(&self) -> Option<crate::speech::pipeline::PipelineState> {
+        self.voices().first().map(|v| v.state())
+    }
+
+    /// Stop the speech of every connection at once (each client is told).
+    pub fn interrupt_speech(&self) -> usize {
+        self.voices()
+            .iter()
+            .filter(|v| v.interrupt_notify())
+            .count()
     }
 
     // ---------------------------------------------------------------- tools

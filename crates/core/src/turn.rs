@@ -8,10 +8,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::frames::ServerFrame;
 use crate::history::{Entry, Speaker};
 use crate::llm::{CallOptions, ChatMessage, LlmError, ModelCall};
 use crate::providers::Slot;
 use crate::sessions::{Outbound, SessionManager, CONTEXT_MESSAGES};
+use crate::speech::pipeline::{Speech, Voice};
 use crate::state::{AppState, InputSource};
 use crate::tools::{RegisteredTool, ToolResult};
 
@@ -25,13 +27,14 @@ pub fn start_turn(
     tx: &mpsc::UnboundedSender<Outbound>,
     user_text: String,
     source: InputSource,
+    voice: Option<Arc<Voice>>,
 ) {
     let (st, mgr, tx) = (st.clone(), mgr.clone(), tx.clone());
     tokio::spawn(async move {
         let _turn = mgr.turn.lock().await;
-        run_turn(&st, &mgr, &tx, user_text, source).await;
+        run_turn(&st, &mgr, &tx, user_text, source, voice).await;
         crate::metrics::metrics().chat_turn();
-        let _ = tx.send(Outbound::Frame(json!({"type": "turn_end"})));
+        let _ = tx.send(Outbound::Frame(ServerFrame::TurnEnd.to_value()));
     });
 }
 
@@ -74,6 +77,7 @@ async fn run_turn(
     tx: &mpsc::UnboundedSender<Outbound>,
     text: String,
     source: InputSource,
+    voice: Option<Arc<Voice>>,
 ) {
     let name = mgr.name();
     let send = |v: Value| {
@@ -90,9 +94,14 @@ async fn run_turn(
         }
     }
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
-        let e = LlmError::NotConfigured;
-        return send(json!({"type": "error", "code": e.code(), "error": e.to_string()}));
+        return send(error_frame(&LlmError::NotConfigured));
     };
+    // The reply is spoken as it streams when the connection has a voice.
+    let speech = match &voice {
+        Some(v) => v.begin(&name).await,
+        None => None,
+    };
+    let turn_id = speech.as_ref().map(|s| s.id().to_string());
     // The context starts from the stored history, so a restart, a reconnect or a
     // second window continues the same conversation, and lines other features
     // wrote (onboarding, proactive chat, a memory-browser edit) are seen.
@@ -157,7 +166,18 @@ async fn run_turn(
                 }
             }
         }
-        let on_delta = |d: &str| send(json!({"type": "assistant_delta", "text": d}));
+        let on_delta = |d: &str| {
+            if let Some(s) = &speech {
+                s.push(d);
+            }
+            send(
+                ServerFrame::AssistantDelta {
+                    text: d.to_string(),
+                    turn_id: turn_id.clone(),
+                }
+                .to_value(),
+            )
+        };
         let c = match st
             .llm
             .stream_call(
@@ -173,9 +193,7 @@ async fn run_turn(
             .await
         {
             Ok(c) => c,
-            Err(e) => {
-                return send(json!({"type": "error", "code": e.code(), "error": e.to_string()}))
-            }
+            Err(e) => return send(error_frame(&e)),
         };
         final_text.push_str(&c.content);
         if c.tool_calls.is_empty() {
@@ -232,17 +250,41 @@ async fn run_turn(
             mgr.push_history(answer).await;
         }
     }
+    let interrupted = speech.as_ref().is_some_and(Speech::interrupted);
+    if let Some(s) = speech {
+        s.finish();
+    }
     // The character may have been renamed during the turn: write under its current name.
-    persist_exchange(st, &mgr.name(), &text, &final_text).await;
+    persist_exchange(st, &mgr.name(), &text, &final_text, interrupted).await;
     if let Some(r) = &recall {
         r.after_turn(&mgr.name());
     }
 }
 
-/// Append the exchange to the character's history. A corrupt history file is
-/// left untouched.
-async fn persist_exchange(st: &AppState, name: &str, user: &str, assistant: &str) {
-    let entries = vec![Entry::human(user), Entry::ai(assistant)];
+/// A turn's error frame.
+fn error_frame(e: &LlmError) -> Value {
+    ServerFrame::Error {
+        code: e.code().to_string(),
+        error: e.to_string(),
+        speech_id: None,
+    }
+    .to_value()
+}
+
+/// Append the exchange to the character's history (a reply whose speech was
+/// cut off is marked `interrupted`). A corrupt history file is left untouched.
+async fn persist_exchange(
+    st: &AppState,
+    name: &str,
+    user: &str,
+    assistant: &str,
+    interrupted: bool,
+) {
+    let mut reply = Entry::ai(assistant);
+    if interrupted {
+        reply = reply.interrupted();
+    }
+    let entries = vec![Entry::human(user), reply];
     if let Err(e) = st.history.append(name, entries).await {
         tracing::warn!("cannot append to the recent history of {name}: {e}");
     }

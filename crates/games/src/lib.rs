@@ -246,7 +246,7 @@ pub fn api(state: &AppState) -> Api {
         .id("speak")
         .path::<GameTypePath>()
         .json_body::<SpeakBody>()
-        .ok::<http::stale::StaleSession>()
+        .ok::<http::dialogue::GameSpokenOrStale>()
         .reasons(&[
             Reason::InvalidGameType,
             Reason::NotAGameRoute,

@@ -1,4 +1,5 @@
-//! `/api/config/voiceserver/list_voices` and `/api/config/voiceserver/test_connectivity`.
+//! `/api/config/voiceserver/list_voices`, `/api/config/voiceserver/test_connectivity`
+//! and `/api/config/tts_voices`.
 
 use std::time::Duration;
 
@@ -86,4 +87,35 @@ pub async fn test_connectivity(body: RawJson) -> Result<Json<VoiceTestAnswer>, C
         sentences: c.sentences,
         elapsed_ms: c.elapsed_ms,
     }))
+}
+
+/// The configured speech provider's voices (docs/voice.md).
+#[derive(Serialize, ToSchema)]
+pub struct TtsVoicesAnswer {
+    success: bool,
+    /// `openai_compatible`, `wyoming`, `gptsovits`, or `none` (speech is off).
+    provider: &'static str,
+    /// Does the provider list its voices (false: the voice is typed by name)?
+    offered: bool,
+    /// `{id, name, ...}` each.
+    #[schema(value_type = Vec<Object>)]
+    voices: Vec<Value>,
+}
+
+/// `GET /api/config/tts_voices`: a failing provider is `success:false` with
+/// `error_code` (`tts_unavailable`, `tts_timeout`, ...).
+pub async fn tts_voices(
+    axum::extract::State(st): axum::extract::State<companiond_core::AppState>,
+) -> Result<Json<TtsVoicesAnswer>, ConfigError> {
+    let cfg = st.llm.core_config().await;
+    let limits = st.ext::<companiond_core::speech::SpeechLimits>();
+    match companiond_core::speech::voices::list(&cfg, &limits).await {
+        Ok(l) => Ok(Json(TtsVoicesAnswer {
+            success: true,
+            provider: l.provider,
+            offered: l.offered,
+            voices: l.voices,
+        })),
+        Err(e) => Err(ConfigError::probe(e.code(), e.to_string())),
+    }
 }

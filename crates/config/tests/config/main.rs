@@ -17,4 +17,5 @@ mod preferences;
 mod proactive;
 mod proxy;
 mod routes;
+mod tts_voices;
 mod voice;

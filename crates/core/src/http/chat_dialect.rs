@@ -18,13 +18,18 @@
 //!   the status and housekeeping actions (`end_session`, `pause_session`,
 //!   `goodbye_state`, `language_update`, `greeting_check`, `cat_greeting_check`,
 //!   `capture_bridge_status`, `capture_bridge_response`, `screenshot_response`,
-//!   `voice_input_control`, `telemetry`, `music_playback_state`, `voice_play_start`,
-//!   `voice_play_end`) are accepted silently; anything else →
+//!   `voice_input_control`, `telemetry`, `music_playback_state`) are accepted
+//!   silently; `voice_play_start` / `voice_play_end` set whether the page is
+//!   playing speech (`SessionManager::is_audio_playing`); anything else →
 //!   `status{UNKNOWN_ACTION, details:{action}}`.
 //!
 //! Internal → original client:
-//! * `assistant_delta{text}` → `gemini_response{text, isNewMessage, turn_id, request_id}`
-//!   (`isNewMessage` true on a turn's first chunk);
+//! * `assistant_delta{text, turn_id?}` → `gemini_response{text, isNewMessage, turn_id,
+//!   request_id}` (`isNewMessage` true on a turn's first chunk; `turn_id` is the
+//!   speech id of a spoken reply, else `turn-N`);
+//! * speech events (`crate::speech`) → `audio_chunk{speech_id}` + one binary PCM
+//!   frame, `audio_done{speech_id}`, `user_activity{interrupted_speech_id}` on
+//!   barge-in (rendered by `super::chat_socket`);
 //! * `turn_end` → `system{data:"turn end", request_id}`;
 //! * `error{code, error}` → `status{message: "{\"code\":..,\"details\":{..}}"}`;
 //! * `pong` and `catgirl_switched` pass; companiond's own greeting
@@ -65,6 +70,9 @@ pub enum Inbound {
     Reply(Vec<Value>),
     /// Run one chat turn with this text.
     Turn(String),
+    /// The page started (`true`) or stopped playing speech
+    /// (`voice_play_start` / `voice_play_end`).
+    Playback(bool),
     /// Nothing to do.
     Ignore,
 }
@@ -93,8 +101,6 @@ const SILENT: &[&str] = &[
     "voice_input_control",
     "telemetry",
     "music_playback_state",
-    "voice_play_start",
-    "voice_play_end",
 ];
 
 /// A `status` frame: `message` is a JSON *string* `{"code", "details"}`.
@@ -164,6 +170,8 @@ impl Original {
                 "interaction_id": v.get("interaction_id").cloned().unwrap_or(Value::Null),
                 "accepted": false, "reason": "not_supported", "turn_id": null,
             })]),
+            "voice_play_start" => Inbound::Playback(true),
+            "voice_play_end" => Inbound::Playback(false),
             a if SILENT.contains(&a) => Inbound::Ignore,
             a => Inbound::Reply(vec![status("UNKNOWN_ACTION", json!({"action": a}))]),
         }
@@ -182,7 +190,11 @@ impl Original {
                 let first = !self.streamed;
                 if first {
                     self.turns += 1;
-                    self.turn_id = format!("turn-{}", self.turns);
+                    // A spoken reply's turn id is its speech id (the page pairs them).
+                    self.turn_id = match frame.get("turn_id").and_then(Value::as_str) {
+                        Some(t) => t.to_string(),
+                        None => format!("turn-{}", self.turns),
+                    };
                     self.streamed = true;
                 }
                 let mut f = json!({"type": "gemini_response", "text": text,

@@ -2,11 +2,13 @@
 //! companiond's own frame protocol (the original application's is translated by
 //! [`super::chat_dialect`]).
 //!
-//! Client frames: `{"type":"user_text","text":...}` (also `voice_transcript`, `ping`).
+//! Client frames: `{"type":"user_text","text":...}` (also `voice_transcript`, `ping`,
+//! `voice {enabled}` to have replies spoken, `interrupt` to stop the speech).
 //! Server frames: `session_started`, `assistant_delta {text}`, `turn_end`,
 //! `tool_call {name, call_id}`, `tool_result {name, call_id, is_error}`,
 //! `game_input {...}` when a game route took the input, `error {code, error}`,
-//! `pong`, plus the notifications other families send through the session.
+//! `pong`, `voice_state`, `speech_start`, binary speech frames, `speech_end`, plus
+//! the notifications other families send through the session.
 
 use std::sync::Arc;
 
@@ -15,12 +17,13 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::api::{Api, ErrorDoc};
 use super::chat_dialect::{self, Dialect, Inbound};
 use super::envelope::SuccessError;
+use crate::frames::{speech_binary, EndReason, ServerFrame, PCM_S16LE};
 use crate::sessions::{Outbound, SessionManager};
+use crate::speech::pipeline::{SpeechEvent, SpeechOut, Voice};
 use crate::state::{AppState, InputSource};
 use crate::turn::{start_greeting, start_turn};
 
@@ -51,19 +54,27 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
     let mut dialect: Option<Dialect> = None;
     let mut held: Vec<Value> = Vec::new();
     let mut original = chat_dialect::Original::default();
+    // Speech (crate::speech): the original's pages always play replies; a
+    // companiond client opts in with {"type":"voice","enabled":true}.
+    let voice = Voice::new(&st, &tx);
+    let mut speaking = false;
     let grace = tokio::time::sleep(chat_dialect::GRACE);
     tokio::pin!(grace);
     loop {
-        let frames: Vec<Value> = tokio::select! {
+        let frames: Vec<Message> = tokio::select! {
             _ = &mut grace, if dialect.is_none() => {
                 dialect = Some(Dialect::Native);
-                std::mem::take(&mut held)
+                texts(std::mem::take(&mut held))
             }
             out = rx.recv() => match out {
                 Some(Outbound::Frame(v)) => match dialect {
                     None => { held.push(v); Vec::new() }
-                    Some(Dialect::Native) => vec![v],
-                    Some(Dialect::Original) => original.outbound(&v),
+                    Some(Dialect::Native) => texts(vec![v]),
+                    Some(Dialect::Original) => texts(original.outbound(&v)),
+                },
+                Some(Outbound::Speech(s)) => match dialect {
+                    Some(d) if speaking => speech_messages(d, s),
+                    _ => Vec::new(),
                 },
                 Some(Outbound::Close) | None => {
                     let _ = socket.send(Message::Close(None)).await;
@@ -76,6 +87,10 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                     if dialect.is_none() {
                         let d = chat_dialect::detect(t.as_str());
                         dialect = Some(d);
+                        speaking = d == Dialect::Original;
+                        if speaking {
+                            mgr.set_voice(id, Some(voice.clone()));
+                        }
                         for v in std::mem::take(&mut held) {
                             match d {
                                 Dialect::Native => out.push(v),
@@ -83,28 +98,68 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                             }
                         }
                     }
-                    if dialect == Some(Dialect::Original) {
+                    let action = if dialect == Some(Dialect::Original) {
                         match original.inbound(t.as_str()) {
-                            Inbound::Reply(f) => out.extend(f),
-                            Inbound::Turn(text) => start_turn(&st, &mgr, &tx, text, InputSource::Text),
-                            Inbound::Ignore => {}
+                            Inbound::Reply(f) => {
+                                out.extend(f);
+                                Action::None
+                            }
+                            Inbound::Turn(text) => Action::Turn(text, InputSource::Text),
+                            Inbound::Playback(on) => {
+                                mgr.set_playing(id, on);
+                                Action::None
+                            }
+                            Inbound::Ignore => Action::None,
                         }
                     } else {
-                        handle_client_frame(&st, &mgr, &tx, t.as_str());
+                        client_frame(t.as_str())
+                    };
+                    let d = dialect.unwrap_or(Dialect::Native);
+                    let mut msgs = texts(out);
+                    match action {
+                        Action::None => {}
+                        Action::Reply(f) => msgs.push(text_message(f.to_text())),
+                        Action::Turn(text, source) => {
+                            if speaking {
+                                msgs.extend(interrupt(&voice, d));
+                            }
+                            let speech = speaking.then(|| voice.clone());
+                            start_turn(&st, &mgr, &tx, text, source, speech);
+                        }
+                        Action::Interrupt => {
+                            msgs.extend(interrupt(&voice, d));
+                            // Mark the cut-off reply once its turn has stored it.
+                            let (mgr, voice) = (mgr.clone(), voice.clone());
+                            tokio::spawn(async move {
+                                let _turn = mgr.turn.lock().await;
+                                voice.mark_interrupted_reply(&mgr.name()).await;
+                            });
+                        }
+                        Action::Voice(on) => {
+                            if !on {
+                                msgs.extend(interrupt(&voice, d));
+                            }
+                            speaking = on;
+                            mgr.set_voice(id, on.then(|| voice.clone()));
+                            let provider = voice.provider(&mgr.name()).await.ok().flatten();
+                            msgs.push(text_message(
+                                ServerFrame::VoiceState {
+                                    enabled: on,
+                                    provider: provider.map(|p| p.name().to_string()),
+                                }
+                                .to_text(),
+                            ));
+                        }
                     }
-                    out
+                    msgs
                 }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                 Some(Ok(_)) => Vec::new(),
             },
         };
         let mut closed = false;
-        for v in frames {
-            if socket
-                .send(Message::Text(v.to_string().into()))
-                .await
-                .is_err()
-            {
+        for m in frames {
+            if socket.send(m).await.is_err() {
                 closed = true;
                 break;
             }
@@ -113,37 +168,137 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
             break;
         }
     }
+    voice.close();
     mgr.detach(id);
 }
 
-fn handle_client_frame(
-    st: &AppState,
-    mgr: &Arc<SessionManager>,
-    tx: &mpsc::UnboundedSender<Outbound>,
-    text: &str,
-) {
-    let send_err = |code: &str, msg: &str| {
-        let _ = tx.send(Outbound::Frame(
-            json!({"type": "error", "code": code, "error": msg}),
-        ));
+fn text_message(t: String) -> Message {
+    Message::Text(t.into())
+}
+
+fn texts(frames: Vec<Value>) -> Vec<Message> {
+    frames
+        .into_iter()
+        .map(|v| text_message(v.to_string()))
+        .collect()
+}
+
+/// Barge-in: stop the current speech and tell the client.
+fn interrupt(voice: &Voice, dialect: Dialect) -> Vec<Message> {
+    let Some(cut) = voice.interrupt() else {
+        return Vec::new();
+    };
+    let frame = match dialect {
+        Dialect::Original => ServerFrame::UserActivity {
+            interrupted_speech_id: cut.speech_id,
+        },
+        Dialect::Native if cut.was_complete => return Vec::new(),
+        Dialect::Native => ServerFrame::SpeechEnd {
+            speech_id: cut.speech_id,
+            reason: EndReason::Interrupted,
+        },
+    };
+    vec![text_message(frame.to_text())]
+}
+
+/// The socket messages of a speech event (none once the speech was interrupted).
+fn speech_messages(dialect: Dialect, s: SpeechOut) -> Vec<Message> {
+    if !s.is_live() {
+        return Vec::new();
+    }
+    let speech_id = s.speech_id.to_string();
+    let frame = |f: ServerFrame| text_message(f.to_text());
+    match (dialect, s.event) {
+        (Dialect::Native, SpeechEvent::Start { turn_id }) => {
+            vec![frame(ServerFrame::SpeechStart {
+                speech_id,
+                turn_id,
+                stream: s.stream,
+                sample_rate: crate::speech::OUTPUT_RATE,
+                channels: 1,
+                encoding: PCM_S16LE,
+            })]
+        }
+        (Dialect::Original, SpeechEvent::Start { .. }) => Vec::new(),
+        (Dialect::Native, SpeechEvent::Audio { pcm, permit }) => {
+            let m = Message::Binary(speech_binary(s.stream, &pcm).into());
+            drop(permit);
+            vec![m]
+        }
+        (Dialect::Original, SpeechEvent::Audio { pcm, permit }) => {
+            let m = vec![
+                frame(ServerFrame::AudioChunk { speech_id }),
+                Message::Binary(pcm.clone()),
+            ];
+            drop(permit);
+            m
+        }
+        (Dialect::Native, SpeechEvent::Failed { code, message }) => {
+            vec![frame(ServerFrame::Error {
+                code: code.to_string(),
+                error: message,
+                speech_id: Some(speech_id),
+            })]
+        }
+        (Dialect::Original, SpeechEvent::Failed { code, message }) => vec![text_message(
+            chat_dialect::status(
+                &code.to_ascii_uppercase(),
+                json!({"msg": message, "speech_id": speech_id}),
+            )
+            .to_string(),
+        )],
+        (Dialect::Native, SpeechEvent::End(reason)) => {
+            vec![frame(ServerFrame::SpeechEnd { speech_id, reason })]
+        }
+        (Dialect::Original, SpeechEvent::End(EndReason::Interrupted)) => {
+            vec![frame(ServerFrame::UserActivity {
+                interrupted_speech_id: speech_id,
+            })]
+        }
+        (Dialect::Original, SpeechEvent::End(_)) => {
+            vec![frame(ServerFrame::AudioDone { speech_id })]
+        }
+    }
+}
+
+/// What a companiond client frame asks for.
+enum Action {
+    None,
+    Reply(ServerFrame),
+    Turn(String, InputSource),
+    Interrupt,
+    Voice(bool),
+}
+
+fn client_frame(text: &str) -> Action {
+    let err = |code: &str, msg: &str| {
+        Action::Reply(ServerFrame::Error {
+            code: code.to_string(),
+            error: msg.to_string(),
+            speech_id: None,
+        })
     };
     let Ok(v) = serde_json::from_str::<Value>(text) else {
-        return send_err("invalid_frame", "frames must be JSON objects");
+        return err("invalid_frame", "frames must be JSON objects");
     };
     let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
     let source = match kind {
         "user_text" => InputSource::Text,
         "voice_transcript" => InputSource::Voice,
-        "ping" => {
-            let _ = tx.send(Outbound::Frame(json!({"type": "pong"})));
-            return;
+        "ping" => return Action::Reply(ServerFrame::Pong),
+        "interrupt" => return Action::Interrupt,
+        "voice" => {
+            return match v.get("enabled") {
+                Some(Value::Bool(on)) => Action::Voice(*on),
+                _ => err("invalid_frame", "voice.enabled must be true or false"),
+            }
         }
-        _ => return send_err("unknown_type", "unknown frame type"),
+        _ => return err("unknown_type", "unknown frame type"),
     };
     let Some(user_text) = v.get("text").and_then(Value::as_str).map(str::to_string) else {
-        return send_err("missing_text", "text is required");
+        return err("missing_text", "text is required");
     };
-    start_turn(st, mgr, tx, user_text, source);
+    Action::Turn(user_text, source)
 }
 
 /// The chat WebSocket route (listed in the OpenAPI document; its frames are

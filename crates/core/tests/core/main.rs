@@ -8,4 +8,5 @@ mod common;
 mod guards;
 mod openapi;
 mod request_bodies;
+mod speech;
 mod static_files;

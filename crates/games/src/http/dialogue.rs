@@ -5,6 +5,8 @@
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
+use companiond_core::sessions::SessionManager;
+use companiond_core::speech::pipeline::SpeakRefused as SpeakLineRefused;
 use companiond_core::{AppState, Ext};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -288,18 +290,57 @@ fn voice_source(skipped: &'static str) -> VoiceSource {
     VoiceSource::skipped(skipped)
 }
 
-/// The speech pipeline state: there is no speech synthesis in this service.
-fn tts_pipeline() -> Value {
-    let s = json!({"tts_available": false, "tts_thread_alive": false, "tts_ready": false,
-        "tts_pending_chunks": 0, "current_speech_id": null});
-    json!({"before": s, "after": s})
+/// The speech pipeline state of the character's first speaking connection
+/// (all off when none plays speech).
+fn pipeline_state(mgr: Option<&SessionManager>) -> Value {
+    match mgr.and_then(SessionManager::speech_state) {
+        Some(s) => serde_json::to_value(s).unwrap_or(Value::Null),
+        None => json!({"tts_available": false, "tts_thread_alive": false, "tts_ready": false,
+            "tts_pending_chunks": 0, "current_speech_id": null}),
+    }
 }
 
-/// `POST /api/game/{game_type}/speak`: always refused with the reason (no voice provider).
+/// `POST /api/game/{game_type}/speak`: the line spoken.
+#[derive(Serialize, ToSchema)]
+pub struct GameSpoken {
+    ok: bool,
+    persona_name: String,
+    game_type: String,
+    /// `project_tts`.
+    method: &'static str,
+    line: String,
+    speech_id: String,
+    audio_sent: bool,
+    audio_queued: bool,
+    /// How many chat connections play the line.
+    audio_connections: usize,
+    audio_interrupted: bool,
+    mirrored: bool,
+    turn_end_emitted: bool,
+    voice_source: VoiceSource,
+    /// The speech state before and after the line was queued.
+    #[schema(value_type = Object)]
+    tts_pipeline: Value,
+}
+
+/// `speak`: spoken, or the other session's route.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum GameSpokenOrStale {
+    Spoken(Box<GameSpoken>),
+    Stale(Box<StaleSession>),
+}
+
+any_of_schema!(GameSpokenOrStale as "GameSpokenOrStale": GameSpoken, StaleSession);
+
+/// `POST /api/game/{game_type}/speak`: the line spoken through the speech
+/// pipeline on the character's chat connections (docs/voice.md), or refused
+/// with the reason (`no_voice_provider` when none is configured or no
+/// connection plays speech).
 pub async fn speak(
     PlayableGameType(game_type): PlayableGameType,
     FamilyCall(st, games, b): FamilyCall<Games>,
-) -> Result<Json<StaleSession>, Failure> {
+) -> Result<Json<GameSpokenOrStale>, Failure> {
     let line = clean_line(
         &opt_str(&b, &["line"])?.unwrap_or_default(),
         MAX_SPOKEN_CHARS,
@@ -309,9 +350,9 @@ pub async fn speak(
     }
     let persona = require_persona(&b)?;
     let session = session_of(&b)?;
-    opt_bool(&b, &["mirror_text"], true)?;
-    opt_bool(&b, &["emit_turn_end"], true)?;
-    opt_bool(&b, &["interrupt_audio"], false)?;
+    let mirror_text = opt_bool(&b, &["mirror_text"], true)?;
+    let emit_turn_end = opt_bool(&b, &["emit_turn_end"], true)?;
+    let interrupt_audio = opt_bool(&b, &["interrupt_audio"], false)?;
     let refused = |reason: Reason| {
         Failure::new(reason)
             .with("audio_sent", false)
@@ -321,15 +362,67 @@ pub async fn speak(
             .with("voice_source", voice_source(reason.code()))
     };
     match games.speak_line(&st, &persona, &game_type, session.as_deref()) {
-        SpeakRefused::StaleSession(state) => Ok(Json(
+        SpeakRefused::StaleSession(state) => Ok(Json(GameSpokenOrStale::Stale(Box::new(
             StaleSession::new(&persona, "project_tts", StaleState::Game(state)).unspoken(),
-        )),
+        )))),
         SpeakRefused::RouteNotActive => Err(refused(Reason::RouteNotActive)),
         SpeakRefused::NoSessionManager => Err(refused(Reason::NoSessionManager)),
-        SpeakRefused::NoVoiceProvider => Err(refused(Reason::NoVoiceProvider)
-            .with("error", "no text-to-speech voice provider is available in this service; use mirror-assistant to show the line")
-            .with("line", line)
-            .with("tts_pipeline", tts_pipeline())),
+        SpeakRefused::NoVoiceProvider => {
+            let Some(mgr) = st.sessions.get(&persona) else {
+                return Err(refused(Reason::NoSessionManager));
+            };
+            let before = pipeline_state(Some(&mgr));
+            let interrupted = interrupt_audio && mgr.interrupt_speech() > 0;
+            let spoken = match mgr.speak_line(&line).await {
+                Ok(s) => s,
+                Err(why) => {
+                    let error = match why {
+                        SpeakLineRefused::NoListener => "no chat page of the character plays speech; use mirror-assistant to show the line".to_string(),
+                        SpeakLineRefused::NoProvider => "no text-to-speech voice provider is configured (docs/voice.md); use mirror-assistant to show the line".to_string(),
+                        SpeakLineRefused::Invalid(e) => e.to_string(),
+                    };
+                    return Err(refused(Reason::NoVoiceProvider)
+                        .with("error", error)
+                        .with("line", line)
+                        .with(
+                            "tts_pipeline",
+                            json!({"before": before, "after": pipeline_state(Some(&mgr))}),
+                        ));
+                }
+            };
+            let source = json!({"source": "game", "game_type": game_type, "session_id": session});
+            if mirror_text {
+                let mut f = json!({"type": "assistant_mirror", "text": line});
+                if let (Some(f), Some(extra)) = (f.as_object_mut(), source.as_object()) {
+                    f.extend(extra.clone());
+                }
+                mgr.notify(f);
+            }
+            if emit_turn_end {
+                let mut f = json!({"type": "turn_end"});
+                if let (Some(f), Some(extra)) = (f.as_object_mut(), source.as_object()) {
+                    f.extend(extra.clone());
+                }
+                mgr.notify(f);
+            }
+            let after = pipeline_state(Some(&mgr));
+            Ok(Json(GameSpokenOrStale::Spoken(Box::new(GameSpoken {
+                ok: true,
+                persona_name: persona,
+                game_type,
+                method: "project_tts",
+                line,
+                speech_id: spoken.speech_id,
+                audio_sent: true,
+                audio_queued: true,
+                audio_connections: spoken.connections,
+                audio_interrupted: interrupted,
+                mirrored: mirror_text,
+                turn_end_emitted: emit_turn_end,
+                voice_source: VoiceSource::spoken(spoken.provider),
+                tts_pipeline: json!({"before": before, "after": after}),
+            }))))
+        }
     }
 }
 

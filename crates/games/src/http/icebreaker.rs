@@ -102,7 +102,7 @@ pub struct ChoiceRecorded {
     session_id: String,
 }
 
-/// `POST /api/icebreaker/speak`: the line was shown (there is no voice).
+/// `POST /api/icebreaker/speak`: the line was shown (and spoken when a voice is set).
 #[derive(Serialize, ToSchema)]
 pub struct IceSpoken {
     ok: bool,
@@ -117,7 +117,12 @@ pub struct IceSpoken {
     turn_end_emitted: bool,
     audio_interrupted: bool,
     audio_sent: bool,
+    /// The line is being spoken (its audio follows on the chat pages).
+    audio_queued: bool,
     audio_committed: bool,
+    /// The speech of the line (absent when it is not spoken).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speech_id: Option<String>,
     voice_source: VoiceSource,
 }
 
@@ -420,7 +425,8 @@ pub async fn choice(
     }
 }
 
-/// `POST /api/icebreaker/speak` (CSRF): show a spoken line (there is no voice).
+/// `POST /api/icebreaker/speak` (CSRF): show a line and speak it on the chat
+/// pages that play speech (docs/voice.md).
 pub async fn speak(
     FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
 ) -> Result<Json<SpokenOrStale>, Failure> {
@@ -452,6 +458,20 @@ pub async fn speak(
             .with("audio_sent", false));
     };
     let spoken = icebreaker.speak(&mgr, &route, &line, options).await;
+    // The line is spoken on the chat pages that play speech (docs/voice.md).
+    if options.interrupt_audio {
+        mgr.interrupt_speech();
+    }
+    let audio = mgr.speak_line(&line).await.ok();
+    let voice_source = match &audio {
+        Some(a) => VoiceSource::spoken(a.provider),
+        None => VoiceSource {
+            provider: "none",
+            method,
+            skipped: None,
+            reason: Some("no_voice_provider"),
+        },
+    };
     Ok(Json(OrStale::Done(IceSpoken {
         ok: true,
         persona_name: persona,
@@ -462,13 +482,10 @@ pub async fn speak(
         mirror_delivered: spoken.mirror_delivered,
         turn_end_emitted: options.emit_turn_end,
         audio_interrupted: options.interrupt_audio,
-        audio_sent: false,
+        audio_sent: audio.is_some(),
+        audio_queued: audio.is_some(),
         audio_committed: false,
-        voice_source: VoiceSource {
-            provider: "none",
-            method,
-            skipped: None,
-            reason: Some("no_voice_provider"),
-        },
+        speech_id: audio.map(|a| a.speech_id),
+        voice_source,
     })))
 }

@@ -84,6 +84,15 @@ pub struct VoiceSource {
 }
 
 impl VoiceSource {
+    /// The line is spoken by `provider` through the project's speech pipeline.
+    pub fn spoken(provider: &'static str) -> VoiceSource {
+        VoiceSource {
+            provider,
+            method: "project_tts",
+            skipped: None,
+            reason: None,
+        }
+    }
     /// The game speech source, skipped for `why`.
     pub fn skipped(why: &'static str) -> VoiceSource {
         VoiceSource {

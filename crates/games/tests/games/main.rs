@@ -11,3 +11,4 @@ mod logs;
 mod numeric_inputs;
 mod openapi;
 mod perf;
+mod speak;

@@ -146,10 +146,18 @@ impl Proactive {
                 "a mini-game route is active for this character",
             ));
         }
-        // The AI is answering the user right now.
-        if st.sessions.get(&name).is_some_and(|m| m.is_turn_running()) {
+        // The AI is answering the user right now, or a page is still playing
+        // its speech (voice_play_start without voice_play_end; docs/voice.md).
+        let mgr = st.sessions.get(&name);
+        let speaking = mgr.as_ref().is_some_and(|m| m.is_audio_playing());
+        if speaking || mgr.is_some_and(|m| m.is_turn_running()) {
+            let message = if speaking {
+                "the character is speaking"
+            } else {
+                "the AI is responding"
+            };
             return Err(SystemError::ProactiveBusy {
-                message: "the AI is responding".into(),
+                message: message.into(),
                 state: BusyState::Responding {
                     ai_responding: true,
                     proactive_running: false,

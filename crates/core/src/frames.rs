@@ -1,0 +1,129 @@
+//! Typed server frames of the chat socket (`/ws/{name}`; docs/chat-protocol.md).
+//! One `type`-tagged enum for both protocols' frames; the frames still built as
+//! JSON values elsewhere move here as they are touched.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Why a speech ended (`speech_end.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// Every chunk was spoken.
+    Done,
+    /// A new message or an `interrupt` frame cut it off.
+    Interrupted,
+    /// The provider failed (an `error` frame named the cause before).
+    Error,
+}
+
+/// The encoding of speech audio: mono PCM16 little-endian.
+pub const PCM_S16LE: &str = "pcm_s16le";
+
+/// A frame the server sends on the chat socket.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// A chunk of the reply; `turn_id` (= the speech id) when the reply is spoken.
+    AssistantDelta {
+        text: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn_id: Option<String>,
+    },
+    /// The turn is over.
+    TurnEnd,
+    /// Answer to `ping`.
+    Pong,
+    /// A failure; `speech_id` when it is a speech's.
+    Error {
+        code: String,
+        error: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        speech_id: Option<String>,
+    },
+    /// Answer to `{"type":"voice"}`: whether replies are spoken on this connection.
+    VoiceState {
+        enabled: bool,
+        /// The provider that would speak (`null` when none is configured).
+        provider: Option<String>,
+    },
+    /// A speech begins; its binary frames carry `stream`.
+    SpeechStart {
+        speech_id: String,
+        turn_id: String,
+        stream: u32,
+        sample_rate: u32,
+        channels: u8,
+        encoding: &'static str,
+    },
+    /// A speech ended.
+    SpeechEnd {
+        speech_id: String,
+        reason: EndReason,
+    },
+    /// Original protocol: the next binary frame is audio of this speech.
+    AudioChunk { speech_id: String },
+    /// Original protocol: the last chunk of this speech was sent.
+    AudioDone { speech_id: String },
+    /// Original protocol: the user spoke over this speech; stop playing it.
+    UserActivity { interrupted_speech_id: String },
+}
+
+impl ServerFrame {
+    /// The frame as a JSON value.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The frame as socket text.
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The 4-byte tag that starts every binary speech frame of companiond's protocol:
+/// `SPK1`, then the speech's `stream` (u32 LE), then PCM16 LE samples.
+pub const SPEECH_MAGIC: &[u8; 4] = b"SPK1";
+
+/// A binary speech frame of companiond's protocol.
+pub fn speech_binary(stream: u32, pcm: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + pcm.len());
+    b.extend_from_slice(SPEECH_MAGIC);
+    b.extend_from_slice(&stream.to_le_bytes());
+    b.extend_from_slice(pcm);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shapes() {
+        assert_eq!(
+            ServerFrame::AssistantDelta {
+                text: "hi".into(),
+                turn_id: None
+            }
+            .to_value(),
+            json!({"type": "assistant_delta", "text": "hi"})
+        );
+        assert_eq!(
+            ServerFrame::SpeechEnd {
+                speech_id: "s".into(),
+                reason: EndReason::Interrupted
+            }
+            .to_value(),
+            json!({"type": "speech_end", "speech_id": "s", "reason": "interrupted"})
+        );
+        assert_eq!(
+            ServerFrame::UserActivity {
+                interrupted_speech_id: "s".into()
+            }
+            .to_value(),
+            json!({"type": "user_activity", "interrupted_speech_id": "s"})
+        );
+        assert_eq!(&speech_binary(7, &[1, 2])[..], b"SPK1\x07\0\0\0\x01\x02");
+    }
+}
