@@ -31,7 +31,7 @@ struct RouteLabels {
     route: String,
 }
 
-/// How a model call ended (label `ok` / `error`).
+/// How a model call or a speech chunk ended (label `ok` / `error`).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum Outcome {
     Ok,
@@ -45,6 +45,11 @@ impl EncodeLabelValue for Outcome {
             Outcome::Error => "error",
         })
     }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: Outcome,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,6 +97,7 @@ pub struct Metrics {
     model_seconds: Histograms<ModelLabels>,
     model_tokens: Family<TokenLabels, Counter>,
     store_write_seconds: Histogram,
+    speech_chunks: Family<OutcomeLabels, Counter>,
     disk_free: Gauge,
 }
 
@@ -157,6 +163,12 @@ impl Metrics {
             Unit::Seconds,
             store_write_seconds.clone(),
         );
+        let speech_chunks = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "speech_chunks",
+            "Text chunks sent to a speech provider, by outcome",
+            speech_chunks.clone(),
+        );
         let disk_free = Gauge::default();
         registry.register_with_unit(
             "data_dir_free",
@@ -174,6 +186,7 @@ impl Metrics {
             model_seconds,
             model_tokens,
             store_write_seconds,
+            speech_chunks,
             disk_free,
         }
     }
@@ -223,6 +236,13 @@ impl Metrics {
         self.model_tokens
             .get_or_create(&TokenLabels { kind })
             .inc_by(n);
+    }
+
+    /// A chunk of speech synthesised (or failed).
+    pub fn speech_chunk(&self, outcome: Outcome) {
+        self.speech_chunks
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// A document written by the store.

@@ -566,6 +566,11 @@ impl Driver {
                         continue;
                     };
                     let r = (&mut done.result).await.unwrap_or(Ok(()));
+                    crate::metrics::metrics().speech_chunk(if r.is_ok() {
+                        crate::metrics::Outcome::Ok
+                    } else {
+                        crate::metrics::Outcome::Error
+                    });
                     if let Err(e) = r {
                         tracing::warn!("speech {}: {e}", self.live.id);
                         self.emit(SpeechEvent::Failed {
