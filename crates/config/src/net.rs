@@ -144,16 +144,7 @@ pub fn http_client(u: &Url, timeout: Duration) -> Result<reqwest::Client, NetFai
     b.build().map_err(|e| NetFail::Other(e.to_string()))
 }
 
-fn chain_text(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+use companiond_core::error_chain as chain_text;
 
 fn classify_text(text: String) -> NetFail {
     let lower = text.to_ascii_lowercase();

@@ -80,6 +80,29 @@ pub fn now_millis() -> i64 {
         .unwrap_or(0)
 }
 
+/// A time in Unix milliseconds in RFC 3339 form (empty when out of range).
+pub fn rfc3339_ms(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// An error with its sources, on one line (`outer: inner: root`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 /// The current UTC time in RFC 3339 form.
 pub fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()

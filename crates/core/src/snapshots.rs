@@ -398,15 +398,7 @@ fn sync_dir(dir: &Path) {
     }
 }
 
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
+use crate::rfc3339_ms as rfc3339;
 
 /// Read one snapshot's description.
 pub fn read(data_dir: &Path, character: &str, id: &str) -> Result<Meta, SnapshotError> {

@@ -79,15 +79,7 @@ impl SnapshotItem {
     }
 }
 
-fn rfc3339(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
+use companiond_core::rfc3339_ms as rfc3339;
 
 /// `GET /api/memory/snapshots?character=`.
 #[derive(Serialize, ToSchema)]

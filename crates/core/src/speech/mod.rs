@@ -79,17 +79,7 @@ impl From<audio::BadAudio> for TtsError {
     }
 }
 
-/// An error with its sources, one line.
-pub(crate) fn describe(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub(crate) use crate::error_chain as describe;
 
 /// The time and size limits of speech (the defaults; tests provide their own
 /// through `AppState::provide`).
