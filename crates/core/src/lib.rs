@@ -21,6 +21,7 @@
 
 pub mod cards;
 pub mod characters;
+pub mod context;
 pub mod fence;
 pub mod history;
 pub mod hosts;

@@ -110,6 +110,9 @@ pub enum LlmError {
     Connect(String),
     Status(u16, String),
     Protocol(String),
+    /// The model answered with neither text nor tool calls (an empty stream:
+    /// what some servers send when the prompt does not fit).
+    EmptyReply,
 }
 
 impl LlmError {
@@ -122,7 +125,47 @@ impl LlmError {
             LlmError::Status(429, _) => "rate_limited",
             LlmError::Status(..) => "upstream_error",
             LlmError::Protocol(_) => "protocol_error",
+            LlmError::EmptyReply => "empty_reply",
         }
+    }
+
+    /// The upstream HTTP status, when the server answered one.
+    pub fn upstream_status(&self) -> Option<u16> {
+        match self {
+            LlmError::Status(s, _) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// Did the server refuse the call because the prompt does not fit its
+    /// context (OpenAI's `context_length_exceeded`, llama.cpp's "exceed context
+    /// window", Ollama's and vLLM's wordings)?
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            LlmError::Status(400 | 413 | 422 | 500, b) | LlmError::Protocol(b) => b.to_lowercase(),
+            _ => return false,
+        };
+        text.contains("context_length_exceeded")
+            || (text.contains("context")
+                && [
+                    "exceed",
+                    "too long",
+                    "maximum",
+                    "overflow",
+                    "larger than",
+                    "too many",
+                ]
+                .iter()
+                .any(|w| text.contains(w)))
+            || text.contains("prompt is too long")
+            || text.contains("too many tokens")
+    }
+
+    /// Would a server that refuses a request shape (`response_format`, tools)
+    /// answer this? A 4xx other than auth/rate limits, or a 500 (llama.cpp's
+    /// Python server answers an unknown form with a 500).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, LlmError::Status(s, _) if (*s >= 400 && *s < 500 && !matches!(*s, 401 | 403 | 408 | 429)) || *s == 500 || *s == 501)
     }
 }
 
@@ -136,6 +179,9 @@ impl std::fmt::Display for LlmError {
             LlmError::Connect(e) => write!(f, "cannot reach the language model: {e}"),
             LlmError::Status(s, b) => write!(f, "the language model answered HTTP {s}: {b}"),
             LlmError::Protocol(e) => write!(f, "unexpected answer from the language model: {e}"),
+            LlmError::EmptyReply => f.write_str(
+                "the language model answered nothing (an empty reply; the prompt may not fit its context)",
+            ),
         }
     }
 }
@@ -151,6 +197,8 @@ pub struct CallOptions {
     pub max_tokens: Option<u32>,
     /// Who the call is for (token-usage bookkeeping).
     pub character: String,
+    /// `response_format` of the request (a JSON schema), if any.
+    pub response_format: Option<Value>,
 }
 
 impl Default for CallOptions {
@@ -160,6 +208,7 @@ impl Default for CallOptions {
             temperature: None,
             max_tokens: None,
             character: String::new(),
+            response_format: None,
         }
     }
 }
@@ -173,6 +222,8 @@ pub struct LlmClient {
     store: Store,
     bundle: PathBuf,
     usage: TokenUsage,
+    /// Context windows reported by servers, by base URL and model.
+    windows: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<usize>>>>,
 }
 
 impl LlmClient {
@@ -190,7 +241,66 @@ impl LlmClient {
             store,
             bundle,
             usage,
+            windows: Default::default(),
         }
+    }
+
+    /// The context window of `slot`'s model at `ep` (docs/models.md): the
+    /// `<slot>ContextWindow`/`contextWindow` setting, else what the server
+    /// reports (llama.cpp's `/props`, `/v1/models` metadata; asked once per
+    /// server and model), else [`crate::context::DEFAULT_CONTEXT_WINDOW`].
+    pub async fn context_window(&self, slot: Slot, ep: &Endpoint) -> usize {
+        let cfg = self.core_config().await;
+        if let Some(n) = crate::context::configured_window(&cfg, slot) {
+            return n;
+        }
+        let key = format!("{}\n{}", ep.base_url, ep.model);
+        let cached = self
+            .windows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        let reported = match cached {
+            Some(n) => n,
+            None => {
+                let n = self.probe_window(ep).await;
+                self.windows
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, n);
+                n
+            }
+        };
+        reported.unwrap_or(crate::context::DEFAULT_CONTEXT_WINDOW)
+    }
+
+    /// Ask the server at `ep` for its context window (2 s per request).
+    async fn probe_window(&self, ep: &Endpoint) -> Option<usize> {
+        let get = |url: String| async move {
+            let mut req = self.client_for(&url).get(&url);
+            if !ep.api_key.is_empty() {
+                req = req.bearer_auth(&ep.api_key);
+            }
+            let work = async {
+                let r = req.send().await.ok()?;
+                if !r.status().is_success() {
+                    return None;
+                }
+                r.json::<Value>().await.ok()
+            };
+            tokio::time::timeout(Duration::from_secs(2), work)
+                .await
+                .ok()
+                .flatten()
+        };
+        let root = ep.base_url.trim_end_matches("/v1").to_string();
+        let props = get(format!("{root}/props")).await;
+        if let Some(n) = crate::context::reported_window(props.as_ref(), None, &ep.model) {
+            return Some(n);
+        }
+        let models = get(format!("{}/models", ep.base_url)).await;
+        crate::context::reported_window(None, models.as_ref(), &ep.model)
     }
 
     /// The client for `url`: loopback hosts bypass any proxy.
@@ -235,6 +345,11 @@ impl LlmClient {
                     .map(|t| json!({"type": "function", "function": t}))
                     .collect(),
             );
+            // llama.cpp uses the tools only when asked to choose.
+            body["tool_choice"] = json!("auto");
+        }
+        if let Some(f) = &o.response_format {
+            body["response_format"] = f.clone();
         }
         if let Some(t) = o.temperature {
             body["temperature"] = json!(t);

@@ -18,6 +18,9 @@ use crate::tools::{RegisteredTool, ToolResult};
 /// Most model rounds (tool call → result → model) in one turn.
 pub const MAX_TOOL_ROUNDS: usize = 8;
 
+/// `source` of a reply stored after its turn failed midway (docs/memory.md).
+pub const PARTIAL_SOURCE: &str = "partial";
+
 /// Run one chat turn in the background, then send `turn_end`.
 pub fn start_turn(
     st: &AppState,
@@ -95,18 +98,24 @@ async fn run_turn(
     };
     // The context starts from the stored history, so a restart, a reconnect or a
     // second window continues the same conversation, and lines other features
-    // wrote (onboarding, proactive chat, a memory-browser edit) are seen.
+    // wrote (onboarding, proactive chat, a memory-browser edit) are seen. Empty
+    // lines are skipped: a model shown empty answers learns to answer nothing.
     let prior: Vec<ChatMessage> = st
         .history
         .tail(&name, CONTEXT_MESSAGES)
         .await
         .into_iter()
+        .filter(|e| !e.text().trim().is_empty())
         .map(|e| match e.speaker {
             Speaker::Human => ChatMessage::user(e.text().to_string()),
             Speaker::Ai => ChatMessage::assistant(e.text().to_string()),
             Speaker::System => ChatMessage::system(e.text().to_string()),
         })
         .collect();
+    // The context budget (crate::context): the window of the model less the
+    // room kept for the answer.
+    let window = st.llm.context_window(Slot::Conversation, &ep).await;
+    let reserve = crate::context::reply_reserve(window);
     // Long-term memory (persona, the facts most relevant to this message) joins
     // the system prompt; a slow or failing memory never holds the turn up.
     const MEMORY_CONTEXT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -138,16 +147,18 @@ async fn run_turn(
     mgr.push_history(ChatMessage::user(text.clone())).await;
     let opts = CallOptions {
         character: name.clone(),
+        max_tokens: u32::try_from(reserve).ok(),
         ..Default::default()
     };
     let mut final_text = String::new();
-    for _round in 0..MAX_TOOL_ROUNDS {
-        let mut messages = vec![ChatMessage::system(system.clone())];
-        messages.extend(prior.iter().cloned());
-        messages.extend(turn.iter().cloned());
-        if let Some(p) = &prompt.post_history {
-            messages.push(ChatMessage::system(p.clone()));
-        }
+    // History messages allowed in the prompt; halved once when the server
+    // refuses the prompt as too long (or answers nothing).
+    let mut history_cap = prior.len();
+    let mut shrunk = false;
+    let mut round = 0;
+    let mut failure: Option<(LlmError, bool)> = None;
+    let mut finished = false;
+    while round < MAX_TOOL_ROUNDS {
         let mut tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
         // Built-in memory tools (a registered tool of the same name wins).
         if let Some(r) = &recall {
@@ -157,34 +168,82 @@ async fn run_turn(
                 }
             }
         }
-        let on_delta = |d: &str| send(json!({"type": "assistant_delta", "text": d}));
-        let c = match st
-            .llm
-            .stream_call(
-                &ModelCall {
-                    ep: &ep,
-                    slot: Slot::Conversation,
-                    messages: &messages,
-                    tools: &tools,
-                    options: &opts,
-                },
-                &on_delta,
-            )
-            .await
-        {
+        let head = ChatMessage::system(system.clone());
+        let post = prompt.post_history.clone().map(ChatMessage::system);
+        let fixed = crate::context::message_tokens(&head)
+            + crate::context::messages_tokens(&turn)
+            + post.as_ref().map_or(0, crate::context::message_tokens)
+            + crate::context::tools_tokens(&tools);
+        let budget = window.saturating_sub(reserve).saturating_sub(fixed);
+        let keep = crate::context::fitting_tail(&prior, budget).min(history_cap);
+        let mut messages = vec![head];
+        messages.extend(prior[prior.len() - keep..].iter().cloned());
+        messages.extend(turn.iter().cloned());
+        messages.extend(post);
+        // What this round streamed (kept, marked, when the stream breaks off).
+        let streamed = std::sync::Mutex::new(String::new());
+        let on_delta = |d: &str| {
+            streamed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_str(d);
+            send(json!({"type": "assistant_delta", "text": d}))
+        };
+        let partial = || streamed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let call = ModelCall {
+            ep: &ep,
+            slot: Slot::Conversation,
+            messages: &messages,
+            tools: &tools,
+            options: &opts,
+        };
+        let mut r = st.llm.stream_call(&call, &on_delta).await;
+        let mid_stream = !partial().trim().is_empty();
+        // A server that cannot stream tool calls may answer them whole.
+        if let Err(e) = &r {
+            if !tools.is_empty() && !mid_stream && e.is_refusal() && !e.is_context_overflow() {
+                r = st.llm.complete_call(&call).await;
+                if let Ok(c) = &r {
+                    if !c.content.is_empty() {
+                        on_delta(&c.content);
+                    }
+                }
+            }
+        }
+        let r = match r {
+            Ok(c) if c.content.trim().is_empty() && c.tool_calls.is_empty() => {
+                Err(LlmError::EmptyReply)
+            }
+            r => r,
+        };
+        let c = match r {
             Ok(c) => c,
             Err(e) => {
-                return send(json!({"type": "error", "code": e.code(), "error": e.to_string()}))
+                let mid_stream = !partial().trim().is_empty();
+                let too_long = e.is_context_overflow() || e == LlmError::EmptyReply;
+                if too_long && !shrunk && !mid_stream && keep > 0 {
+                    shrunk = true;
+                    history_cap = keep / 2;
+                    continue;
+                }
+                if mid_stream {
+                    final_text.push_str(&partial());
+                }
+                failure = Some((e, mid_stream));
+                break;
             }
         };
+        round += 1;
         final_text.push_str(&c.content);
         if c.tool_calls.is_empty() {
             mgr.push_history(ChatMessage::assistant(c.content)).await;
+            finished = true;
             break;
         }
+        // `content: ""`, not null: llama.cpp rejects a null content.
         let asked = ChatMessage {
             role: "assistant".into(),
-            content: Some(c.content.clone()).filter(|s| !s.is_empty()),
+            content: Some(c.content.clone()),
             tool_calls: c.tool_calls.clone(),
             tool_call_id: None,
         };
@@ -231,6 +290,40 @@ async fn run_turn(
             turn.push(answer.clone());
             mgr.push_history(answer).await;
         }
+    }
+    if !finished {
+        // A failed model call, or the model still asking for tools after the last round.
+        let (code, message, status) = match &failure {
+            Some((e, true)) => (
+                e.code(),
+                format!("the reply broke off midway: {e}"),
+                e.upstream_status(),
+            ),
+            Some((e, false)) => (e.code(), e.to_string(), e.upstream_status()),
+            None => (
+                "tool_round_limit",
+                format!("the model still asked for tools after {MAX_TOOL_ROUNDS} rounds"),
+                None,
+            ),
+        };
+        tracing::warn!(
+            character = %name,
+            code,
+            upstream_status = ?status,
+            "chat turn failed: {message}"
+        );
+        send(
+            json!({"type": "error", "code": code, "error": message, "partial": !final_text.trim().is_empty()}),
+        );
+        // The user's line stays; a partial reply is kept, marked.
+        let mut entries = vec![Entry::human(&text)];
+        if !final_text.trim().is_empty() {
+            entries.push(Entry::ai(&final_text).from_source(PARTIAL_SOURCE));
+        }
+        if let Err(e) = st.history.append(&mgr.name(), entries).await {
+            tracing::warn!("cannot append to the recent history of {name}: {e}");
+        }
+        return;
     }
     // The character may have been renamed during the turn: write under its current name.
     persist_exchange(st, &mgr.name(), &text, &final_text).await;
