@@ -224,6 +224,22 @@ pub struct LlmClient {
     usage: TokenUsage,
     /// Context windows reported by servers, by base URL and model.
     windows: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<usize>>>>,
+    /// The `response_format` form each server accepted ([`JSON_FORMS`]), by base URL and model.
+    json_forms: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+}
+
+/// The `response_format` forms tried for a JSON answer, in order: OpenAI's
+/// `json_schema`, llama.cpp's `json_object` with a `schema`, then none.
+pub const JSON_FORMS: [&str; 3] = ["json_schema", "json_object", "none"];
+
+fn json_form(i: usize, name: &str, schema: &Value) -> Option<Value> {
+    match i {
+        0 => Some(
+            json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}}),
+        ),
+        1 => Some(json!({"type": "json_object", "schema": schema})),
+        _ => None,
+    }
 }
 
 impl LlmClient {
@@ -242,7 +258,65 @@ impl LlmClient {
             bundle,
             usage,
             windows: Default::default(),
+            json_forms: Default::default(),
         }
+    }
+
+    /// A non-streaming completion for `slot` asking for JSON matching `schema`
+    /// (named `name`): the `response_format` forms of [`JSON_FORMS`] in turn
+    /// while the server refuses one (a 4xx, or llama.cpp's 500); the form that
+    /// worked is remembered for the server.
+    pub async fn complete_json(
+        &self,
+        slot: Slot,
+        messages: &[ChatMessage],
+        o: &CallOptions,
+        name: &str,
+        schema: &Value,
+    ) -> Result<Completion, LlmError> {
+        let ep = self.endpoint(slot).await.ok_or(LlmError::NotConfigured)?;
+        let key = format!("{}\n{}", ep.base_url, ep.model);
+        let start = self
+            .json_forms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied()
+            .unwrap_or(0);
+        let mut last = LlmError::EmptyReply;
+        for (i, form) in JSON_FORMS.iter().enumerate().skip(start) {
+            let opts = CallOptions {
+                response_format: json_form(i, name, schema),
+                ..o.clone()
+            };
+            let r = self
+                .complete_call(&ModelCall {
+                    ep: &ep,
+                    slot,
+                    messages,
+                    tools: &[],
+                    options: &opts,
+                })
+                .await;
+            match r {
+                Err(e)
+                    if e.is_refusal() && !e.is_context_overflow() && i + 1 < JSON_FORMS.len() =>
+                {
+                    tracing::debug!("{} refused response_format {form}: {e}", ep.base_url);
+                    last = e;
+                }
+                r => {
+                    if r.is_ok() {
+                        self.json_forms
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key, i);
+                    }
+                    return r;
+                }
+            }
+        }
+        Err(last)
     }
 
     /// The context window of `slot`'s model at `ep` (docs/models.md): the
@@ -682,6 +756,41 @@ pub fn parse_embeddings(v: &Value, n: usize) -> Result<Vec<Vec<f32>>, LlmError> 
     Ok(out)
 }
 
+/// Parse JSON as models write it: strict first, then without trailing commas
+/// before `}` or `]` (outside strings).
+pub fn lenient_json(text: &str) -> Option<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        return Some(v);
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_str, mut escaped) = (false, false);
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            continue;
+        }
+        if c == '"' {
+            in_str = true;
+        }
+        if c == ',' {
+            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            if matches!(next, Some('}' | ']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    serde_json::from_str::<Value>(&out).ok()
+}
+
 /// Parse a non-streamed `chat.completion` body.
 pub fn parse_completion(v: &Value) -> Result<Completion, LlmError> {
     let choice = v
@@ -825,6 +934,15 @@ mod tests {
         ] {
             assert!(parse_embeddings(&bad, 2).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn json_with_trailing_commas_parses() {
+        assert_eq!(
+            lenient_json("{\"a\": [1, 2,], \"b\": \"x,]\",\n}"),
+            Some(json!({"a": [1, 2], "b": "x,]"}))
+        );
+        assert_eq!(lenient_json("{\"a\": 1"), None);
     }
 
     #[test]
