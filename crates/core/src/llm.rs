@@ -226,7 +226,35 @@ pub struct LlmClient {
     windows: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<usize>>>>,
     /// The `response_format` form each server accepted ([`JSON_FORMS`]), by base URL and model.
     json_forms: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    chat: std::sync::Arc<ChatActivity>,
 }
+
+/// Chat turns running now and when the last one ended (chat first: background
+/// model work waits for a quiet chat when it shares the chat's server).
+#[derive(Default)]
+pub struct ChatActivity {
+    running: std::sync::atomic::AtomicUsize,
+    last_end_ms: std::sync::atomic::AtomicU64,
+}
+
+/// Marks a chat turn as running until dropped.
+pub struct ChatTurnGuard(std::sync::Arc<ChatActivity>);
+
+impl Drop for ChatTurnGuard {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0
+            .last_end_ms
+            .store(crate::now_millis().max(0) as u64, Ordering::SeqCst);
+    }
+}
+
+/// How long the chat must have been quiet before background work on its
+/// server starts.
+pub const CHAT_QUIET: Duration = Duration::from_secs(3);
+/// The longest background work waits for a quiet chat.
+pub const CHAT_WAIT_MAX: Duration = Duration::from_secs(300);
 
 /// The `response_format` forms tried for a JSON answer, in order: OpenAI's
 /// `json_schema`, llama.cpp's `json_object` with a `schema`, then none.
@@ -259,7 +287,43 @@ impl LlmClient {
             usage,
             windows: Default::default(),
             json_forms: Default::default(),
+            chat: Default::default(),
         }
+    }
+
+    /// Mark a chat turn as running (until the guard is dropped).
+    pub fn chat_turn(&self) -> ChatTurnGuard {
+        self.chat
+            .running
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        ChatTurnGuard(self.chat.clone())
+    }
+
+    /// Chat first: when `slot` goes to the same server as the conversation,
+    /// wait until no chat turn runs and the last ended `quiet` ago (at most
+    /// [`CHAT_WAIT_MAX`]). Returns how long it waited.
+    pub async fn wait_for_quiet_chat(&self, slot: Slot, quiet: Duration) -> Duration {
+        use std::sync::atomic::Ordering;
+        let t = std::time::Instant::now();
+        if slot != Slot::Conversation {
+            let (a, b) = (
+                self.endpoint(slot).await,
+                self.endpoint(Slot::Conversation).await,
+            );
+            if a.is_none() || b.is_none() || a.map(|e| e.base_url) != b.map(|e| e.base_url) {
+                return Duration::ZERO;
+            }
+        }
+        let quiet_ms = quiet.as_millis() as i64;
+        while t.elapsed() < CHAT_WAIT_MAX {
+            let running = self.chat.running.load(Ordering::SeqCst);
+            let since = crate::now_millis() - self.chat.last_end_ms.load(Ordering::SeqCst) as i64;
+            if running == 0 && since >= quiet_ms {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        t.elapsed()
     }
 
     /// A non-streaming completion for `slot` asking for JSON matching `schema`

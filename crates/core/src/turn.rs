@@ -32,6 +32,7 @@ pub fn start_turn(
     let (st, mgr, tx) = (st.clone(), mgr.clone(), tx.clone());
     tokio::spawn(async move {
         let _turn = mgr.turn.lock().await;
+        let _chat = st.llm.chat_turn();
         run_turn(&st, &mgr, &tx, user_text, source).await;
         crate::metrics::metrics().chat_turn();
         let _ = tx.send(Outbound::Frame(json!({"type": "turn_end"})));

@@ -231,6 +231,11 @@ async fn call(
         max_tokens: u32::try_from(answer).ok(),
         ..Default::default()
     };
+    // Chat first: a local server answers one request at a time.
+    tokio::select! {
+        _ = cancel.cancelled() => return Err(Failure::Cancelled),
+        _ = state.llm.wait_for_quiet_chat(slot, Duration::ZERO) => {}
+    }
     tokio::select! {
         _ = cancel.cancelled() => Err(Failure::Cancelled),
         r = state.llm.complete_json(slot, &messages, &opts, what, &schema) => match r {
@@ -1093,6 +1098,10 @@ fn spawn_pending(state: &AppState, name: &str, pending: Option<usize>) {
                 return; // the conversation went on; a later turn re-arms
             }
         }
+        // Chat first: start once the chat has been quiet for a moment.
+        st.llm
+            .wait_for_quiet_chat(Slot::Summary, companiond_core::llm::CHAT_QUIET)
+            .await;
         let _ = start(&st, &name);
     });
 }

@@ -132,3 +132,31 @@ fn background_extraction_backs_off_after_failures() {
     assert_eq!(backoff(3), Duration::from_secs(120));
     assert_eq!(backoff(40), Duration::from_secs(3600));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_extraction_waits_for_a_quiet_chat_on_the_same_server() {
+    let llm = MockLlm::start("ok").await;
+    let s = memory_server(None).await;
+    s.configure_llm(&llm.base()).await;
+    // Every line is worth an extraction at once (no quiet period of its own).
+    s.state
+        .provided::<companiond_memory::MemoryRuntime>()
+        .unwrap()
+        .extract
+        .configure(Duration::from_millis(10), 1);
+    llm.push_matching(MARK_EXTRACT, MockReply::Text("{\"facts\": []}".into()));
+    turn(&s, C, "I like tea.").await;
+    let ended = Instant::now();
+    // A second turn a second later moves the start again.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(extraction_requests(&llm).is_empty());
+    turn(&s, C, "Green tea.").await;
+    let second = Instant::now();
+    wait_for("the background extraction", || {
+        !extraction_requests(&llm).is_empty()
+    })
+    .await;
+    let quiet = companiond_core::llm::CHAT_QUIET;
+    assert!(second.elapsed() >= quiet - Duration::from_millis(300));
+    assert!(ended.elapsed() >= quiet + Duration::from_millis(700));
+}
