@@ -116,6 +116,8 @@ async fn run_turn(
     // The context budget (crate::context): the window of the model less the
     // room kept for the answer.
     let window = st.llm.context_window(Slot::Conversation, &ep).await;
+    // `conversationTools: false`: a model without tool support gets none.
+    let tools_on = st.llm.core_config().await.get("conversationTools") != Some(&Value::Bool(false));
     let reserve = crate::context::reply_reserve(window);
     // Long-term memory (persona, the facts most relevant to this message) joins
     // the system prompt; a slow or failing memory never holds the turn up.
@@ -162,7 +164,9 @@ async fn run_turn(
     while round < MAX_TOOL_ROUNDS {
         let mut tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
         // Built-in memory tools (a registered tool of the same name wins).
-        if let Some(r) = &recall {
+        if !tools_on {
+            tools.clear();
+        } else if let Some(r) = &recall {
             for t in r.tools(&name) {
                 if !tools.iter().any(|x| x.name == t.name) {
                     tools.push(t);

@@ -259,6 +259,25 @@ async fn tools_are_sent_with_tool_choice_and_a_failed_stream_is_retried_whole() 
     assert_eq!(asked["tool_calls"][0]["id"], "c1");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_tool_support_gets_no_tools() {
+    let llm = MockLlm::start("plain").await;
+    let plugin = doubling_plugin().await;
+    let s = TestServer::start(&[]).await;
+    s.configure_llm(&llm.base()).await;
+    register_double(&s, &plugin);
+    set_config(&s, json!({"conversationTools": false})).await;
+    assert_eq!(one_turn(&s, "hi").await, "plain");
+    let req = &llm.chat_requests()[0];
+    assert!(req.get("tools").is_none() && req.get("tool_choice").is_none());
+    set_config(&s, json!({"conversationTools": true})).await;
+    assert_eq!(one_turn(&s, "hi").await, "plain");
+    assert_eq!(
+        llm.chat_requests()[1]["tools"][0]["function"]["name"],
+        "double"
+    );
+}
+
 async fn one_turn_with_tools(s: &TestServer, text: &str) -> String {
     turn_frames(s, text)
         .await
