@@ -160,3 +160,49 @@ async fn background_extraction_waits_for_a_quiet_chat_on_the_same_server() {
     assert!(second.elapsed() >= quiet - Duration::from_millis(300));
     assert!(ended.elapsed() >= quiet + Duration::from_millis(700));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_said_long_ago_is_recalled_without_extraction_after_a_restart() {
+    // A model that extracts nothing: every memory call answers no facts.
+    let llm = MockLlm::start("{\"facts\": []}").await;
+    let first = memory_server(None).await;
+    first.configure_llm(&llm.base()).await;
+    turn(&first, C, "My grandmother's village is called Zwiesel.").await;
+    for i in 0..30 {
+        turn(
+            &first,
+            C,
+            &format!("Small talk number {i} about the weather."),
+        )
+        .await;
+    }
+    let (st, b) = first
+        .post_csrf("/api/memory/extract", json!({"character": C}))
+        .await;
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(b["added"], 0, "{b}");
+    // A restart over the same data.
+    let dir = tempfile::tempdir().unwrap();
+    first.stop();
+    copy_dir(&first.data, dir.path());
+    drop(first);
+    let s = memory_server(Some(dir.path())).await;
+    s.configure_llm(&llm.base()).await;
+    turn(&s, C, "Where does my grandmother live, which village?").await;
+    let reqs: Vec<Value> = llm
+        .chat_requests()
+        .into_iter()
+        .filter(|r| r["stream"] == true)
+        .collect();
+    let last = reqs.last().unwrap();
+    let history_has_it = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .any(|m| m["content"].as_str().unwrap_or("").contains("Zwiesel"));
+    assert!(!history_has_it, "the line is still in the history window");
+    let system = last["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("Zwiesel"), "{system}");
+    assert!(system.contains("the user: My grandmother"), "{system}");
+}
