@@ -39,7 +39,8 @@ pub fn shown_name(name: &str) -> String {
 }
 
 /// The first JSON object in a model reply: the whole reply, a fenced
-/// ```` ```json ```` block, or the span from the first `{` to the last `}`.
+/// ```` ```json ```` block, or the span from the first `{` to the last `}`;
+/// trailing commas are forgiven ([`crate::llm::lenient_json`]).
 pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
     let t = text.trim();
     let t = t
@@ -48,7 +49,7 @@ pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
         .or_else(|| t.strip_prefix("```"))
         .unwrap_or(t);
     let t = t.trim().strip_suffix("```").unwrap_or(t).trim();
-    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(t) {
+    if let Some(Value::Object(m)) = crate::llm::lenient_json(t) {
         return Some(m);
     }
     let start = t.find('{')?;
@@ -56,8 +57,8 @@ pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
     if end <= start {
         return None;
     }
-    match serde_json::from_str::<Value>(&t[start..=end]) {
-        Ok(Value::Object(m)) => Some(m),
+    match crate::llm::lenient_json(&t[start..=end]) {
+        Some(Value::Object(m)) => Some(m),
         _ => None,
     }
 }
