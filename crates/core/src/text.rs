@@ -63,9 +63,47 @@ pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
     }
 }
 
+/// `text` up to the end of its last whole sentence (`.`, `!`, `?`, `…`, `。`,
+/// `！`, `？`, optionally followed by a closing quote or bracket); the whole
+/// text when it has no sentence end (nothing better to deliver).
+pub fn whole_sentences(text: &str) -> &str {
+    let t = text.trim_end();
+    let mut end = None;
+    let mut chars = t.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?' | '…' | '。' | '！' | '？') {
+            let mut stop = i + c.len_utf8();
+            while let Some(&(j, q)) = chars.peek() {
+                if matches!(q, '"' | '\'' | '”' | '’' | ')' | '）' | '」' | '』') {
+                    stop = j + q.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            end = Some(stop);
+        }
+    }
+    match end {
+        Some(e) => &t[..e],
+        None => t,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cut_to_whole_sentences() {
+        assert_eq!(whole_sentences("Hi there! How was your da"), "Hi there!");
+        assert_eq!(whole_sentences("你好。今天怎么"), "你好。");
+        assert_eq!(
+            whole_sentences("She said \"yes.\" And then"),
+            "She said \"yes.\""
+        );
+        assert_eq!(whole_sentences("no end at all"), "no end at all");
+    }
 
     #[test]
     fn sizes() {
