@@ -161,6 +161,9 @@ async fn run_turn(
     let mut round = 0;
     let mut failure: Option<(LlmError, bool)> = None;
     let mut finished = false;
+    // Set once a streamed round with tools failed and its whole retry worked:
+    // the turn's later rounds with tools are asked whole at once.
+    let mut whole_with_tools = false;
     while round < MAX_TOOL_ROUNDS {
         let mut tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
         // Built-in memory tools (a registered tool of the same name wins).
@@ -202,16 +205,26 @@ async fn run_turn(
             tools: &tools,
             options: &opts,
         };
-        let mut r = st.llm.stream_call(&call, &on_delta).await;
+        let mut r = if whole_with_tools && !tools.is_empty() {
+            Err(LlmError::EmptyReply)
+        } else {
+            st.llm.stream_call(&call, &on_delta).await
+        };
         let mid_stream = !partial().trim().is_empty();
-        // A server that cannot stream tool calls may answer them whole.
-        if let Err(e) = &r {
-            if !tools.is_empty() && !mid_stream && e.is_refusal() && !e.is_context_overflow() {
-                r = st.llm.complete_call(&call).await;
-                if let Ok(c) = &r {
-                    if !c.content.is_empty() {
-                        on_delta(&c.content);
-                    }
+        // A server that cannot stream tool calls (llama.cpp's Python server
+        // answers an empty stream, others an error) may answer them whole.
+        let failed = match &r {
+            Err(e) => *e == LlmError::EmptyReply || (e.is_refusal() && !e.is_context_overflow()),
+            Ok(c) => c.content.trim().is_empty() && c.tool_calls.is_empty(),
+        };
+        if !tools.is_empty() && !mid_stream && failed {
+            r = st.llm.complete_call(&call).await;
+            if let Ok(c) = &r {
+                if !c.content.trim().is_empty() || !c.tool_calls.is_empty() {
+                    whole_with_tools = true;
+                }
+                if !c.content.is_empty() {
+                    on_delta(&c.content);
                 }
             }
         }

@@ -260,6 +260,28 @@ async fn tools_are_sent_with_tool_choice_and_a_failed_stream_is_retried_whole() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_stream_with_tools_is_asked_whole_for_the_rest_of_the_turn() {
+    // llama.cpp's Python server cannot stream with tool_choice "auto": it
+    // answers 200 with an empty stream.
+    let llm = MockLlm::start("done").await;
+    let plugin = doubling_plugin().await;
+    let s = TestServer::start(&[]).await;
+    s.configure_llm(&llm.base()).await;
+    register_double(&s, &plugin);
+    llm.push(MockReply::Text(String::new()));
+    llm.push(call("c1"));
+    llm.push(MockReply::Text("four".into()));
+    assert_eq!(one_turn_with_tools(&s, "double 2").await, "four");
+    let streams: Vec<Value> = llm
+        .chat_requests()
+        .iter()
+        .map(|r| r["stream"].clone())
+        .collect();
+    assert_eq!(streams, vec![json!(true), json!(false), json!(false)]);
+    assert_eq!(plugin.requests_to("/tool").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_without_tool_support_gets_no_tools() {
     let llm = MockLlm::start("plain").await;
     let plugin = doubling_plugin().await;
