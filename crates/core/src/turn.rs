@@ -167,7 +167,8 @@ async fn run_turn(
     while round < MAX_TOOL_ROUNDS {
         let mut tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
         // Built-in memory tools (a registered tool of the same name wins).
-        if !tools_on {
+        // The last round offers no tools: the model has to answer in words.
+        if !tools_on || round + 1 == MAX_TOOL_ROUNDS {
             tools.clear();
         } else if let Some(r) = &recall {
             for t in r.tools(&name) {
