@@ -653,7 +653,17 @@ impl LlmClient {
         'outer: loop {
             let chunk = match tokio::time::timeout(o.timeout, stream.next()).await {
                 Err(_) => return Err(LlmError::Timeout),
-                Ok(None) => break,
+                Ok(None) => {
+                    // The body ended: without `[DONE]` or a finish reason after
+                    // some of a reply, the server went away mid-reply (killed,
+                    // crashed). An empty body is an empty reply.
+                    if acc.finish.is_none() && (!acc.content.is_empty() || !acc.calls.is_empty()) {
+                        return Err(LlmError::Connect(
+                            "the stream ended before the reply was complete".into(),
+                        ));
+                    }
+                    break;
+                }
                 Ok(Some(Err(e))) => return Err(LlmError::Connect(e.to_string())),
                 Ok(Some(Ok(b))) => b,
             };

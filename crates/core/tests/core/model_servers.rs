@@ -198,6 +198,33 @@ async fn a_stream_that_breaks_off_keeps_the_input_and_the_marked_partial_reply()
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_without_its_end_is_a_failure_not_a_reply() {
+    // A server killed mid-reply: the body just ends, no finish reason, no [DONE].
+    let upstream = Upstream::start(Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            (
+                [("content-type", "text/event-stream")],
+                "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Once upon\"}}]}\n\n",
+            )
+        }),
+    ))
+    .await;
+    let s = TestServer::start(&[]).await;
+    s.configure_llm(&format!("{}/v1", upstream.base)).await;
+    let frames = turn_frames(&s, "a story").await;
+    assert_eq!(frames[1]["code"], "connection_failed", "{frames:?}");
+    assert_eq!(frames[1]["partial"], true);
+    assert_eq!(
+        stored(&s),
+        vec![
+            json!({"type": "human", "data": {"content": "a story"}}),
+            json!({"type": "ai", "data": {"content": "Once upon"}, "source": "partial"}),
+        ]
+    );
+}
+
 fn register_double(s: &TestServer, plugin: &Upstream) {
     s.state
         .sessions
