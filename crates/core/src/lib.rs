@@ -22,6 +22,7 @@
 pub mod backup;
 pub mod cards;
 pub mod characters;
+pub mod context;
 pub mod fence;
 pub mod frames;
 pub mod history;

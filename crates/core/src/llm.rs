@@ -110,6 +110,9 @@ pub enum LlmError {
     Connect(String),
     Status(u16, String),
     Protocol(String),
+    /// The model answered with neither text nor tool calls (an empty stream:
+    /// what some servers send when the prompt does not fit).
+    EmptyReply,
 }
 
 impl LlmError {
@@ -122,7 +125,47 @@ impl LlmError {
             LlmError::Status(429, _) => "rate_limited",
             LlmError::Status(..) => "upstream_error",
             LlmError::Protocol(_) => "protocol_error",
+            LlmError::EmptyReply => "empty_reply",
         }
+    }
+
+    /// The upstream HTTP status, when the server answered one.
+    pub fn upstream_status(&self) -> Option<u16> {
+        match self {
+            LlmError::Status(s, _) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// Did the server refuse the call because the prompt does not fit its
+    /// context (OpenAI's `context_length_exceeded`, llama.cpp's "exceed context
+    /// window", Ollama's and vLLM's wordings)?
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            LlmError::Status(400 | 413 | 422 | 500, b) | LlmError::Protocol(b) => b.to_lowercase(),
+            _ => return false,
+        };
+        text.contains("context_length_exceeded")
+            || (text.contains("context")
+                && [
+                    "exceed",
+                    "too long",
+                    "maximum",
+                    "overflow",
+                    "larger than",
+                    "too many",
+                ]
+                .iter()
+                .any(|w| text.contains(w)))
+            || text.contains("prompt is too long")
+            || text.contains("too many tokens")
+    }
+
+    /// Would a server that refuses a request shape (`response_format`, tools)
+    /// answer this? A 4xx other than auth/rate limits, or a 500 (llama.cpp's
+    /// Python server answers an unknown form with a 500).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, LlmError::Status(s, _) if (*s >= 400 && *s < 500 && !matches!(*s, 401 | 403 | 408 | 429)) || *s == 500 || *s == 501)
     }
 }
 
@@ -136,6 +179,9 @@ impl std::fmt::Display for LlmError {
             LlmError::Connect(e) => write!(f, "cannot reach the language model: {e}"),
             LlmError::Status(s, b) => write!(f, "the language model answered HTTP {s}: {b}"),
             LlmError::Protocol(e) => write!(f, "unexpected answer from the language model: {e}"),
+            LlmError::EmptyReply => f.write_str(
+                "the language model answered nothing (an empty reply; the prompt may not fit its context)",
+            ),
         }
     }
 }
@@ -151,6 +197,8 @@ pub struct CallOptions {
     pub max_tokens: Option<u32>,
     /// Who the call is for (token-usage bookkeeping).
     pub character: String,
+    /// `response_format` of the request (a JSON schema), if any.
+    pub response_format: Option<Value>,
 }
 
 impl Default for CallOptions {
@@ -160,6 +208,7 @@ impl Default for CallOptions {
             temperature: None,
             max_tokens: None,
             character: String::new(),
+            response_format: None,
         }
     }
 }
@@ -173,6 +222,52 @@ pub struct LlmClient {
     store: Store,
     bundle: PathBuf,
     usage: TokenUsage,
+    /// Context windows reported by servers, by base URL and model.
+    windows: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<usize>>>>,
+    /// The `response_format` form each server accepted ([`JSON_FORMS`]), by base URL and model.
+    json_forms: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    chat: std::sync::Arc<ChatActivity>,
+}
+
+/// Chat turns running now and when the last one ended (chat first: background
+/// model work waits for a quiet chat when it shares the chat's server).
+#[derive(Default)]
+pub struct ChatActivity {
+    running: std::sync::atomic::AtomicUsize,
+    last_end_ms: std::sync::atomic::AtomicU64,
+}
+
+/// Marks a chat turn as running until dropped.
+pub struct ChatTurnGuard(std::sync::Arc<ChatActivity>);
+
+impl Drop for ChatTurnGuard {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0
+            .last_end_ms
+            .store(crate::now_millis().max(0) as u64, Ordering::SeqCst);
+    }
+}
+
+/// How long the chat must have been quiet before background work on its
+/// server starts.
+pub const CHAT_QUIET: Duration = Duration::from_secs(3);
+/// The longest background work waits for a quiet chat.
+pub const CHAT_WAIT_MAX: Duration = Duration::from_secs(300);
+
+/// The `response_format` forms tried for a JSON answer, in order: OpenAI's
+/// `json_schema`, llama.cpp's `json_object` with a `schema`, then none.
+pub const JSON_FORMS: [&str; 3] = ["json_schema", "json_object", "none"];
+
+fn json_form(i: usize, name: &str, schema: &Value) -> Option<Value> {
+    match i {
+        0 => Some(
+            json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}}),
+        ),
+        1 => Some(json!({"type": "json_object", "schema": schema})),
+        _ => None,
+    }
 }
 
 impl LlmClient {
@@ -190,7 +285,160 @@ impl LlmClient {
             store,
             bundle,
             usage,
+            windows: Default::default(),
+            json_forms: Default::default(),
+            chat: Default::default(),
         }
+    }
+
+    /// Mark a chat turn as running (until the guard is dropped).
+    pub fn chat_turn(&self) -> ChatTurnGuard {
+        self.chat
+            .running
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        ChatTurnGuard(self.chat.clone())
+    }
+
+    /// Chat first: when `slot` goes to the same server as the conversation,
+    /// wait until no chat turn runs and the last ended `quiet` ago (at most
+    /// [`CHAT_WAIT_MAX`]). Returns how long it waited.
+    pub async fn wait_for_quiet_chat(&self, slot: Slot, quiet: Duration) -> Duration {
+        use std::sync::atomic::Ordering;
+        let t = std::time::Instant::now();
+        if slot != Slot::Conversation {
+            let (a, b) = (
+                self.endpoint(slot).await,
+                self.endpoint(Slot::Conversation).await,
+            );
+            if a.is_none() || b.is_none() || a.map(|e| e.base_url) != b.map(|e| e.base_url) {
+                return Duration::ZERO;
+            }
+        }
+        let quiet_ms = quiet.as_millis() as i64;
+        while t.elapsed() < CHAT_WAIT_MAX {
+            let running = self.chat.running.load(Ordering::SeqCst);
+            let since = crate::now_millis() - self.chat.last_end_ms.load(Ordering::SeqCst) as i64;
+            if running == 0 && since >= quiet_ms {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        t.elapsed()
+    }
+
+    /// A non-streaming completion for `slot` asking for JSON matching `schema`
+    /// (named `name`): the `response_format` forms of [`JSON_FORMS`] in turn
+    /// while the server refuses one (a 4xx, or llama.cpp's 500); the form that
+    /// worked is remembered for the server.
+    pub async fn complete_json(
+        &self,
+        slot: Slot,
+        messages: &[ChatMessage],
+        o: &CallOptions,
+        name: &str,
+        schema: &Value,
+    ) -> Result<Completion, LlmError> {
+        let ep = self.endpoint(slot).await.ok_or(LlmError::NotConfigured)?;
+        let key = format!("{}\n{}", ep.base_url, ep.model);
+        let start = self
+            .json_forms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied()
+            .unwrap_or(0);
+        let mut last = LlmError::EmptyReply;
+        for (i, form) in JSON_FORMS.iter().enumerate().skip(start) {
+            let opts = CallOptions {
+                response_format: json_form(i, name, schema),
+                ..o.clone()
+            };
+            let r = self
+                .complete_call(&ModelCall {
+                    ep: &ep,
+                    slot,
+                    messages,
+                    tools: &[],
+                    options: &opts,
+                })
+                .await;
+            match r {
+                Err(e)
+                    if e.is_refusal() && !e.is_context_overflow() && i + 1 < JSON_FORMS.len() =>
+                {
+                    tracing::debug!("{} refused response_format {form}: {e}", ep.base_url);
+                    last = e;
+                }
+                r => {
+                    if r.is_ok() {
+                        self.json_forms
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key, i);
+                    }
+                    return r;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// The context window of `slot`'s model at `ep` (docs/models.md): the
+    /// `<slot>ContextWindow`/`contextWindow` setting, else what the server
+    /// reports (llama.cpp's `/props`, `/v1/models` metadata; asked once per
+    /// server and model), else [`crate::context::DEFAULT_CONTEXT_WINDOW`].
+    pub async fn context_window(&self, slot: Slot, ep: &Endpoint) -> usize {
+        let cfg = self.core_config().await;
+        if let Some(n) = crate::context::configured_window(&cfg, slot) {
+            return n;
+        }
+        let key = format!("{}\n{}", ep.base_url, ep.model);
+        let cached = self
+            .windows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        let reported = match cached {
+            Some(n) => n,
+            None => {
+                let n = self.probe_window(ep).await;
+                self.windows
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, n);
+                n
+            }
+        };
+        reported.unwrap_or(crate::context::DEFAULT_CONTEXT_WINDOW)
+    }
+
+    /// Ask the server at `ep` for its context window (2 s per request).
+    async fn probe_window(&self, ep: &Endpoint) -> Option<usize> {
+        let get = |url: String| async move {
+            let mut req = self.client_for(&url).get(&url);
+            if !ep.api_key.is_empty() {
+                req = req.bearer_auth(&ep.api_key);
+            }
+            let work = async {
+                let r = req.send().await.ok()?;
+                if !r.status().is_success() {
+                    return None;
+                }
+                r.json::<Value>().await.ok()
+            };
+            tokio::time::timeout(Duration::from_secs(2), work)
+                .await
+                .ok()
+                .flatten()
+        };
+        let root = ep.base_url.trim_end_matches("/v1").to_string();
+        let props = get(format!("{root}/props")).await;
+        if let Some(n) = crate::context::reported_window(props.as_ref(), None, &ep.model) {
+            return Some(n);
+        }
+        let models = get(format!("{}/models", ep.base_url)).await;
+        crate::context::reported_window(None, models.as_ref(), &ep.model)
     }
 
     /// The client for `url`: loopback hosts bypass any proxy.
@@ -235,6 +483,11 @@ impl LlmClient {
                     .map(|t| json!({"type": "function", "function": t}))
                     .collect(),
             );
+            // llama.cpp uses the tools only when asked to choose.
+            body["tool_choice"] = json!("auto");
+        }
+        if let Some(f) = &o.response_format {
+            body["response_format"] = f.clone();
         }
         if let Some(t) = o.temperature {
             body["temperature"] = json!(t);
@@ -400,7 +653,17 @@ impl LlmClient {
         'outer: loop {
             let chunk = match tokio::time::timeout(o.timeout, stream.next()).await {
                 Err(_) => return Err(LlmError::Timeout),
-                Ok(None) => break,
+                Ok(None) => {
+                    // The body ended: without `[DONE]` or a finish reason after
+                    // some of a reply, the server went away mid-reply (killed,
+                    // crashed). An empty body is an empty reply.
+                    if acc.finish.is_none() && (!acc.content.is_empty() || !acc.calls.is_empty()) {
+                        return Err(LlmError::Connect(
+                            "the stream ended before the reply was complete".into(),
+                        ));
+                    }
+                    break;
+                }
                 Ok(Some(Err(e))) => return Err(LlmError::Connect(e.to_string())),
                 Ok(Some(Ok(b))) => b,
             };
@@ -567,6 +830,41 @@ pub fn parse_embeddings(v: &Value, n: usize) -> Result<Vec<Vec<f32>>, LlmError> 
     Ok(out)
 }
 
+/// Parse JSON as models write it: strict first, then without trailing commas
+/// before `}` or `]` (outside strings).
+pub fn lenient_json(text: &str) -> Option<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        return Some(v);
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_str, mut escaped) = (false, false);
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if in_str {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_str = false;
+            }
+            continue;
+        }
+        if c == '"' {
+            in_str = true;
+        }
+        if c == ',' {
+            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            if matches!(next, Some('}' | ']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    serde_json::from_str::<Value>(&out).ok()
+}
+
 /// Parse a non-streamed `chat.completion` body.
 pub fn parse_completion(v: &Value) -> Result<Completion, LlmError> {
     let choice = v
@@ -710,6 +1008,15 @@ mod tests {
         ] {
             assert!(parse_embeddings(&bad, 2).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn json_with_trailing_commas_parses() {
+        assert_eq!(
+            lenient_json("{\"a\": [1, 2,], \"b\": \"x,]\",\n}"),
+            Some(json!({"a": [1, 2], "b": "x,]"}))
+        );
+        assert_eq!(lenient_json("{\"a\": 1"), None);
     }
 
     #[test]

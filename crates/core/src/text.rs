@@ -39,7 +39,8 @@ pub fn shown_name(name: &str) -> String {
 }
 
 /// The first JSON object in a model reply: the whole reply, a fenced
-/// ```` ```json ```` block, or the span from the first `{` to the last `}`.
+/// ```` ```json ```` block, or the span from the first `{` to the last `}`;
+/// trailing commas are forgiven ([`crate::llm::lenient_json`]).
 pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
     let t = text.trim();
     let t = t
@@ -48,7 +49,7 @@ pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
         .or_else(|| t.strip_prefix("```"))
         .unwrap_or(t);
     let t = t.trim().strip_suffix("```").unwrap_or(t).trim();
-    if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(t) {
+    if let Some(Value::Object(m)) = crate::llm::lenient_json(t) {
         return Some(m);
     }
     let start = t.find('{')?;
@@ -56,15 +57,53 @@ pub fn reply_json_object(text: &str) -> Option<Map<String, Value>> {
     if end <= start {
         return None;
     }
-    match serde_json::from_str::<Value>(&t[start..=end]) {
-        Ok(Value::Object(m)) => Some(m),
+    match crate::llm::lenient_json(&t[start..=end]) {
+        Some(Value::Object(m)) => Some(m),
         _ => None,
+    }
+}
+
+/// `text` up to the end of its last whole sentence (`.`, `!`, `?`, `…`, `。`,
+/// `！`, `？`, optionally followed by a closing quote or bracket); the whole
+/// text when it has no sentence end (nothing better to deliver).
+pub fn whole_sentences(text: &str) -> &str {
+    let t = text.trim_end();
+    let mut end = None;
+    let mut chars = t.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?' | '…' | '。' | '！' | '？') {
+            let mut stop = i + c.len_utf8();
+            while let Some(&(j, q)) = chars.peek() {
+                if matches!(q, '"' | '\'' | '”' | '’' | ')' | '）' | '」' | '』') {
+                    stop = j + q.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            end = Some(stop);
+        }
+    }
+    match end {
+        Some(e) => &t[..e],
+        None => t,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cut_to_whole_sentences() {
+        assert_eq!(whole_sentences("Hi there! How was your da"), "Hi there!");
+        assert_eq!(whole_sentences("你好。今天怎么"), "你好。");
+        assert_eq!(
+            whole_sentences("She said \"yes.\" And then"),
+            "She said \"yes.\""
+        );
+        assert_eq!(whole_sentences("no end at all"), "no end at all");
+    }
 
     #[test]
     fn sizes() {

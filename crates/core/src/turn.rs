@@ -20,6 +20,9 @@ use crate::tools::{RegisteredTool, ToolResult};
 /// Most model rounds (tool call → result → model) in one turn.
 pub const MAX_TOOL_ROUNDS: usize = 8;
 
+/// `source` of a reply stored after its turn failed midway (docs/memory.md).
+pub const PARTIAL_SOURCE: &str = "partial";
+
 /// Run one chat turn in the background, then send `turn_end`.
 pub fn start_turn(
     st: &AppState,
@@ -32,6 +35,7 @@ pub fn start_turn(
     let (st, mgr, tx) = (st.clone(), mgr.clone(), tx.clone());
     tokio::spawn(async move {
         let _turn = mgr.turn.lock().await;
+        let _chat = st.llm.chat_turn();
         run_turn(&st, &mgr, &tx, user_text, source, voice).await;
         crate::metrics::metrics().chat_turn();
         let _ = tx.send(Outbound::Frame(ServerFrame::TurnEnd.to_value()));
@@ -104,18 +108,26 @@ async fn run_turn(
     let turn_id = speech.as_ref().map(|s| s.id().to_string());
     // The context starts from the stored history, so a restart, a reconnect or a
     // second window continues the same conversation, and lines other features
-    // wrote (onboarding, proactive chat, a memory-browser edit) are seen.
+    // wrote (onboarding, proactive chat, a memory-browser edit) are seen. Empty
+    // lines are skipped: a model shown empty answers learns to answer nothing.
     let prior: Vec<ChatMessage> = st
         .history
         .tail(&name, CONTEXT_MESSAGES)
         .await
         .into_iter()
+        .filter(|e| !e.text().trim().is_empty())
         .map(|e| match e.speaker {
             Speaker::Human => ChatMessage::user(e.text().to_string()),
             Speaker::Ai => ChatMessage::assistant(e.text().to_string()),
             Speaker::System => ChatMessage::system(e.text().to_string()),
         })
         .collect();
+    // The context budget (crate::context): the window of the model less the
+    // room kept for the answer.
+    let window = st.llm.context_window(Slot::Conversation, &ep).await;
+    // `conversationTools: false`: a model without tool support gets none.
+    let tools_on = st.llm.core_config().await.get("conversationTools") != Some(&Value::Bool(false));
+    let reserve = crate::context::reply_reserve(window);
     // Long-term memory (persona, the facts most relevant to this message) joins
     // the system prompt; a slow or failing memory never holds the turn up.
     const MEMORY_CONTEXT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -147,26 +159,52 @@ async fn run_turn(
     mgr.push_history(ChatMessage::user(text.clone())).await;
     let opts = CallOptions {
         character: name.clone(),
+        max_tokens: u32::try_from(reserve).ok(),
         ..Default::default()
     };
     let mut final_text = String::new();
-    for _round in 0..MAX_TOOL_ROUNDS {
-        let mut messages = vec![ChatMessage::system(system.clone())];
-        messages.extend(prior.iter().cloned());
-        messages.extend(turn.iter().cloned());
-        if let Some(p) = &prompt.post_history {
-            messages.push(ChatMessage::system(p.clone()));
-        }
+    // History messages allowed in the prompt; halved once when the server
+    // refuses the prompt as too long (or answers nothing).
+    let mut history_cap = prior.len();
+    let mut shrunk = false;
+    let mut round = 0;
+    let mut failure: Option<(LlmError, bool)> = None;
+    let mut finished = false;
+    // Set once a streamed round with tools failed and its whole retry worked:
+    // the turn's later rounds with tools are asked whole at once.
+    let mut whole_with_tools = false;
+    while round < MAX_TOOL_ROUNDS {
         let mut tools: Vec<_> = mgr.tools().iter().map(RegisteredTool::spec).collect();
         // Built-in memory tools (a registered tool of the same name wins).
-        if let Some(r) = &recall {
+        // The last round offers no tools: the model has to answer in words.
+        if !tools_on || round + 1 == MAX_TOOL_ROUNDS {
+            tools.clear();
+        } else if let Some(r) = &recall {
             for t in r.tools(&name) {
                 if !tools.iter().any(|x| x.name == t.name) {
                     tools.push(t);
                 }
             }
         }
+        let head = ChatMessage::system(system.clone());
+        let post = prompt.post_history.clone().map(ChatMessage::system);
+        let fixed = crate::context::message_tokens(&head)
+            + crate::context::messages_tokens(&turn)
+            + post.as_ref().map_or(0, crate::context::message_tokens)
+            + crate::context::tools_tokens(&tools);
+        let budget = window.saturating_sub(reserve).saturating_sub(fixed);
+        let keep = crate::context::fitting_tail(&prior, budget).min(history_cap);
+        let mut messages = vec![head];
+        messages.extend(prior[prior.len() - keep..].iter().cloned());
+        messages.extend(turn.iter().cloned());
+        messages.extend(post);
+        // What this round streamed (kept, marked, when the stream breaks off).
+        let streamed = std::sync::Mutex::new(String::new());
         let on_delta = |d: &str| {
+            streamed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_str(d);
             if let Some(s) = &speech {
                 s.push(d);
             }
@@ -178,31 +216,71 @@ async fn run_turn(
                 .to_value(),
             )
         };
-        let c = match st
-            .llm
-            .stream_call(
-                &ModelCall {
-                    ep: &ep,
-                    slot: Slot::Conversation,
-                    messages: &messages,
-                    tools: &tools,
-                    options: &opts,
-                },
-                &on_delta,
-            )
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => return send(error_frame(&e)),
+        let partial = || streamed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let call = ModelCall {
+            ep: &ep,
+            slot: Slot::Conversation,
+            messages: &messages,
+            tools: &tools,
+            options: &opts,
         };
+        let mut r = if whole_with_tools && !tools.is_empty() {
+            Err(LlmError::EmptyReply)
+        } else {
+            st.llm.stream_call(&call, &on_delta).await
+        };
+        let mid_stream = !partial().trim().is_empty();
+        // A server that cannot stream tool calls (llama.cpp's Python server
+        // answers an empty stream, others an error) may answer them whole.
+        let failed = match &r {
+            Err(e) => *e == LlmError::EmptyReply || (e.is_refusal() && !e.is_context_overflow()),
+            Ok(c) => c.content.trim().is_empty() && c.tool_calls.is_empty(),
+        };
+        if !tools.is_empty() && !mid_stream && failed {
+            r = st.llm.complete_call(&call).await;
+            if let Ok(c) = &r {
+                if !c.content.trim().is_empty() || !c.tool_calls.is_empty() {
+                    whole_with_tools = true;
+                }
+                if !c.content.is_empty() {
+                    on_delta(&c.content);
+                }
+            }
+        }
+        let r = match r {
+            Ok(c) if c.content.trim().is_empty() && c.tool_calls.is_empty() => {
+                Err(LlmError::EmptyReply)
+            }
+            r => r,
+        };
+        let c = match r {
+            Ok(c) => c,
+            Err(e) => {
+                let mid_stream = !partial().trim().is_empty();
+                let too_long = e.is_context_overflow() || e == LlmError::EmptyReply;
+                if too_long && !shrunk && !mid_stream && keep > 0 {
+                    shrunk = true;
+                    history_cap = keep / 2;
+                    continue;
+                }
+                if mid_stream {
+                    final_text.push_str(&partial());
+                }
+                failure = Some((e, mid_stream));
+                break;
+            }
+        };
+        round += 1;
         final_text.push_str(&c.content);
         if c.tool_calls.is_empty() {
             mgr.push_history(ChatMessage::assistant(c.content)).await;
+            finished = true;
             break;
         }
+        // `content: ""`, not null: llama.cpp rejects a null content.
         let asked = ChatMessage {
             role: "assistant".into(),
-            content: Some(c.content.clone()).filter(|s| !s.is_empty()),
+            content: Some(c.content.clone()),
             tool_calls: c.tool_calls.clone(),
             tool_call_id: None,
         };
@@ -253,6 +331,40 @@ async fn run_turn(
     let interrupted = speech.as_ref().is_some_and(Speech::interrupted);
     if let Some(s) = speech {
         s.finish();
+    }
+    if !finished {
+        // A failed model call, or the model still asking for tools after the last round.
+        let (code, message, status) = match &failure {
+            Some((e, true)) => (
+                e.code(),
+                format!("the reply broke off midway: {e}"),
+                e.upstream_status(),
+            ),
+            Some((e, false)) => (e.code(), e.to_string(), e.upstream_status()),
+            None => (
+                "tool_round_limit",
+                format!("the model still asked for tools after {MAX_TOOL_ROUNDS} rounds"),
+                None,
+            ),
+        };
+        tracing::warn!(
+            character = %name,
+            code,
+            upstream_status = ?status,
+            "chat turn failed: {message}"
+        );
+        send(
+            json!({"type": "error", "code": code, "error": message, "partial": !final_text.trim().is_empty()}),
+        );
+        // The user's line stays; a partial reply is kept, marked.
+        let mut entries = vec![Entry::human(&text)];
+        if !final_text.trim().is_empty() {
+            entries.push(Entry::ai(&final_text).from_source(PARTIAL_SOURCE));
+        }
+        if let Err(e) = st.history.append(&mgr.name(), entries).await {
+            tracing::warn!("cannot append to the recent history of {name}: {e}");
+        }
+        return;
     }
     // The character may have been renamed during the turn: write under its current name.
     persist_exchange(st, &mgr.name(), &text, &final_text, interrupted).await;

@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use companiond_core::llm::{CallOptions, ChatMessage};
+use companiond_core::context;
+use companiond_core::llm::{CallOptions, ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde::Serialize;
@@ -141,11 +142,23 @@ pub fn start(
         TaskKind::Extraction,
         |st, n, cancel| async move {
             let r = run(&st, &n, &cancel).await;
+            let sched = &MemoryRuntime::of(&st).extract;
             match &r {
                 Err(Failure::Model(e)) | Err(Failure::Storage(e)) => {
-                    tracing::info!("memory extraction of {n} failed: {e}")
+                    let (failures, wait) = sched.failed(&n);
+                    tracing::warn!(
+                        character = %n,
+                        failures,
+                        "memory extraction of {n} failed: {e}; the next background attempt waits {}s",
+                        wait.as_secs()
+                    )
                 }
-                Ok(o) if o.skipped.is_none() => tracing::debug!("memory extraction of {n}: {o:?}"),
+                Ok(o) => {
+                    sched.succeeded(&n);
+                    if o.skipped.is_none() {
+                        tracing::debug!("memory extraction of {n}: {o:?}")
+                    }
+                }
                 _ => {}
             }
             r
@@ -173,31 +186,102 @@ fn model_err(e: impl std::fmt::Display) -> Failure {
     Failure::Model(e.to_string())
 }
 
+/// Most tokens of one memory answer.
+pub const MAX_ANSWER_TOKENS: usize = 1024;
+
+/// The context window of the model `slot` goes to, with the room kept for the
+/// answer (docs/models.md): `(window, answer cap)`.
+pub async fn budget(state: &AppState, slot: Slot) -> (usize, usize) {
+    let window = match state.llm.endpoint(slot).await {
+        Some(ep) => state.llm.context_window(slot, &ep).await,
+        None => context::DEFAULT_CONTEXT_WINDOW,
+    };
+    (
+        window,
+        context::reply_reserve(window).min(MAX_ANSWER_TOKENS),
+    )
+}
+
+/// One memory call: JSON matching `schema` (named `what`), within the model's
+/// context (the user text is cut to fit) and with a capped answer.
 async fn call(
     state: &AppState,
     name: &str,
     slot: Slot,
-    system: String,
-    user: String,
+    (system, user): (String, String),
+    (what, schema): (&str, Value),
     cancel: &CancellationToken,
 ) -> Result<String, Failure> {
-    let messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
-    let opts = CallOptions {
-        character: name.to_string(),
-        timeout: Duration::from_secs(120),
-        temperature: Some(0.2),
-        ..Default::default()
-    };
     // The correction slot may be unset: the summary model plays both roles.
     let slot = if state.llm.endpoint(slot).await.is_some() {
         slot
     } else {
         Slot::Summary
     };
+    let (window, answer) = budget(state, slot).await;
+    let room = window
+        .saturating_sub(answer)
+        .saturating_sub(context::message_tokens(&ChatMessage::system(system.as_str())) + 16);
+    let user = context::truncate_to(&user, room).to_string();
+    let messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
+    let opts = CallOptions {
+        character: name.to_string(),
+        timeout: Duration::from_secs(120),
+        temperature: Some(0.2),
+        max_tokens: u32::try_from(answer).ok(),
+        ..Default::default()
+    };
+    // Chat first: a local server answers one request at a time.
+    tokio::select! {
+        _ = cancel.cancelled() => return Err(Failure::Cancelled),
+        _ = state.llm.wait_for_quiet_chat(slot, Duration::ZERO) => {}
+    }
     tokio::select! {
         _ = cancel.cancelled() => Err(Failure::Cancelled),
-        r = state.llm.complete(slot, &messages, &opts) => r.map(|c| c.content).map_err(model_err),
+        r = state.llm.complete_json(slot, &messages, &opts, what, &schema) => match r {
+            Ok(c) if c.content.trim().is_empty() => Err(model_err(LlmError::EmptyReply)),
+            Ok(c) => Ok(c.content),
+            Err(e) => Err(model_err(e)),
+        },
     }
+}
+
+fn facts_schema() -> Value {
+    json!({"type": "object", "properties": {"facts": {"type": "array", "items": {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string"},
+            "entity": {"type": "string", "enum": ["master", "neko", "relationship"]},
+            "importance": {"type": "integer"},
+            "evidence": {"type": "array", "items": {"type": "integer"}}
+        },
+        "required": ["text", "entity", "importance", "evidence"]
+    }}}, "required": ["facts"]})
+}
+
+fn decisions_schema() -> Value {
+    json!({"type": "object", "properties": {"decisions": {"type": "array", "items": {
+        "type": "object",
+        "properties": {
+            "candidate": {"type": "integer"},
+            "action": {"type": "string", "enum": ["add", "duplicate", "merge", "contradicts"]},
+            "target": {"type": ["string", "null"]},
+            "text": {"type": ["string", "null"]}
+        },
+        "required": ["candidate", "action"]
+    }}}, "required": ["decisions"]})
+}
+
+fn reflections_schema() -> Value {
+    json!({"type": "object", "properties": {"reflections": {"type": "array", "items": {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string"},
+            "entity": {"type": "string", "enum": ["master", "neko", "relationship"]},
+            "facts": {"type": "array", "items": {"type": "integer"}}
+        },
+        "required": ["text", "entity", "facts"]
+    }}}, "required": ["reflections"]})
 }
 
 async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Result<Outcome, Failure> {
@@ -227,10 +311,15 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Result
         })
         .await
         .map_err(Failure::Storage)?;
+        if lines.is_empty() {
+            break;
+        }
+        // The batch is cut to what fits the model's context; the rest waits.
+        let used = batch(state, name, &lines, cancel, &mut out).await?;
+        let lines = &lines[..used.clamp(1, lines.len())];
         let Some(last) = lines.last().map(|l| l.id) else {
             break;
         };
-        batch(state, name, &lines, cancel, &mut out).await?;
         with_index(state, name, move |conn, _| {
             index::meta_set(conn, index::META_CURSOR, &last.to_string())
         })
@@ -265,7 +354,7 @@ pub fn json_in(reply: &str) -> Option<Value> {
     for (open, close) in candidates {
         if let (Some(s), Some(e)) = (reply.find(open), reply.rfind(close)) {
             if s < e {
-                if let Ok(v) = serde_json::from_str::<Value>(&reply[s..=e]) {
+                if let Some(v) = companiond_core::llm::lenient_json(&reply[s..=e]) {
                     return Some(v);
                 }
             }
@@ -456,7 +545,7 @@ async fn batch(
     lines: &[Line],
     cancel: &CancellationToken,
     out: &mut Outcome,
-) -> Result<(), Failure> {
+) -> Result<usize, Failure> {
     let stores = longterm::load(state, name)
         .await
         .map_err(|e| Failure::Storage(e.to_string()))?;
@@ -474,7 +563,7 @@ async fn batch(
         .filter_map(|id| stores.facts.find(id))
         .filter_map(|f| str_of(f, "text").map(|t| format!("- {t}")))
         .collect();
-    let numbered: Vec<String> = lines
+    let mut numbered: Vec<String> = lines
         .iter()
         .enumerate()
         .map(|(i, l)| {
@@ -495,6 +584,23 @@ async fn batch(
          Answer with only JSON: {{\"facts\": [{{\"text\": \"...\", \"entity\": \"master\", \
          \"importance\": 5, \"evidence\": [1]}}]}}, or {{\"facts\": []}} when there is nothing to remember."
     );
+    // As many lines as fit the summary model's context (at least one).
+    let (window, answer) = budget(state, Slot::Summary).await;
+    let mut room = window
+        .saturating_sub(answer)
+        .saturating_sub(context::estimate_tokens(&system) + 64)
+        .saturating_sub(known.iter().map(|k| context::estimate_tokens(k) + 1).sum());
+    let mut used = 0;
+    for l in &numbered {
+        let t = context::estimate_tokens(l) + 1;
+        if used > 0 && t > room {
+            break;
+        }
+        room = room.saturating_sub(t);
+        used += 1;
+    }
+    numbered.truncate(used);
+    let lines = &lines[..used];
     let user = format!(
         "Already known (do not repeat):\n{}\n\nNew lines:\n{}",
         if known.is_empty() {
@@ -504,11 +610,19 @@ async fn batch(
         },
         numbered.join("\n")
     );
-    let reply = call(state, name, Slot::Summary, system, user, cancel).await?;
+    let reply = call(
+        state,
+        name,
+        Slot::Summary,
+        (system, user),
+        ("facts", facts_schema()),
+        cancel,
+    )
+    .await?;
     let candidates = parse_candidates(&reply, lines.len())
         .ok_or_else(|| Failure::Model("the extraction answer is not the expected JSON".into()))?;
     if candidates.is_empty() {
-        return Ok(());
+        return Ok(used);
     }
     // 2. Reconciliation against related known facts (correction slot).
     let neighbour_ids = related_facts(
@@ -550,7 +664,15 @@ async fn batch(
             known_list.join("\n"),
             cand_list.join("\n")
         );
-        let reply = call(state, name, Slot::Correction, system, user, cancel).await?;
+        let reply = call(
+            state,
+            name,
+            Slot::Correction,
+            (system, user),
+            ("decisions", decisions_schema()),
+            cancel,
+        )
+        .await?;
         let ids: Vec<String> = neighbours.iter().map(|(id, _)| id.clone()).collect();
         // An unusable answer must not stall the memory: the candidates are
         // added (exact duplicates are still caught below).
@@ -582,7 +704,7 @@ async fn batch(
     out.merged += counts.merged;
     out.replaced += counts.replaced;
     out.persona += counts.persona;
-    Ok(())
+    Ok(used)
 }
 
 fn add_evidence(f: &mut Obj, ev: &[Value], now: i64) {
@@ -772,7 +894,15 @@ async fn reflect(
          summarises.\nAnswer with only JSON: {{\"reflections\": [{{\"text\": \"...\", \"entity\": \
          \"master\", \"facts\": [1, 2]}}]}}, or {{\"reflections\": []}}."
     );
-    let reply = call(state, name, Slot::Summary, system, list.join("\n"), cancel).await?;
+    let reply = call(
+        state,
+        name,
+        Slot::Summary,
+        (system, list.join("\n")),
+        ("reflections", reflections_schema()),
+        cancel,
+    )
+    .await?;
     let v = json_in(&reply)
         .ok_or_else(|| Failure::Model("the reflection answer is not the expected JSON".into()))?;
     let items = list_in(&v, "reflections")
@@ -841,6 +971,17 @@ pub struct Scheduler {
     quiet_ms: AtomicU64,
     every: AtomicUsize,
     generations: Mutex<HashMap<String, u64>>,
+    /// Consecutive failures per character and when the background may try again.
+    failures: Mutex<HashMap<String, (u32, std::time::Instant)>>,
+}
+
+/// The wait of the background extraction after `n` consecutive failures:
+/// none after the first, then one minute doubling up to an hour.
+pub fn backoff(n: u32) -> Duration {
+    if n < 2 {
+        return Duration::ZERO;
+    }
+    Duration::from_secs(60u64.saturating_mul(1 << (n - 2).min(6)).min(3600))
 }
 
 impl Default for Scheduler {
@@ -849,6 +990,7 @@ impl Default for Scheduler {
             quiet_ms: AtomicU64::new(QUIET.as_millis() as u64),
             every: AtomicUsize::new(EVERY),
             generations: Mutex::default(),
+            failures: Mutex::default(),
         }
     }
 }
@@ -865,6 +1007,39 @@ impl Scheduler {
         self.quiet_ms
             .store(quiet.as_millis() as u64, Ordering::Relaxed);
         self.every.store(every.max(1), Ordering::Relaxed);
+    }
+    /// Count a failed extraction of `name`: (consecutive failures, wait).
+    fn failed(&self, name: &str) -> (u32, Duration) {
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let e = f
+            .entry(name.to_string())
+            .or_insert((0, std::time::Instant::now()));
+        e.0 = e.0.saturating_add(1);
+        let wait = backoff(e.0);
+        e.1 = std::time::Instant::now() + wait;
+        (e.0, wait)
+    }
+    fn succeeded(&self, name: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+    /// Consecutive failed extractions of `name` (0 after a success).
+    pub fn failures(&self, name: &str) -> u32 {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .map_or(0, |e| e.0)
+    }
+    /// Is the background extraction of `name` waiting after failures?
+    pub fn backing_off(&self, name: &str) -> bool {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .is_some_and(|e| e.1 > std::time::Instant::now())
     }
     fn bump(&self, name: &str) -> u64 {
         let mut g = self.generations.lock().unwrap_or_else(|e| e.into_inner());
@@ -912,10 +1087,10 @@ fn spawn_pending(state: &AppState, name: &str, pending: Option<usize>) {
                 }
             },
         };
-        if pending == 0 || allowed(&st).await.is_err() {
+        let rt = MemoryRuntime::of(&st);
+        if pending == 0 || allowed(&st).await.is_err() || rt.extract.backing_off(&name) {
             return;
         }
-        let rt = MemoryRuntime::of(&st);
         let generation = rt.extract.bump(&name);
         if pending < rt.extract.every() {
             tokio::time::sleep(rt.extract.quiet()).await;
@@ -923,6 +1098,10 @@ fn spawn_pending(state: &AppState, name: &str, pending: Option<usize>) {
                 return; // the conversation went on; a later turn re-arms
             }
         }
+        // Chat first: start once the chat has been quiet for a moment.
+        st.llm
+            .wait_for_quiet_chat(Slot::Summary, companiond_core::llm::CHAT_QUIET)
+            .await;
         let _ = start(&st, &name);
     });
 }

@@ -30,6 +30,12 @@ pub const CONTEXT_CHARS: usize = 3000;
 pub const PERSONA_CHARS: usize = 1500;
 /// Facts and reflections added to a turn at most.
 pub const CONTEXT_ITEMS: usize = 8;
+/// History lines matching the new message added to a turn at most (recall
+/// that does not depend on extraction).
+pub const CONTEXT_LINES: usize = 4;
+/// Characters of one such line.
+const LINE_CHARS: usize = 300;
+
 /// Results of one `recall_memory` call at most.
 pub const TOOL_MAX_RESULTS: usize = 20;
 
@@ -170,6 +176,7 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
         return None;
     }
     let text = user_text.chars().take(2000).collect::<String>();
+    let line_query = text.clone();
     // Bounded: a slow or failing embedding endpoint leaves the turn to BM25.
     let qv = vectors::query_vector(state, &text, vectors::TURN_TIMEOUT).await;
     let found = with_index(state, name, move |conn, _| {
@@ -211,21 +218,52 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
             },
             &["fact", "reflection"],
         )?;
-        Ok((persona, relevant, semantic, recent))
+        // The history lines that best match the message, older than the ones
+        // the turn's prompt already holds.
+        let newest: i64 = conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM memory_lines", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| e.to_string())?;
+        let horizon = newest - companiond_core::sessions::CONTEXT_MESSAGES as i64;
+        let lines: Vec<Hit> = if line_query.chars().any(char::is_alphanumeric) && horizon > 0 {
+            index::search_lines(
+                conn,
+                &Query {
+                    text: line_query,
+                    limit: 24,
+                    ..Default::default()
+                },
+            )?
+            .into_iter()
+            .filter(|h| h.score != 0.0 && h.id.parse::<i64>().is_ok_and(|id| id <= horizon))
+            .take(CONTEXT_LINES)
+            .collect()
+        } else {
+            Vec::new()
+        };
+        Ok((persona, relevant, semantic, recent, lines))
     })
     .await;
-    let (mut persona, relevant, semantic, recent) = match found {
+    let (mut persona, relevant, semantic, recent, lines) = match found {
         Ok(f) => f,
         Err(e) => {
             tracing::debug!("no memory context for {name}: {e}");
             return None;
         }
     };
-    Some(render(name, &mut persona, &[&relevant, &semantic, &recent])).filter(|s| !s.is_empty())
+    Some(render(
+        name,
+        &mut persona,
+        &[&relevant, &semantic, &recent],
+        &lines,
+    ))
+    .filter(|s| !s.is_empty())
 }
 
 /// `ranked`: the lists fused into "things you remember" (BM25, vector, recency).
-fn render(name: &str, persona: &mut [Hit], ranked: &[&[Hit]]) -> String {
+/// `lines`: history lines matching the message (oldest first in the text).
+fn render(name: &str, persona: &mut [Hit], ranked: &[&[Hit]], lines: &[Hit]) -> String {
     persona.sort_by_key(|h| h.ts);
     let mut out = String::new();
     let mut used = 0usize;
@@ -274,6 +312,19 @@ fn render(name: &str, persona: &mut [Hit], ranked: &[&[Hit]]) -> String {
     if !items.is_empty() {
         out.push_str("Things you remember that may matter now:\n");
         out.push_str(&items);
+    }
+    let mut said: Vec<&Hit> = lines
+        .iter()
+        .filter(|h| !seen.contains(&crate::stores::normalised(&h.text)))
+        .collect();
+    said.sort_by_key(|h| h.ts);
+    if !said.is_empty() {
+        out.push_str("Earlier lines of your conversations that may matter now:\n");
+        for h in said {
+            let who = if h.who == "human" { "the user" } else { "you" };
+            let text: String = h.text.chars().take(LINE_CHARS).collect();
+            out.push_str(&format!("- [{}] {who}: {text}\n", timefmt::date(h.ts)));
+        }
     }
     if out.is_empty() {
         return out;

@@ -91,7 +91,21 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
         .filter(|(_, v)| !is_theater(v) && text_field(v).is_some())
         .map(|(i, _)| i)
         .collect();
-    let picked = &picked[picked.len().saturating_sub(REVIEW_WINDOW)..];
+    let mut picked = &picked[picked.len().saturating_sub(REVIEW_WINDOW)..];
+    // The answer repeats the messages: they take at most half of what the
+    // summary model's context leaves (the oldest are left out first).
+    let (window, _) = crate::extract::budget(state, Slot::Summary).await;
+    let half = window.saturating_sub(300) / 2;
+    let mut size = 0;
+    let mut keep = 0;
+    for &i in picked.iter().rev() {
+        size += companiond_core::context::estimate_tokens(&message_text(&history[i])) + 12;
+        if size > half {
+            break;
+        }
+        keep += 1;
+    }
+    picked = &picked[picked.len() - keep..];
     if picked.is_empty() {
         return ReviewOutcome::Unchanged;
     }
@@ -111,6 +125,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
     let opts = CallOptions {
         character: name.to_string(),
         timeout: Duration::from_secs(120),
+        max_tokens: u32::try_from(half + 64).ok(),
         ..Default::default()
     };
     let reply = tokio::select! {
@@ -204,7 +219,8 @@ pub fn parse_reply(reply: &str, n: usize) -> Option<Vec<String>> {
     if end < start {
         return None;
     }
-    let v: Vec<String> = serde_json::from_str(&reply[start..=end]).ok()?;
+    let v: Vec<String> =
+        serde_json::from_value(companiond_core::llm::lenient_json(&reply[start..=end])?).ok()?;
     (v.len() == n).then_some(v)
 }
 

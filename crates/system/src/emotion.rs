@@ -532,7 +532,18 @@ pub async fn analyse(
         .complete_at(&ep, Slot::Emotion, &msgs, &[], &opts)
         .await
     {
-        Ok(c) => combine(&text, parse_reply(&c.content).as_ref()),
+        Ok(c) => match parse_reply(&c.content) {
+            Some(v) => combine(&text, Some(&v)),
+            // Not "no model": the model answered something unusable.
+            None => {
+                let mut o = combine(&text, None);
+                o.error = Some((
+                    "unusable_answer".into(),
+                    "the emotion model's answer is not the expected JSON".into(),
+                ));
+                o
+            }
+        },
         Err(e) => Outcome {
             emotion: "neutral".into(),
             confidence: 0.0,
@@ -568,6 +579,12 @@ mod tests {
         assert_eq!(normalize_label("hapy", 0.9), "happy");
         assert_eq!(normalize_label("qwertyuiop", 0.9), "neutral");
         assert_eq!(normalize_label("calm but happy", 0.9), "happy");
+    }
+
+    #[test]
+    fn a_trailing_comma_keeps_the_answer() {
+        let v = parse_reply("{\"emotion\": \"sad\", \"confidence\": 0.8,}").unwrap();
+        assert_eq!(v["emotion"], "sad");
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub fn options(
         temperature: Some(temperature),
         max_tokens,
         character: character.to_string(),
+        ..Default::default()
     }
 }
 

@@ -164,6 +164,28 @@ pub async fn google(
         .flatten()
 }
 
+/// Is `text` written in the script of language `lang` (at least a third of
+/// its letters)? Languages without a known script pass.
+pub fn in_script(text: &str, lang: &str) -> bool {
+    let is: fn(char) -> bool = match lang {
+        "zh" => {
+            |c| ('\u{4e00}'..='\u{9fff}').contains(&c) || ('\u{3400}'..='\u{4dbf}').contains(&c)
+        }
+        "ja" => {
+            |c| ('\u{3040}'..='\u{30ff}').contains(&c) || ('\u{4e00}'..='\u{9fff}').contains(&c)
+        }
+        "ko" => {
+            |c| ('\u{ac00}'..='\u{d7af}').contains(&c) || ('\u{1100}'..='\u{11ff}').contains(&c)
+        }
+        "ru" => |c| ('\u{0400}'..='\u{04ff}').contains(&c),
+        "en" => |c| c.is_ascii_alphabetic(),
+        _ => return true,
+    };
+    let letters = text.chars().filter(|c| c.is_alphabetic()).count();
+    let hits = text.chars().filter(|c| is(*c)).count();
+    letters == 0 || hits * 3 >= letters
+}
+
 fn lang_name(l: &str) -> &str {
     match l {
         "zh" => "Simplified Chinese",
@@ -183,7 +205,10 @@ pub async fn model(st: &AppState, text: &str, src: &str, tgt: &str) -> Result<St
         lang_name(src),
         lang_name(tgt)
     );
-    let opts = crate::model::options("", MODEL_TIMEOUT, 0.3, None);
+    // Capped: about twice the source's tokens (an uncapped small model can
+    // generate thousands of tokens after the caller has given up).
+    let cap = (companiond_core::context::estimate_tokens(text) * 2 + 64).min(4096);
+    let opts = crate::model::options("", MODEL_TIMEOUT, 0.3, u32::try_from(cap).ok());
     let c = st
         .llm
         .complete(
@@ -196,6 +221,8 @@ pub async fn model(st: &AppState, text: &str, src: &str, tgt: &str) -> Result<St
     let out = c.content.trim().to_string();
     if out.is_empty() {
         Err("the model returned an empty translation".into())
+    } else if !in_script(&out, tgt) {
+        Err(format!("the model's answer is not in {}", lang_name(tgt)))
     } else {
         Ok(out)
     }
@@ -269,6 +296,19 @@ pub async fn translate(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn answers_in_the_wrong_script_are_told_apart() {
+        assert!(in_script("你好，世界", "zh"));
+        assert!(!in_script("Hello world", "zh"));
+        assert!(in_script("こんにちは", "ja"));
+        assert!(in_script("안녕하세요", "ko"));
+        assert!(!in_script("Привет", "en"));
+        assert!(in_script("Привет, Alice", "ru"));
+        assert!(in_script("Hello, 世界", "en"));
+        assert!(in_script("12345", "zh"));
+        assert!(in_script("anything", "de"));
+    }
 
     #[test]
     fn langs() {

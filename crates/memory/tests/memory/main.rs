@@ -8,6 +8,7 @@ mod embeddings;
 mod fence;
 mod legacy;
 mod longterm;
+mod model_servers;
 mod openapi;
 mod recent_file;
 mod rename;

@@ -232,6 +232,10 @@ impl Proactive {
         let opts = model::options(name, Duration::from_secs(30), 0.8, Some(200));
         let msgs = model::one_shot(sys, material.prompt.clone());
         let reply = match st.llm.complete(Slot::Conversation, &msgs, &opts).await {
+            // Cut at its token cap: keep the whole sentences.
+            Ok(c) if c.finish_reason.as_deref() == Some("length") => {
+                companiond_core::text::whole_sentences(&c.content).to_string()
+            }
             Ok(c) => c.content,
             Err(LlmError::NotConfigured) => {
                 return Ok(pass(

@@ -95,7 +95,7 @@ async fn translate_google_then_model_then_original() {
     // skip_google goes straight to the model; google_failed stays false.
     let g1 = h.google.requests().len();
     let (_, v) = s
-        .post_csrf("/api/translate", json!({"text": "good morning", "target_lang": "ko", "skip_google": true, "source_lang": "en"}))
+        .post_csrf("/api/translate", json!({"text": "good morning", "target_lang": "zh", "skip_google": true, "source_lang": "en"}))
         .await;
     assert_eq!(
         (
@@ -106,6 +106,20 @@ async fn translate_google_then_model_then_original() {
         (Some("模型翻译"), Some(false), Some("model"))
     );
     assert_eq!(h.google.requests().len(), g1);
+    // A model answer in the wrong script (Chinese for Korean) is no translation.
+    let (_, v) = s
+        .post_csrf("/api/translate", json!({"text": "good morning", "target_lang": "ko", "skip_google": true, "source_lang": "en"}))
+        .await;
+    assert_eq!(
+        (v["translated_text"].as_str(), v["provider"].as_str()),
+        (Some("good morning"), Some("none")),
+        "{v}"
+    );
+    let req = llm.chat_requests().pop().unwrap();
+    assert!(
+        req["max_tokens"].as_u64().is_some_and(|m| m <= 4096),
+        "{req}"
+    );
 
     // Both fail: the original text.
     llm.push(MockReply::Status(503, "overloaded".into()));

@@ -1,0 +1,198 @@
+//! The context budget of a model call (docs/models.md): how many tokens a
+//! slot's model takes (`contextWindow`), a conservative estimate of the tokens
+//! of a message, and how much of a history fits beside the fixed parts of a
+//! prompt. The oldest history goes first.
+
+use serde_json::{Map, Value};
+
+use crate::llm::{ChatMessage, ToolSpec};
+use crate::providers::Slot;
+
+/// The context window assumed when neither the settings nor the server tell:
+/// what a small local server (llama.cpp, Ollama) runs with by default.
+pub const DEFAULT_CONTEXT_WINDOW: usize = 4096;
+/// Smallest and largest accepted `contextWindow`.
+pub const MIN_CONTEXT_WINDOW: usize = 512;
+pub const MAX_CONTEXT_WINDOW: usize = 10_000_000;
+
+/// The configured window of `slot`: `<slot>ContextWindow`, else `contextWindow`
+/// (a number or a numeric string in `config/core_config.json`), clamped to
+/// [`MIN_CONTEXT_WINDOW`]..=[`MAX_CONTEXT_WINDOW`]; `None` when unset.
+pub fn configured_window(cfg: &Map<String, Value>, slot: Slot) -> Option<usize> {
+    let read = |k: &str| -> Option<usize> {
+        let v = cfg.get(k)?;
+        let n = match v {
+            Value::Number(n) => n.as_u64()?,
+            Value::String(s) => s.trim().parse::<u64>().ok()?,
+            _ => return None,
+        };
+        Some(usize::try_from(n).unwrap_or(MAX_CONTEXT_WINDOW))
+    };
+    read(&format!("{}ContextWindow", slot.as_str()))
+        .or_else(|| read("contextWindow"))
+        .filter(|n| *n > 0)
+        .map(|n| n.clamp(MIN_CONTEXT_WINDOW, MAX_CONTEXT_WINDOW))
+}
+
+/// The window a server reports: llama.cpp's `/props`
+/// (`default_generation_settings.n_ctx` or `n_ctx`), or a `/v1/models` entry's
+/// `context_length`/`context_window`/`max_model_len` (vLLM, LM Studio, OpenRouter)
+/// for `model`.
+pub fn reported_window(
+    props: Option<&Value>,
+    models: Option<&Value>,
+    model: &str,
+) -> Option<usize> {
+    let as_n = |v: Option<&Value>| {
+        v.and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+    };
+    if let Some(p) = props {
+        let n = as_n(p.pointer("/default_generation_settings/n_ctx"))
+            .or_else(|| as_n(p.get("n_ctx")))
+            .or_else(|| as_n(p.pointer("/default_generation_settings/params/n_ctx")));
+        if let Some(n) = n.filter(|n| *n > 0) {
+            return Some(n.clamp(MIN_CONTEXT_WINDOW, MAX_CONTEXT_WINDOW));
+        }
+    }
+    let data = models?.get("data")?.as_array()?;
+    let entry = data
+        .iter()
+        .find(|m| m.get("id").and_then(Value::as_str) == Some(model))
+        .or_else(|| (data.len() == 1).then(|| &data[0]))?;
+    ["context_length", "context_window", "max_model_len"]
+        .iter()
+        .find_map(|k| as_n(entry.get(*k)))
+        .filter(|n| *n > 0)
+        .map(|n| n.clamp(MIN_CONTEXT_WINDOW, MAX_CONTEXT_WINDOW))
+}
+
+/// Tokens kept free for the answer of a call in a window of `window` tokens
+/// (also its `max_tokens`).
+pub fn reply_reserve(window: usize) -> usize {
+    (window / 4).clamp(128, 2048)
+}
+
+/// A conservative token estimate of `text`: about three ASCII characters a
+/// token, one and a half tokens a character for the rest (CJK, emoji).
+pub fn estimate_tokens(text: &str) -> usize {
+    let (mut ascii, mut other) = (0usize, 0usize);
+    for c in text.chars() {
+        if c.is_ascii() {
+            ascii += 1;
+        } else {
+            other += 1;
+        }
+    }
+    ascii.div_ceil(3) + other + other.div_ceil(2)
+}
+
+/// Tokens of one message, with the chat template's per-message overhead.
+pub fn message_tokens(m: &ChatMessage) -> usize {
+    let calls: usize = m
+        .tool_calls
+        .iter()
+        .map(|c| estimate_tokens(&c.function.name) + estimate_tokens(&c.function.arguments) + 8)
+        .sum();
+    8 + m.content.as_deref().map_or(0, estimate_tokens) + calls
+}
+
+/// Tokens of messages.
+pub fn messages_tokens(ms: &[ChatMessage]) -> usize {
+    ms.iter().map(message_tokens).sum()
+}
+
+/// Tokens of the tool definitions sent with a call.
+pub fn tools_tokens(tools: &[ToolSpec]) -> usize {
+    tools
+        .iter()
+        .map(|t| {
+            16 + estimate_tokens(&t.name)
+                + estimate_tokens(&t.description)
+                + estimate_tokens(&t.parameters.to_string())
+        })
+        .sum()
+}
+
+/// How many of the newest `history` messages fit in `budget` tokens (the
+/// oldest are dropped first).
+pub fn fitting_tail(history: &[ChatMessage], budget: usize) -> usize {
+    let mut used = 0usize;
+    let mut n = 0usize;
+    for m in history.iter().rev() {
+        used += message_tokens(m);
+        if used > budget {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// The longest prefix of `text` (cut at a character boundary) that stays within
+/// `budget` estimated tokens.
+pub fn truncate_to(text: &str, budget: usize) -> &str {
+    if estimate_tokens(text) <= budget {
+        return text;
+    }
+    let (mut lo, mut hi) = (0usize, text.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        let mut m = mid;
+        while !text.is_char_boundary(m) {
+            m -= 1;
+        }
+        if estimate_tokens(&text[..m]) <= budget {
+            if m == lo {
+                break;
+            }
+            lo = m;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut end = lo.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn windows_from_settings_and_servers() {
+        let cfg = json!({"contextWindow": 8192, "summaryContextWindow": "2048"});
+        let cfg = cfg.as_object().unwrap();
+        assert_eq!(configured_window(cfg, Slot::Conversation), Some(8192));
+        assert_eq!(configured_window(cfg, Slot::Summary), Some(2048));
+        assert_eq!(configured_window(&Map::new(), Slot::Summary), None);
+        let tiny = json!({"contextWindow": 10});
+        assert_eq!(
+            configured_window(tiny.as_object().unwrap(), Slot::Agent),
+            Some(MIN_CONTEXT_WINDOW)
+        );
+        let props = json!({"default_generation_settings": {"n_ctx": 2048}});
+        assert_eq!(reported_window(Some(&props), None, "m"), Some(2048));
+        let models = json!({"data": [{"id": "a", "context_length": 32768}, {"id": "m"}]});
+        assert_eq!(reported_window(None, Some(&models), "a"), Some(32768));
+        assert_eq!(reported_window(None, Some(&models), "m"), None);
+    }
+
+    #[test]
+    fn the_oldest_history_goes_first() {
+        let h: Vec<ChatMessage> = (0..10)
+            .map(|i| ChatMessage::user(format!("{i} {}", "x".repeat(300))))
+            .collect();
+        let one = message_tokens(&h[9]);
+        assert_eq!(fitting_tail(&h, one * 3), 3);
+        assert_eq!(fitting_tail(&h, one * 100), 10);
+        assert_eq!(fitting_tail(&h, 0), 0);
+        assert!(estimate_tokens("你好世界") >= 4);
+        let t = truncate_to("héllo wörld, a longer text", 3);
+        assert!(estimate_tokens(t) <= 3 && !t.is_empty());
+    }
+}
