@@ -184,6 +184,28 @@ impl TestServer {
             .expect("write core config");
     }
 
+    /// Set the given fields of the core configuration (others are kept), as a
+    /// saved setting would.
+    pub async fn merge_core_config(&self, fields: Value) {
+        let mut cfg: Value = self
+            .state
+            .store
+            .read(crate::layout::CORE_CONFIG)
+            .await
+            .expect("read core config")
+            .unwrap_or_else(|| json!({}));
+        if let Some(f) = fields.as_object() {
+            for (k, v) in f {
+                cfg[k] = v.clone();
+            }
+        }
+        self.state
+            .store
+            .write(crate::layout::CORE_CONFIG, cfg)
+            .await
+            .expect("write core config");
+    }
+
     pub fn stop(&self) {
         self.shutdown.cancel();
     }

@@ -40,21 +40,7 @@ fn stored(s: &TestServer) -> Vec<Value> {
 }
 
 async fn set_config(s: &TestServer, extra: Value) {
-    let mut cfg: Value = s
-        .state
-        .store
-        .read(companiond_core::layout::CORE_CONFIG)
-        .await
-        .unwrap()
-        .unwrap();
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    s.state
-        .store
-        .write(companiond_core::layout::CORE_CONFIG, cfg)
-        .await
-        .unwrap();
+    s.merge_core_config(extra).await;
 }
 
 /// A server whose history holds `n` lines of about 600 characters each.

@@ -187,22 +187,13 @@ async fn server(reply: &str, tts_base: &str) -> (TestServer, MockLlm) {
         idle: Duration::from_millis(1500),
         ..SpeechLimits::default()
     }));
-    let mut cfg: Value = s
-        .state
-        .store
-        .read(companiond_core::layout::CORE_CONFIG)
-        .await
-        .unwrap()
-        .unwrap();
-    cfg["ttsModelProvider"] = json!("custom");
-    cfg["ttsModelUrl"] = json!(format!("{tts_base}/v1"));
-    cfg["ttsModelId"] = json!("kokoro");
-    cfg["ttsVoiceId"] = json!("af_test");
-    s.state
-        .store
-        .write(companiond_core::layout::CORE_CONFIG, cfg)
-        .await
-        .unwrap();
+    s.merge_core_config(json!({
+        "ttsModelProvider": "custom",
+        "ttsModelUrl": format!("{tts_base}/v1"),
+        "ttsModelId": "kokoro",
+        "ttsVoiceId": "af_test",
+    }))
+    .await;
     (s, llm)
 }
 

@@ -7,21 +7,7 @@ use crate::common::*;
 use companiond_memory::extract::MARK_EXTRACT;
 
 async fn set_config(s: &TestServer, extra: Value) {
-    let mut cfg: Value = s
-        .state
-        .store
-        .read(companiond_core::layout::CORE_CONFIG)
-        .await
-        .unwrap()
-        .unwrap();
-    for (k, v) in extra.as_object().unwrap() {
-        cfg[k] = v.clone();
-    }
-    s.state
-        .store
-        .write(companiond_core::layout::CORE_CONFIG, cfg)
-        .await
-        .unwrap();
+    s.merge_core_config(extra).await;
 }
 
 fn extraction_requests(llm: &MockLlm) -> Vec<Value> {
