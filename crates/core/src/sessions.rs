@@ -39,7 +39,7 @@ pub struct SessionManager {
     tools: RwLock<IndexMap<String, RegisteredTool>>,
     history: tokio::sync::Mutex<Vec<ChatMessage>>,
     /// Held while a chat turn of this character runs (one turn at a time).
-    pub(crate) turn: tokio::sync::Mutex<()>,
+    pub(crate) turn: Arc<tokio::sync::Mutex<()>>,
     settings: RwLock<serde_json::Map<String, Value>>,
     /// The speech of each connection that plays it (crate::speech).
     voices: Mutex<HashMap<u64, Arc<crate::speech::pipeline::Voice>>>,
@@ -55,7 +55,7 @@ impl SessionManager {
             next_conn: AtomicU64::new(1),
             tools: RwLock::default(),
             history: tokio::sync::Mutex::default(),
-            turn: tokio::sync::Mutex::default(),
+            turn: Arc::default(),
             settings: RwLock::default(),
             voices: Mutex::default(),
             playing: Mutex::default(),

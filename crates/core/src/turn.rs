@@ -52,12 +52,19 @@ pub fn start_greeting(
     tx: &mpsc::UnboundedSender<Outbound>,
 ) {
     let (st, mgr, tx) = (st.clone(), mgr.clone(), tx.clone());
+    // The turn lock is taken now, before any client frame is read, so a first
+    // message sent at once waits for the greeting (it would otherwise race it
+    // and the greeting would find the history no longer empty).
+    let held = mgr.turn.clone().try_lock_owned().ok();
     tokio::spawn(async move {
+        let _turn = match held {
+            Some(g) => g,
+            None => mgr.turn.clone().lock_owned().await,
+        };
         let name = mgr.name();
         let Some(text) = crate::prompt::greeting(&st, &name).await else {
             return;
         };
-        let _turn = mgr.turn.lock().await;
         if !st.history.tail(&name, 1).await.is_empty() || !mgr.history().await.is_empty() {
             return;
         }
