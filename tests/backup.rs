@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use companiond_core::testkit::{next_of_type, MockLlm, TestServer, CSRF};
+use companiond_core::testkit::{files_under as tree, next_of_type, MockLlm, TestServer, CSRF};
 use futures::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -33,32 +33,6 @@ fn run(args: &[&str]) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Every file under `root` (relative path → bytes), the lock files, the
-/// snapshots and crash leftovers aside.
-fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let rel = p
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            if rel == "snapshots" || rel.starts_with("companiond.") {
-                continue;
-            }
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p);
-            } else if !rel.ends_with(".tmp") && !rel.contains(".db-") {
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
 }
 
 /// The rows of every ordinary table of a SQLite database, as text.

@@ -175,6 +175,10 @@ impl IntoResponse for AvatarError {
     fn into_response(self) -> Response {
         let status = self.status();
         if status == StatusCode::INTERNAL_SERVER_ERROR {
+            if let Some(f) = companiond_core::disk::current() {
+                tracing::warn!("avatars: {}", self.message());
+                return f.success_error();
+            }
             tracing::error!("avatars: {}", self.message());
         }
         let code = self.code();

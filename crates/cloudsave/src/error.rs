@@ -75,6 +75,17 @@ impl From<companiond_core::fence::FenceUp> for CloudSaveError {
     }
 }
 
+impl From<companiond_core::fence::RaiseError> for CloudSaveError {
+    fn from(e: companiond_core::fence::RaiseError) -> Self {
+        match e {
+            companiond_core::fence::RaiseError::Up(f) => f.into(),
+            e @ companiond_core::fence::RaiseError::Storage(_) => {
+                CloudSaveError::TaskFailed(e.to_string())
+            }
+        }
+    }
+}
+
 impl From<companiond_core::task::TaskFailed> for CloudSaveError {
     fn from(e: companiond_core::task::TaskFailed) -> Self {
         CloudSaveError::TaskFailed(e.to_string())
@@ -261,6 +272,22 @@ impl CloudSaveError {
     pub fn to_response(&self, character: Option<&str>) -> Response {
         use CloudSaveError::*;
         let (code, status, key) = self.parts();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            if let Some(f) = companiond_core::disk::current() {
+                // The family's codes are upper case: STORAGE_FULL, STORAGE_READ_ONLY.
+                let (code, key) = match f {
+                    companiond_core::disk::StorageFault::Full => {
+                        ("STORAGE_FULL", "cloudsave.error.storageFull")
+                    }
+                    companiond_core::disk::StorageFault::ReadOnly => {
+                        ("STORAGE_READ_ONLY", "cloudsave.error.storageReadOnly")
+                    }
+                };
+                let mut e = CloudError::new(code, f.message(), character);
+                e.message_key = key.to_string();
+                return e.status(f.status());
+            }
+        }
         let mut e = CloudError::new(code, self.message(), character);
         e.message_key = key.to_string();
         e = match self {

@@ -134,9 +134,7 @@ impl IntoResponse for ConfigError {
             ConfigError::Unreadable(e) => SuccessError::new(e)
                 .code("storage_unreadable")
                 .status(StatusCode::SERVICE_UNAVAILABLE),
-            ConfigError::Storage(e) => SuccessError::new(e)
-                .code("storage_error")
-                .status(StatusCode::INTERNAL_SERVER_ERROR),
+            ConfigError::Storage(e) => companiond_core::disk::storage_error(e),
         }
     }
 }

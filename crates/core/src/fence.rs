@@ -50,6 +50,24 @@ pub struct FenceUp {
     pub target: String,
 }
 
+/// Why the fence could not be raised.
+#[derive(Debug)]
+pub enum RaiseError {
+    /// It is up already, or its file is unreadable.
+    Up(FenceUp),
+    /// The disk refused to write it (full, read-only, ...).
+    Storage(std::io::Error),
+}
+
+impl std::fmt::Display for RaiseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RaiseError::Up(u) => write!(f, "{} blocked while mode={}", u.operation, u.mode),
+            RaiseError::Storage(e) => write!(f, "cannot write the root state: {e}"),
+        }
+    }
+}
+
 /// The raised fence (held for the whole of a cloud-save upload or download). Lowered by [`Fence::lower`], or
 /// on drop if the operation ended some other way (panic): it is always lowered.
 pub struct Fence {
@@ -66,7 +84,7 @@ fn set_normal(doc: &mut Map<String, Value>) {
 
 /// Raise the fence for `operation` on `target`. Refused (409) when another
 /// mode than `normal` is already set.
-pub async fn raise(store: &Store, operation: &str, target: &str) -> Result<Fence, FenceUp> {
+pub async fn raise(store: &Store, operation: &str, target: &str) -> Result<Fence, RaiseError> {
     let (op, tgt) = (operation.to_string(), target.to_string());
     let r = store
         .try_update(ROOT_STATE, move |cur: Option<Value>| {
@@ -106,12 +124,13 @@ pub async fn raise(store: &Store, operation: &str, target: &str) -> Result<Fence
             store: store.clone(),
             lowered: false,
         }),
-        Ok(Err(e)) => Err(e),
-        Err(e) => Err(FenceUp {
+        Ok(Err(e)) => Err(RaiseError::Up(e)),
+        Err(crate::store::StoreError::Io(e)) => Err(RaiseError::Storage(e)),
+        Err(e) => Err(RaiseError::Up(FenceUp {
             mode: "unreadable".into(),
             operation: operation.to_string(),
             target: format!("{target} ({e})"),
-        }),
+        })),
     }
 }
 

@@ -23,6 +23,7 @@ pub mod backup;
 pub mod cards;
 pub mod characters;
 pub mod context;
+pub mod disk;
 pub mod fence;
 pub mod frames;
 pub mod history;

@@ -274,7 +274,10 @@ impl<T: Tap> Staging<T> {
             // A worker stopped: report the writer's error.
             return Err(match self.sink.take() {
                 Some(sink) => match sink.finish().await {
-                    Err(e) => StageError::Io(e),
+                    Err(e) => {
+                        crate::disk::note(&e);
+                        StageError::Io(e)
+                    }
                     Ok(_) => StageError::Io(io::Error::other("the upload digest stopped early")),
                 },
                 None => StageError::Io(io::Error::other("the staged file is closed")),
@@ -316,7 +319,10 @@ impl<T: Tap> Staging<T> {
             .sink
             .take()
             .ok_or_else(|| StageError::Io(io::Error::other("the staged file is closed")))?;
-        let (_, size) = sink.finish().await.map_err(StageError::Io)?;
+        let (_, size) = sink.finish().await.map_err(|e| {
+            crate::disk::note(&e);
+            StageError::Io(e)
+        })?;
         let tap = match self.tap.take() {
             Some(TapRun::Inline(tap)) => tap.finish(),
             Some(TapRun::Thread(tx, Some(handle))) => {

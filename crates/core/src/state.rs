@@ -208,6 +208,7 @@ impl AppState {
     /// fresh data dir; an existing file is read in the background) and the
     /// session registry (a manager per character, made on first use).
     pub fn new(opts: Options) -> Result<AppState, String> {
+        crate::disk::watch(&opts.data_dir);
         let store = Store::new(&opts.data_dir);
         let http = crate::net::LazyClient::new(crate::net::remote_client);
         // Loopback services (local models, plugin callbacks) never go through a proxy.

@@ -45,6 +45,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let t = std::time::Instant::now();
     let r = atomic_write_once(path, bytes);
     crate::metrics::metrics().store_write(t.elapsed());
+    crate::disk::observe(&r);
     r
 }
 
@@ -120,6 +121,14 @@ impl Staged {
     /// [`Staged::write`] of the concatenation of `parts`, each part written
     /// by a thread of its own (at its offset) where the platform allows.
     pub fn write_parts(path: &Path, parts: &[&[u8]]) -> std::io::Result<Staged> {
+        let r = Staged::write_parts_once(path, parts);
+        if let Err(e) = &r {
+            crate::disk::note(e);
+        }
+        r
+    }
+
+    fn write_parts_once(path: &Path, parts: &[&[u8]]) -> std::io::Result<Staged> {
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         std::fs::create_dir_all(dir)?;
         let (tmp, mut file) = match SPARES.take(path) {
@@ -144,7 +153,9 @@ impl Staged {
 
     /// Rename the new version over the document and sync the folder.
     pub fn publish(mut self) -> std::io::Result<()> {
-        std::fs::rename(&self.tmp, &self.path)?;
+        let r = std::fs::rename(&self.tmp, &self.path);
+        crate::disk::observe(&r);
+        r?;
         self.published = true;
         sync_dir(self.path.parent().unwrap_or_else(|| Path::new(".")));
         Ok(())

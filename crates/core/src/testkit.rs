@@ -2,7 +2,7 @@
 //! port with temporary data and bundle dirs, and real loopback upstream servers
 //! (an OpenAI-compatible model server, any custom axum router).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -555,4 +555,30 @@ async fn mock_chat(State(st): State<MockState>, body: Bytes) -> Response {
     }
     out.push_str("data: [DONE]\n\n");
     ([("content-type", "text/event-stream")], out).into_response()
+}
+
+/// Every file under `root` (relative path → bytes), the lock files, the
+/// snapshots and crash leftovers aside.
+pub fn files_under(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read the folder").flatten() {
+            let p = e.path();
+            let rel = p
+                .strip_prefix(root)
+                .expect("read the folder")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if rel == "snapshots" || rel.starts_with("companiond.") {
+                continue;
+            }
+            if e.file_type().expect("read the folder").is_dir() {
+                stack.push(p);
+            } else if !rel.ends_with(".tmp") && !rel.contains(".db-") {
+                out.insert(rel, std::fs::read(&p).expect("read the folder"));
+            }
+        }
+    }
+    out
 }

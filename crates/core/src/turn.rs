@@ -370,11 +370,14 @@ async fn run_turn(
         }
         if let Err(e) = st.history.append(&mgr.name(), entries).await {
             tracing::warn!("cannot append to the recent history of {name}: {e}");
+            send(history_not_saved(&e));
         }
         return;
     }
     // The character may have been renamed during the turn: write under its current name.
-    persist_exchange(st, &mgr.name(), &text, &final_text, interrupted).await;
+    if let Err(e) = persist_exchange(st, &mgr.name(), &text, &final_text, interrupted).await {
+        send(history_not_saved(&e));
+    }
     if let Some(r) = &recall {
         r.after_turn(&mgr.name());
     }
@@ -390,6 +393,22 @@ fn error_frame(e: &LlmError) -> Value {
     .to_value()
 }
 
+/// The error frame of a turn whose exchange could not be stored: the reply was
+/// on the socket already; the code says why it is not in the history
+/// (`storage_full`, `storage_read_only`, else `history_not_saved`).
+fn history_not_saved(e: &crate::store::StoreError) -> Value {
+    let (code, why) = match crate::disk::current() {
+        Some(f) => (f.code(), f.message().to_string()),
+        None => ("history_not_saved", e.to_string()),
+    };
+    ServerFrame::Error {
+        code: code.to_string(),
+        error: format!("this exchange was not saved to the history: {why}"),
+        speech_id: None,
+    }
+    .to_value()
+}
+
 /// Append the exchange to the character's history (a reply whose speech was
 /// cut off is marked `interrupted`). A corrupt history file is left untouched.
 async fn persist_exchange(
@@ -398,13 +417,15 @@ async fn persist_exchange(
     user: &str,
     assistant: &str,
     interrupted: bool,
-) {
+) -> Result<(), crate::store::StoreError> {
     let mut reply = Entry::ai(assistant);
     if interrupted {
         reply = reply.interrupted();
     }
     let entries = vec![Entry::human(user), reply];
-    if let Err(e) = st.history.append(name, entries).await {
+    let r = st.history.append(name, entries).await;
+    if let Err(e) = &r {
         tracing::warn!("cannot append to the recent history of {name}: {e}");
     }
+    r
 }

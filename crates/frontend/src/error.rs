@@ -104,10 +104,14 @@ impl IntoResponse for FrontendError {
                 .with("motion_files", Vec::<String>::new())
                 .with("expression_files", Vec::<String>::new())
                 .status(StatusCode::NOT_FOUND),
-            Storage(error) => SuccessError::new(error)
-                .code("storage_error")
-                .status(StatusCode::INTERNAL_SERVER_ERROR),
+            Storage(error) => companiond_core::disk::storage_error(error),
             Character(e) => e.into_response(),
+            Rename(e)
+                if e.kind == RenameFailure::Failed
+                    && companiond_core::disk::current().is_some() =>
+            {
+                companiond_core::disk::storage_error(e.message)
+            }
             Rename(e) => {
                 let status = match e.kind {
                     RenameFailure::Invalid => StatusCode::BAD_REQUEST,

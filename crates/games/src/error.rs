@@ -164,6 +164,13 @@ impl Failure {
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
         let status = self.reason.status();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            if let Some(f) = companiond_core::disk::current() {
+                return OkReason::new(f.code())
+                    .with("error", f.message())
+                    .status(f.status());
+            }
+        }
         let mut r = OkReason::new(self.reason.code());
         r.extra = self.extra;
         r.status(status)

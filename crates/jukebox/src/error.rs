@@ -105,6 +105,11 @@ impl IntoResponse for JukeboxError {
     fn into_response(self) -> Response {
         let status = self.status();
         if let JukeboxError::Storage(m) = &self {
+            if let Some(f) = companiond_core::disk::current() {
+                tracing::warn!("jukebox: {m}");
+                let body = serde_json::json!({"detail": f.message(), "error_code": f.code()});
+                return (f.status(), axum::Json(body)).into_response();
+            }
             tracing::error!("jukebox: {m}");
         }
         match self {

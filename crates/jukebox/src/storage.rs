@@ -259,6 +259,7 @@ impl Appender {
             .and_then(|_| self.file.sync_data())
         {
             let _ = self.file.set_len(self.len);
+            companiond_core::disk::note(&e);
             return Err(e);
         }
         self.len += line.len() as u64;

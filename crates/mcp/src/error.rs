@@ -46,6 +46,11 @@ impl McpError {
 impl IntoResponse for McpError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            if let Some(f) = companiond_core::disk::current() {
+                return f.success_error();
+            }
+        }
         SuccessError::new(self.to_string())
             .code(code)
             .status(status)

@@ -207,6 +207,11 @@ impl MemoryError {
 impl IntoResponse for MemoryError {
     fn into_response(self) -> Response {
         let status = self.status();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            if let Some(f) = companiond_core::disk::current() {
+                return f.success_error();
+            }
+        }
         self.envelope().status(status)
     }
 }

@@ -437,6 +437,14 @@ impl SystemError {
     /// a route's clients read even from a failure (e.g. `exists:false`).
     pub fn with_fields(self, fields: Value) -> Response {
         let status = self.status();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            if let Some(f) = companiond_core::disk::current() {
+                return SuccessError::new(f.message())
+                    .code(f.code())
+                    .with("ok", false)
+                    .status(f.status());
+            }
+        }
         let mut e = SuccessError::new(self.message())
             .code(self.code())
             .with("ok", false);

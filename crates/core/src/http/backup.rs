@@ -43,9 +43,7 @@ impl IntoResponse for BackupError {
             BackupError::Newer(e) => SuccessError::new(e)
                 .code("backup_format_newer")
                 .status(StatusCode::CONFLICT),
-            BackupError::Storage(e) => SuccessError::new(e)
-                .code("storage_error")
-                .status(StatusCode::INTERNAL_SERVER_ERROR),
+            BackupError::Storage(e) => crate::disk::storage_error(e),
         }
     }
 }

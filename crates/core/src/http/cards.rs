@@ -76,9 +76,7 @@ impl IntoResponse for CardRouteError {
                     .status(StatusCode::NOT_FOUND)
             }
             CardRouteError::Character(e) => e.into_response(),
-            CardRouteError::Storage(m) => SuccessError::new(m)
-                .code("storage_error")
-                .status(StatusCode::INTERNAL_SERVER_ERROR),
+            CardRouteError::Storage(m) => crate::disk::storage_error(m),
         }
     }
 }

@@ -35,9 +35,7 @@ impl CharacterError {
                     .code("last_character")
                     .status(StatusCode::CONFLICT)
             }
-            CharacterError::Storage(e) => SuccessError::new(e)
-                .code("storage_error")
-                .status(StatusCode::INTERNAL_SERVER_ERROR),
+            CharacterError::Storage(e) => crate::disk::storage_error(e),
         }
     }
 }
