@@ -46,6 +46,7 @@ pub mod sessions;
 pub mod sink;
 pub mod snapshots;
 pub mod speech;
+pub mod sqlite;
 pub mod staging;
 pub mod stamp;
 pub mod state;

@@ -217,7 +217,8 @@ impl AppState {
         let characters = Characters::load(store.clone(), &notices)?;
         let registry = characters.clone();
         let sessions = Sessions::for_characters(move |name| registry.exists(name));
-        let usage = TokenUsage::new(opts.data_dir.join(crate::layout::TOKEN_USAGE_DB));
+        let usage = TokenUsage::new(opts.data_dir.join(crate::layout::TOKEN_USAGE_DB))
+            .with_notices(notices.clone());
         let llm = LlmClient::new(
             http.clone(),
             local_http.clone(),

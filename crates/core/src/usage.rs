@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use crate::notices::Notices;
+use crate::sqlite::{self, Schema, Step};
+
 /// One recorded model call.
 #[derive(Clone, Debug, Serialize)]
 pub struct UsageRow {
@@ -70,25 +73,35 @@ pub fn day_of(ts: i64) -> i64 {
     ts - ts.rem_euclid(DAY)
 }
 
-const SCHEMA: &str = "PRAGMA journal_mode=WAL;
-     CREATE TABLE IF NOT EXISTS token_usage (
+/// The calls (the first release's whole database).
+const CALLS: &str = "CREATE TABLE IF NOT EXISTS token_usage (
         ts INTEGER NOT NULL, slot TEXT NOT NULL, model TEXT NOT NULL, character TEXT NOT NULL,
         prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
         total_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL);
      CREATE INDEX IF NOT EXISTS token_usage_ts ON token_usage(ts);";
 
-/// The daily table and the rowid it covers; rebuilt when it is missing or behind.
-fn ensure_daily(c: &mut Connection) -> rusqlite::Result<()> {
-    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    tx.execute_batch(
-        "CREATE TABLE IF NOT EXISTS token_usage_daily (
+/// The schema of `token_usage.db`: 1 the calls, 2 the daily sums and the
+/// rowid they cover (filled by [`ensure_daily`]).
+pub const SCHEMA: Schema = Schema {
+    name: "token_usage.db",
+    steps: &[
+        Step::Sql(CALLS),
+        Step::Sql(
+            "CREATE TABLE IF NOT EXISTS token_usage_daily (
             day INTEGER NOT NULL, model TEXT NOT NULL, slot TEXT NOT NULL,
             prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
             total_tokens INTEGER NOT NULL, calls INTEGER NOT NULL, estimated INTEGER NOT NULL,
             PRIMARY KEY (day, model, slot)) WITHOUT ROWID;
          CREATE TABLE IF NOT EXISTS token_usage_meta (
             id INTEGER PRIMARY KEY CHECK (id = 1), covered_rowid INTEGER NOT NULL);",
-    )?;
+        ),
+    ],
+};
+
+/// The daily table brought up to the rowid it covers; rebuilt when behind
+/// (rows written by an older binary).
+fn ensure_daily(c: &mut Connection) -> rusqlite::Result<()> {
+    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let newest: i64 = tx.query_row("SELECT COALESCE(MAX(rowid), 0) FROM token_usage", [], |r| {
         r.get(0)
     })?;
@@ -183,6 +196,7 @@ const ROW_COLUMNS: &str =
 pub struct TokenUsage {
     path: PathBuf,
     conn: Arc<Mutex<Option<Connection>>>,
+    notices: Option<Notices>,
 }
 
 impl TokenUsage {
@@ -190,7 +204,14 @@ impl TokenUsage {
         TokenUsage {
             path,
             conn: Arc::default(),
+            notices: None,
         }
+    }
+
+    /// Tell the user through `notices` when the database had to be set aside.
+    pub fn with_notices(mut self, notices: Notices) -> Self {
+        self.notices = Some(notices);
+        self
     }
 
     fn with_conn<R>(
@@ -202,10 +223,13 @@ impl TokenUsage {
             if let Some(dir) = self.path.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
             }
+            sqlite::set_aside_if_corrupt(&self.path, "token usage record", self.notices.as_ref());
             let mut c = Connection::open(&self.path).map_err(|e| e.to_string())?;
             c.busy_timeout(std::time::Duration::from_secs(5))
                 .map_err(|e| e.to_string())?;
-            c.execute_batch(SCHEMA).map_err(|e| e.to_string())?;
+            c.execute_batch("PRAGMA journal_mode=WAL;")
+                .map_err(|e| e.to_string())?;
+            SCHEMA.migrate(&mut c).map_err(|e| e.to_string())?;
             ensure_daily(&mut c).map_err(|e| e.to_string())?;
             *g = Some(c);
         }
@@ -293,6 +317,33 @@ mod tests {
         UsageRow::sample(ts, model, slot, t, estimated)
     }
 
+    #[test]
+    fn every_schema_version_upgrades_with_its_calls() {
+        crate::sqlite::testing::upgrades_from_every_version(
+            &SCHEMA,
+            Some(CALLS),
+            |c, _| {
+                c.execute(
+                    "INSERT INTO token_usage VALUES (86400, 'conversation', 'm', 'A', 2, 3, 5, 0)",
+                    [],
+                )
+                .unwrap();
+            },
+            |c, _| {
+                let mut c = Connection::open(c.path().unwrap()).unwrap();
+                ensure_daily(&mut c).unwrap();
+                let (calls, total): (i64, i64) = c
+                    .query_row(
+                        "SELECT calls, total_tokens FROM token_usage_daily WHERE day = 86400",
+                        [],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .unwrap();
+                assert_eq!((calls, total), (1, 5));
+            },
+        );
+    }
+
     /// The daily sums a full scan of the calls gives.
     fn recomputed(u: &TokenUsage) -> Vec<DailyRow> {
         let mut m: std::collections::BTreeMap<(i64, String, String), DailyRow> = Default::default();
@@ -326,7 +377,7 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         {
             let c = Connection::open(&path).unwrap();
-            c.execute_batch(SCHEMA).unwrap();
+            c.execute_batch(CALLS).unwrap();
             for i in 0..500i64 {
                 c.execute(
                     "INSERT INTO token_usage VALUES (?1, ?2, ?3, 'A', ?4, 1, ?5, ?6)",

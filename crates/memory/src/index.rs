@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use companiond_core::notices::Notices;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -126,9 +127,10 @@ pub fn open(dir: &Path) -> Result<Connection, String> {
     // a copy per page.
     conn.execute_batch("PRAGMA mmap_size = 1073741824")
         .map_err(db_err)?;
-    conn.execute_batch(unit::TIME_INDEX_SCHEMA)
-        .map_err(db_err)?;
-    conn.execute_batch(SCHEMA).map_err(db_err)?;
+    let mut conn = conn;
+    unit::TIME_INDEX_DB
+        .migrate(&mut conn)
+        .map_err(|e| format!("time index: {e}"))?;
     Ok(conn)
 }
 
@@ -140,11 +142,24 @@ pub struct Handles {
 
 impl Handles {
     /// The connection of `name` (its memory directory is `dir`), opened when needed.
-    pub fn get(&self, name: &str, dir: &Path) -> Result<Arc<Mutex<Connection>>, String> {
+    /// A damaged database is set aside first and `notices` told
+    /// ([`companiond_core::sqlite::set_aside_if_corrupt`]); a new one is made
+    /// and re-indexed from the files.
+    pub fn get(
+        &self,
+        name: &str,
+        dir: &Path,
+        notices: Option<&Notices>,
+    ) -> Result<Arc<Mutex<Connection>>, String> {
         let mut map = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = map.get(name) {
             return Ok(c.clone());
         }
+        companiond_core::sqlite::set_aside_if_corrupt(
+            &dir.join(unit::TIME_INDEX),
+            &format!("memory index of {name}"),
+            notices,
+        );
         let c = Arc::new(Mutex::new(open(dir)?));
         map.insert(name.to_string(), c.clone());
         Ok(c)

@@ -30,8 +30,9 @@ where
     // A rename moves the file: wait for it rather than reopen the old path.
     let _rename = rt.rename_lock.read().await;
     let rt2 = rt.clone();
+    let notices = state.notices.clone();
     tokio::task::spawn_blocking(move || {
-        let conn = rt2.index.get(&n, &dir)?;
+        let conn = rt2.index.get(&n, &dir, Some(&notices))?;
         let mut g = conn.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut g, &dir)
     })
@@ -96,10 +97,11 @@ pub async fn catch_up(state: &AppState, name: &str) -> Result<CatchUp, String> {
     // A rename moves the file: wait for it rather than reopen the old path.
     let _rename = rt.rename_lock.read().await;
     let index = rt.clone();
+    let notices = state.notices.clone();
     let r = tokio::task::spawn_blocking(move || {
         catch_up_dir(
             &dir,
-            || index.index.get(&n, &dir),
+            || index.index.get(&n, &dir, Some(&notices)),
             now,
             std::time::SystemTime::now(),
         )
@@ -182,6 +184,7 @@ where
         _ => None,
     };
     let data_dir = state.data_dir().to_path_buf();
+    let notices = state.notices.clone();
     let r = tokio::task::spawn_blocking(move || {
         let mut s = Stores::load(&dir).map_err(MemoryError::Storage)?;
         let r = f(&mut s)?;
@@ -204,7 +207,7 @@ where
         // The index follows; a failure here is repaired by the next resync.
         let synced = rt2
             .index
-            .get(&n, &dir)
+            .get(&n, &dir, Some(&notices))
             .and_then(|c| index::sync_docs(&mut c.lock().unwrap_or_else(|e| e.into_inner()), &s));
         if let Err(e) = synced {
             tracing::warn!("the memory index of {n} did not follow a change: {e}");

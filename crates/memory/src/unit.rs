@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use companiond_core::paths;
+use companiond_core::sqlite::{Schema, Step};
 
 /// The character-unit files, in the order cloud save lists them.
 pub const UNIT_FILES: &[&str] = companiond_core::layout::CHARACTER_UNIT_FILES;
@@ -54,6 +55,17 @@ CREATE TABLE IF NOT EXISTS time_indexed_compressed (
 CREATE INDEX IF NOT EXISTS time_indexed_original_ts ON time_indexed_original(timestamp);
 CREATE INDEX IF NOT EXISTS time_indexed_compressed_ts ON time_indexed_compressed(timestamp);
 ";
+
+/// The schema of `time_indexed.db`: 1 the original application's tables
+/// ([`TIME_INDEX_SCHEMA`]), 2 companiond's search tables ([`crate::index::SCHEMA`]).
+/// The original reads the file without looking at `user_version`.
+pub const TIME_INDEX_DB: Schema = Schema {
+    name: "time_indexed.db",
+    steps: &[
+        Step::Sql(TIME_INDEX_SCHEMA),
+        Step::Sql(crate::index::SCHEMA),
+    ],
+};
 
 /// Initial content of a JSON unit file.
 pub fn default_content(file: &str) -> Option<&'static [u8]> {
@@ -127,11 +139,10 @@ pub fn create_no_clobber(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
 pub fn create_time_index(path: &Path) -> std::io::Result<bool> {
     link_new(path, ".time_indexed.{}.db", |tmp| {
         {
-            let conn = rusqlite::Connection::open(tmp).map_err(std::io::Error::other)?;
-            conn.execute_batch(TIME_INDEX_SCHEMA)
-                .map_err(std::io::Error::other)?;
+            let mut conn = rusqlite::Connection::open(tmp).map_err(std::io::Error::other)?;
             // companiond's search tables too, so opening it later writes nothing.
-            conn.execute_batch(crate::index::SCHEMA)
+            TIME_INDEX_DB
+                .migrate(&mut conn)
                 .map_err(std::io::Error::other)?;
         }
         if let Ok(f) = std::fs::File::open(tmp) {
@@ -216,6 +227,35 @@ pub fn memory_exists(data_dir: &Path, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_time_index_version_upgrades_with_its_rows() {
+        // Version 0 is the original application's file: its two tables only.
+        companiond_core::sqlite::testing::upgrades_from_every_version(
+            &TIME_INDEX_DB,
+            Some(TIME_INDEX_SCHEMA),
+            |c, _| {
+                c.execute(
+                    "INSERT INTO time_indexed_original (session_id, message, timestamp) \
+                     VALUES ('s', 'hello', '2026-01-01 00:00:00')",
+                    [],
+                )
+                .unwrap();
+            },
+            |c, _| {
+                let n: i64 = c
+                    .query_row("SELECT COUNT(*) FROM time_indexed_original", [], |r| {
+                        r.get(0)
+                    })
+                    .unwrap();
+                assert_eq!(n, 1);
+                let lines: i64 = c
+                    .query_row("SELECT COUNT(*) FROM memory_lines", [], |r| r.get(0))
+                    .unwrap();
+                assert_eq!(lines, 0);
+            },
+        );
+    }
 
     #[test]
     fn ensure_creates_every_unit_file_once() {

@@ -64,7 +64,7 @@ impl Games {
         Games {
             game_routes: GameRouteTable::new(cfg.clone()),
             logs: LogStore::new(cfg.log_session_limit, cfg.log_entry_limit),
-            board: Leaderboard::new(db, cfg.score_session_ttl),
+            board: Leaderboard::new(db, cfg.score_session_ttl).with_notices(st.notices.clone()),
             llm_sessions: Mutex::default(),
             rate: Mutex::default(),
             quick_cache: Mutex::default(),

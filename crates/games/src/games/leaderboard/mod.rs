@@ -220,6 +220,8 @@ pub struct Leaderboard {
     conn: Arc<Mutex<Option<Connection>>>,
     sessions: Mutex<HashMap<(String, String), ScoreSession>>,
     ttl: Duration,
+    /// Told when a damaged database is set aside.
+    notices: Option<companiond_core::notices::Notices>,
 }
 
 impl Leaderboard {
@@ -229,7 +231,14 @@ impl Leaderboard {
             conn: Arc::default(),
             sessions: Mutex::default(),
             ttl,
+            notices: None,
         }
+    }
+
+    /// Tell the user through `notices` when the database had to be set aside.
+    pub fn with_notices(mut self, notices: companiond_core::notices::Notices) -> Self {
+        self.notices = Some(notices);
+        self
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), ScoreSession>> {
@@ -336,9 +345,15 @@ impl Leaderboard {
     ) -> Result<R, String> {
         let conn = self.conn.clone();
         let path = self.path.clone();
+        let notices = self.notices.clone();
         blocking(move || {
             let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
             if guard.is_none() {
+                companiond_core::sqlite::set_aside_if_corrupt(
+                    &path,
+                    "badminton leaderboard",
+                    notices.as_ref(),
+                );
                 *guard = Some(store::open(&path).map_err(|e| StoreFailed(e.to_string()))?);
             }
             match guard.as_mut() {

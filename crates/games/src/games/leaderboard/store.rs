@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use companiond_core::sqlite::{Schema, SchemaError, Step};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::{Best, BoardRow, Page, PageQuery, Submission, Submitted, Totals};
 
@@ -133,15 +134,26 @@ pub fn import_scores(path: &std::path::Path, rows: &[ScoreRow]) -> Result<(), St
     tx.commit().map_err(|e| e.to_string())
 }
 
-pub fn open(path: &PathBuf) -> rusqlite::Result<Connection> {
+pub fn open(path: &PathBuf) -> Result<Connection, SchemaError> {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
     let mut c = Connection::open(path)?;
     c.busy_timeout(Duration::from_secs(5))?;
-    c.execute_batch(
-        "PRAGMA journal_mode=WAL;
-         CREATE TABLE IF NOT EXISTS badminton_scores (
+    c.execute_batch("PRAGMA journal_mode=WAL;")?;
+    SCHEMA.migrate(&mut c)?;
+    Ok(c)
+}
+
+/// The schema of the leaderboard: 1 the scores, 2 the board-order indexes
+/// and the counters kept by triggers ([`board_counters`]).
+pub const SCHEMA: Schema = Schema {
+    name: "leaderboard.db",
+    steps: &[Step::Sql(SCORES), Step::Code(board_counters)],
+};
+
+/// The scores (the first release's whole database).
+const SCORES: &str = "CREATE TABLE IF NOT EXISTS badminton_scores (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             session_id TEXT NOT NULL,
             persona_name TEXT NOT NULL DEFAULT '',
@@ -153,11 +165,7 @@ pub fn open(path: &PathBuf) -> rusqlite::Result<Connection> {
             zone_in_count INTEGER NOT NULL DEFAULT 0,
             mode TEXT NOT NULL DEFAULT 'spectator',
             created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
-         );",
-    )?;
-    upgrade(&mut c)?;
-    Ok(c)
-}
+         );";
 
 /// The player key of a row: its character, else its session.
 const PLAYER_KEY_NEW: &str =
@@ -169,17 +177,9 @@ const PLAYER_KEY_OLD: &str =
 /// table), per character and per session (a best row), and the counters a page
 /// shows (`badminton_board`: scores and players; `badminton_players`: scores per
 /// player), kept by triggers so that every writer of the file keeps them right.
-/// A database of an earlier release gets them in one transaction on first open.
-fn upgrade(c: &mut Connection) -> rusqlite::Result<()> {
-    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let ready: bool = tx.query_row(
-        "SELECT COUNT(*) = 3 FROM sqlite_master WHERE type = 'trigger' AND name IN          ('badminton_scores_ai', 'badminton_scores_ad', 'badminton_scores_au')",
-        [],
-        |r| r.get(0),
-    )?;
-    if ready {
-        return tx.commit();
-    }
+/// A database of an earlier release gets them (counted anew) in the
+/// transaction of its schema step.
+fn board_counters(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     let player_key_row = PLAYER_KEY_NEW.replace("NEW.", "");
     tx.execute_batch(&format!(
         "DROP INDEX IF EXISTS idx_badminton_scores_order;
@@ -227,8 +227,7 @@ fn upgrade(c: &mut Connection) -> rusqlite::Result<()> {
                 WHERE id = 1;
              DELETE FROM badminton_players WHERE key = {PLAYER_KEY_OLD} AND scores <= 0;"
         ),
-    ))?;
-    tx.commit()
+    ))
 }
 
 /// 1 + the number of rows strictly ahead of row `id` in board order; each term
@@ -303,6 +302,20 @@ mod tests {
             created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
          CREATE INDEX idx_badminton_scores_order
             ON badminton_scores (score DESC, streak DESC, max_distance_px DESC);";
+
+    #[test]
+    fn every_schema_version_upgrades_with_its_scores() {
+        companiond_core::sqlite::testing::upgrades_from_every_version(
+            &SCHEMA,
+            Some(OLD_SCHEMA),
+            |c, _| {
+                for i in 0..5 {
+                    insert(c, i);
+                }
+            },
+            |c, _| check(c),
+        );
+    }
 
     /// The previous release's queries: full scans, the reference.
     fn reference(c: &Connection, id: i64) -> (i64, i64, i64) {
