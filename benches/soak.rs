@@ -141,7 +141,7 @@ async fn round(c: &Client, ws_url: &str, i: u64) -> Result<(), String> {
             c.call(
                 M::POST,
                 "/api/config/conversation-settings",
-                Some(json!({"noiseReductionEnabled": i % 2 == 0})),
+                Some(json!({"noiseReductionEnabled": i.is_multiple_of(2)})),
             )
             .await,
             "settings",
@@ -164,7 +164,7 @@ async fn round(c: &Client, ws_url: &str, i: u64) -> Result<(), String> {
             c.call(
                 M::POST,
                 "/api/memory/review_config",
-                Some(json!({"enabled": i % 3 != 0})),
+                Some(json!({"enabled": !i.is_multiple_of(3)})),
             )
             .await,
             "review toggle",
