@@ -367,8 +367,8 @@ pub fn apply(cur: Doc, w: Write, now_ms: u64) -> Outcome {
 
 /// Read the document (a missing file is the empty document).
 pub async fn load(st: &AppState) -> Result<Doc, ConfigError> {
-    let path = st.store.path(DOC);
-    let v = blocking(move || store::read_json::<Value>(&path).map_err(ConfigError::from)).await?;
+    // Through the store: a document that is not JSON is set aside (docs/data.md).
+    let v = st.store.read::<Value>(DOC).await?;
     match v {
         None => Ok(Doc::default()),
         Some(v) => Ok(Doc::from_value(v)?),

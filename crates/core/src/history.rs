@@ -158,14 +158,22 @@ impl History {
         let path = self.path(name);
         let lock = self.lock(name);
         let _g = lock.lock().await;
+        let notices = self.store.notices().cloned();
         crate::task::blocking(move || {
             let old = match std::fs::read(&path) {
                 Ok(bytes) => Some(bytes),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(StoreError::Io(e)),
             };
-            let bytes = spliced(old.as_deref(), &entries)
-                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            let bytes = match spliced(old.as_deref(), &entries) {
+                Ok(b) => b,
+                // Not JSON at all (torn, garbage): kept aside, told, started anew.
+                Err(e) => match crate::store::set_aside_unreadable(&path, notices.as_ref()) {
+                    Some(_) => spliced(None, &entries)
+                        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?,
+                    None => return Err(StoreError::Corrupt(format!("{}: {e}", path.display()))),
+                },
+            };
             crate::store::atomic_write_deferred(&path, &bytes).map_err(StoreError::Io)
         })
         .await
@@ -377,13 +385,23 @@ mod tests {
         std::fs::write(h.path("B"), b"{\"not\":\"a list\"}").unwrap();
         assert!(h.append("B", vec![Entry::human("x")]).await.is_err());
         assert_eq!(std::fs::read(h.path("B")).unwrap(), b"{\"not\":\"a list\"}");
-        // Neither is a truncated one.
+        // A torn one (not JSON at all) is kept aside, whole, and a new one begins.
+        let notices = crate::notices::Notices::default();
+        let h = History::new(Store::new(dir.path()).with_notices(notices.clone()));
         std::fs::write(h.path("B"), b"[{\"type\": \"human\"").unwrap();
-        assert!(h.append("B", vec![Entry::human("x")]).await.is_err());
+        h.append("B", vec![Entry::human("x")]).await.unwrap();
+        assert_eq!(h.tail("B", 5).await, vec![Entry::human("x")]);
+        let aside: Vec<_> = std::fs::read_dir(dir.path().join("memory/B"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1);
         assert_eq!(
-            std::fs::read(h.path("B")).unwrap(),
+            std::fs::read(aside[0].path()).unwrap(),
             b"[{\"type\": \"human\""
         );
+        assert_eq!(notices.peek().0.len(), 1);
     }
 
     /// The stored layout: one compact entry per line.

@@ -209,11 +209,11 @@ impl AppState {
     /// session registry (a manager per character, made on first use).
     pub fn new(opts: Options) -> Result<AppState, String> {
         crate::disk::watch(&opts.data_dir);
-        let store = Store::new(&opts.data_dir);
+        let notices = Notices::default();
+        let store = Store::new(&opts.data_dir).with_notices(notices.clone());
         let http = crate::net::LazyClient::new(crate::net::remote_client);
         // Loopback services (local models, plugin callbacks) never go through a proxy.
         let local_http = crate::net::LazyClient::new(crate::net::local_client);
-        let notices = Notices::default();
         let characters = Characters::load(store.clone(), &notices)?;
         let registry = characters.clone();
         let sessions = Sessions::for_characters(move |name| registry.exists(name));

@@ -435,6 +435,60 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreErr
 pub struct Store {
     root: PathBuf,
     locks: Arc<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>>,
+    /// Told when an unreadable document is set aside.
+    notices: Option<crate::notices::Notices>,
+}
+
+/// Documents that stay in place when they are not JSON: the interface answers
+/// 503 for the core configuration until the user repairs it (and the status
+/// flags `recovery_required`); the characters file recovers at start-up.
+const KEPT_WHEN_UNREADABLE: &[&str] = &[crate::layout::CORE_CONFIG, crate::layout::CHARACTERS];
+
+/// Whether the file at `path` exists and is not JSON at all (torn, garbage,
+/// not UTF-8). JSON of another shape than a reader expects is not this: it
+/// stays where it is.
+fn not_json(path: &Path) -> bool {
+    match std::fs::read(path) {
+        Ok(b) => serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_err(),
+        Err(_) => false,
+    }
+}
+
+/// Move a document that is not JSON aside as `NAME.corrupt-<millis>` (bytes
+/// kept) so that its family starts it anew, and tell the user (a pending
+/// notice `document_recovered` with `backup_path`). The caller holds the
+/// document's lock. The new name, when it was moved.
+pub fn set_aside_unreadable(
+    path: &Path,
+    notices: Option<&crate::notices::Notices>,
+) -> Option<PathBuf> {
+    if !not_json(path) {
+        return None;
+    }
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    let aside = path.with_file_name(format!("{name}.corrupt-{}", crate::now_millis()));
+    if let Err(e) = std::fs::rename(path, &aside) {
+        tracing::error!(
+            "{} is unreadable and cannot be moved aside: {e}",
+            path.display()
+        );
+        return None;
+    }
+    sync_dir(path.parent().unwrap_or_else(|| Path::new(".")));
+    tracing::warn!(
+        "{} was not JSON; moved to {} and starting anew",
+        path.display(),
+        aside.display()
+    );
+    if let Some(n) = notices {
+        n.push(serde_json::json!({
+            "kind": "document_recovered",
+            "document": name,
+            "message": format!("{name} was unreadable; a copy was kept and it starts anew."),
+            "backup_path": aside.to_string_lossy(),
+        }));
+    }
+    Some(aside)
 }
 
 impl Store {
@@ -442,6 +496,39 @@ impl Store {
         Store {
             root: root.into(),
             locks: Arc::default(),
+            notices: None,
+        }
+    }
+
+    /// Tell the user through `notices` when a document is set aside.
+    pub fn with_notices(mut self, notices: crate::notices::Notices) -> Self {
+        self.notices = Some(notices);
+        self
+    }
+
+    /// The notices this store tells.
+    pub fn notices(&self) -> Option<&crate::notices::Notices> {
+        self.notices.as_ref()
+    }
+
+    /// [`read_json`] under the document's lock, setting an unreadable one aside.
+    fn read_locked<T: DeserializeOwned>(&self, path: &Path) -> Result<Option<T>, StoreError> {
+        let r = read_json(path);
+        if let Err(StoreError::Corrupt(_)) = &r {
+            self.recover_locked(path);
+        }
+        r
+    }
+
+    /// After a read found `path` unreadable: set it aside (under its lock,
+    /// so a write that replaced it meanwhile is never moved) unless it is one
+    /// of the documents that stay.
+    fn recover_locked(&self, path: &Path) {
+        let kept = KEPT_WHEN_UNREADABLE
+            .iter()
+            .any(|k| self.root.join(k) == path);
+        if !kept {
+            set_aside_unreadable(path, self.notices.as_ref());
         }
     }
 
@@ -469,7 +556,34 @@ impl Store {
         rel: impl AsRef<Path>,
     ) -> Result<Option<T>, StoreError> {
         let p = self.path(rel);
-        blocking(move || read_json(&p)).await
+        let path = p.clone();
+        let r = blocking(move || read_json(&p)).await;
+        if let Err(StoreError::Corrupt(_)) = &r {
+            // Only when nobody holds the document (the reader may be inside
+            // its own update): else the next read sets it aside.
+            let lock = self.lock_for(&path);
+            let Ok(_g) = lock.try_lock() else {
+                return r;
+            };
+            let me = self.clone();
+            let _ = blocking(move || {
+                me.recover_locked(&path);
+                Ok::<(), StoreError>(())
+            })
+            .await;
+        }
+        r
+    }
+
+    /// [`Store::read`] for a caller that holds the document's lock: a
+    /// document that is not JSON is set aside at once.
+    pub async fn read_held<T: DeserializeOwned + Send + 'static>(
+        &self,
+        rel: impl AsRef<Path>,
+    ) -> Result<Option<T>, StoreError> {
+        let p = self.path(rel);
+        let me = self.clone();
+        blocking(move || me.read_locked(&p)).await
     }
 
     /// Replace a document atomically under its lock.
@@ -496,8 +610,9 @@ impl Store {
         let p = self.path(rel);
         let lock = self.lock_for(&p);
         let _g = lock.lock().await;
+        let me = self.clone();
         blocking(move || {
-            let cur = read_json::<T>(&p)?;
+            let cur = me.read_locked::<T>(&p)?;
             let (new, r) = f(cur);
             atomic_write_json(&p, &new)?;
             Ok(r)
@@ -520,8 +635,9 @@ impl Store {
         let p = self.path(rel);
         let lock = self.lock_for(&p);
         let _g = lock.lock().await;
+        let me = self.clone();
         blocking(move || {
-            let cur = read_json::<T>(&p)?;
+            let cur = me.read_locked::<T>(&p)?;
             match f(cur) {
                 Ok((new, r)) => {
                     atomic_write_json(&p, &new)?;
@@ -753,23 +869,63 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn corrupt_document_is_reported_and_not_overwritten() {
+    async fn a_document_that_is_not_json_is_reported_once_kept_aside_and_started_anew() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("bad.json"), b"{not json").unwrap();
-        let store = Store::new(dir.path());
+        let notices = crate::notices::Notices::default();
+        let store = Store::new(dir.path()).with_notices(notices.clone());
         assert!(matches!(
             store.read::<serde_json::Value>("bad.json").await,
             Err(StoreError::Corrupt(_))
         ));
-        let r = store
-            .update("bad.json", |_: Option<serde_json::Value>| {
-                (serde_json::json!({}), ())
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("bad.json.corrupt-")
             })
-            .await;
+            .collect();
+        assert_eq!(aside.len(), 1);
+        assert_eq!(std::fs::read(aside[0].path()).unwrap(), b"{not json");
+        let (pending, _) = notices.peek();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0]["kind"], "document_recovered");
+        // The family starts it anew.
+        assert_eq!(
+            store.read::<serde_json::Value>("bad.json").await.unwrap(),
+            None
+        );
+        store
+            .update("bad.json", |_: Option<serde_json::Value>| {
+                (serde_json::json!({"a": 1}), ())
+            })
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn json_of_another_shape_and_the_core_configuration_stay_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("list.json"), b"[1, 2]").unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        std::fs::write(dir.path().join(crate::layout::CORE_CONFIG), b"{broken").unwrap();
+        let store = Store::new(dir.path());
+        assert!(store.read::<u64>("list.json").await.is_err());
+        let r = store.update("list.json", |_: Option<u64>| (7u64, ())).await;
         assert!(r.is_err());
         assert_eq!(
-            std::fs::read(dir.path().join("bad.json")).unwrap(),
-            b"{not json"
+            std::fs::read(dir.path().join("list.json")).unwrap(),
+            b"[1, 2]"
+        );
+        assert!(store
+            .read::<serde_json::Value>(crate::layout::CORE_CONFIG)
+            .await
+            .is_err());
+        assert_eq!(
+            std::fs::read(dir.path().join(crate::layout::CORE_CONFIG)).unwrap(),
+            b"{broken"
         );
     }
 }

@@ -68,6 +68,9 @@ pub enum MemoryError {
     ExtractionRunning,
     /// 502: the memory model call failed or answered something unusable.
     ModelFailed(String),
+    /// 503 `storage_unreadable`: a memory file was not JSON; it was set aside
+    /// (docs/data.md) and the next call starts it anew.
+    Unreadable(String),
     /// 500: a storage failure.
     Storage(String),
     /// 500: an unexpected failure.
@@ -91,7 +94,7 @@ impl MemoryError {
             | Disabled(_)
             | ExtractionRunning => StatusCode::CONFLICT,
             ModelFailed(_) => StatusCode::BAD_GATEWAY,
-            ConfigUnreadable(_) | Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ConfigUnreadable(_) | Busy(_) | Unreadable(_) => StatusCode::SERVICE_UNAVAILABLE,
             MigrationFailed(_)
             | ReloadFailed { .. }
             | RollbackFailed { .. }
@@ -106,7 +109,7 @@ impl std::fmt::Display for MemoryError {
         use MemoryError::*;
         match self {
             BadRequest(e) | NotFound(e) | PartialRename(e) | ConfigUnreadable(e)
-            | MigrationFailed(e) | Storage(e) | Internal(e) | Busy(e) | Disabled(e)
+            | MigrationFailed(e) | Storage(e) | Unreadable(e) | Internal(e) | Busy(e) | Disabled(e)
             | ModelFailed(e) => f.write_str(e),
             ExtractionRunning => {
                 f.write_str("an extraction of this character's memory is already running")
@@ -185,6 +188,7 @@ impl MemoryError {
             ExtractionRunning => coded(base, "MEMORY_EXTRACTION_RUNNING"),
             ModelFailed(_) => coded(base, "MEMORY_MODEL_FAILED"),
             ConfigUnreadable(_) => coded(base, "memory_settings_unreadable"),
+            Unreadable(_) => coded(base, "storage_unreadable"),
             MigrationFailed(_) => coded(base, "migration_failed"),
             ReloadFailed {
                 rolled_back,
@@ -261,7 +265,12 @@ impl DocumentedError for MemoryError {
     fn answers() -> Vec<ErrorDoc> {
         use MemoryError::*;
         let s = || String::from("x");
-        let samples: [(MemoryError, &'static str, bool); 21] = [
+        let samples: [(MemoryError, &'static str, bool); 22] = [
+            (
+                Unreadable(s()),
+                "a memory file was not JSON: kept aside, the next call starts it anew",
+                true,
+            ),
             (
                 BadRequest(s()),
                 "invalid input (query, body or file name)",

@@ -1532,7 +1532,7 @@ mod tests {
         )
         .unwrap();
         let mut c = open(&d).unwrap();
-        let s = Stores::load(&d).unwrap();
+        let s = Stores::load(&d, None).unwrap();
         assert_eq!(sync_docs(&mut c, &s).unwrap(), (1, 0));
         assert_eq!(sync_docs(&mut c, &s).unwrap(), (0, 0));
         let q = Query {
@@ -1545,7 +1545,7 @@ mod tests {
         assert_eq!(hits[0].id, "f1");
         assert_eq!(count_docs(&c, &q, "fact").unwrap(), 1);
         std::fs::write(d.join("facts.json"), "[]").unwrap();
-        let s = Stores::load(&d).unwrap();
+        let s = Stores::load(&d, None).unwrap();
         assert_eq!(sync_docs(&mut c, &s).unwrap(), (0, 1));
         assert!(search_docs(&c, &q, &["fact"]).unwrap().is_empty());
         let _ = std::fs::remove_dir_all(d);

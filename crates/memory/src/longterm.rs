@@ -63,7 +63,7 @@ fn sync_all(
 ) -> Result<(), String> {
     let sources = index::Sources::of(dir, at);
     index::sync_lines(conn, dir, now)?;
-    match Stores::load(dir) {
+    match Stores::load(dir, None) {
         Ok(s) => {
             index::sync_docs(conn, &s)?;
         }
@@ -186,7 +186,7 @@ where
     let data_dir = state.data_dir().to_path_buf();
     let notices = state.notices.clone();
     let r = tokio::task::spawn_blocking(move || {
-        let mut s = Stores::load(&dir).map_err(MemoryError::Storage)?;
+        let mut s = Stores::load(&dir, Some(&notices)).map_err(MemoryError::from)?;
         let r = f(&mut s)?;
         // Kept even when the save fails half way (archives are written
         // first): the snapshot undoes what was written.
@@ -226,7 +226,11 @@ where
 /// Read `name`'s stores (no lock: every write is an atomic rename).
 pub async fn load(state: &AppState, name: &str) -> Result<Stores, MemoryError> {
     let dir = character(state, name)?;
-    companiond_core::task::blocking(move || Stores::load(&dir).map_err(MemoryError::Storage)).await
+    let notices = state.notices.clone();
+    companiond_core::task::blocking(move || {
+        Stores::load(&dir, Some(&notices)).map_err(MemoryError::from)
+    })
+    .await
 }
 
 // ------------------------------------------------------------------ listing

@@ -19,6 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
+use companiond_core::notices::Notices;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -72,8 +73,8 @@ pub struct ListDoc {
 }
 
 impl ListDoc {
-    fn load(path: &Path, key: &str) -> Result<ListDoc, String> {
-        let v = match read_value(path)? {
+    fn load(path: &Path, key: &str, notices: Option<&Notices>) -> Result<ListDoc, StoresError> {
+        let v = match read_value(path, notices)? {
             None => return Ok(ListDoc::default()),
             Some(v) => v,
         };
@@ -90,9 +91,15 @@ impl ListDoc {
                     dirty: false,
                 }),
                 None if m.is_empty() => Ok(ListDoc::default()),
-                _ => Err(format!("{} is not a list of entries", path.display())),
+                _ => Err(StoresError::Unreadable(format!(
+                    "{} is not a list of entries",
+                    path.display()
+                ))),
             },
-            _ => Err(format!("{} is not a list of entries", path.display())),
+            _ => Err(StoresError::Unreadable(format!(
+                "{} is not a list of entries",
+                path.display()
+            ))),
         }
     }
 
@@ -157,33 +164,77 @@ pub struct Stores {
     pub surfaced: ListDoc,
 }
 
-fn read_value(path: &Path) -> Result<Option<Value>, String> {
+/// Why the stores could not be read.
+#[derive(Debug)]
+pub enum StoresError {
+    /// A store is not JSON, or not of its shape.
+    Unreadable(String),
+    /// The disk refused the read.
+    Failed(String),
+}
+
+impl std::fmt::Display for StoresError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoresError::Unreadable(m) | StoresError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<StoresError> for crate::error::MemoryError {
+    fn from(e: StoresError) -> Self {
+        match e {
+            StoresError::Unreadable(m) => crate::error::MemoryError::Unreadable(m),
+            StoresError::Failed(m) => crate::error::MemoryError::Storage(m),
+        }
+    }
+}
+
+/// Read a store; one that is not JSON at all is set aside and `notices` told
+/// when they are given (a request's read: the next one starts it anew), else
+/// left where it is (background work).
+fn read_value(path: &Path, notices: Option<&Notices>) -> Result<Option<Value>, StoresError> {
     match std::fs::read(path) {
         Ok(b) if b.iter().all(u8::is_ascii_whitespace) => Ok(None),
-        Ok(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| format!("{} is not valid JSON: {e}", path.display())),
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            if let Some(n) = notices {
+                companiond_core::store::set_aside_unreadable(path, Some(n));
+            }
+            StoresError::Unreadable(format!("{} is not valid JSON: {e}", path.display()))
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => Err(StoresError::Failed(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
     }
 }
 
 impl Stores {
     /// Read every store of the memory directory `dir` (missing = empty).
-    pub fn load(dir: &Path) -> Result<Stores, String> {
-        let persona = match read_value(&dir.join(PERSONA))? {
+    /// `notices`: see [`read_value`].
+    pub fn load(dir: &Path, notices: Option<&Notices>) -> Result<Stores, StoresError> {
+        let persona = match read_value(&dir.join(PERSONA), notices)? {
             None => Obj::new(),
             Some(Value::Object(m)) => m,
-            Some(_) => return Err(format!("{PERSONA} is not an object")),
+            Some(_) => {
+                return Err(StoresError::Unreadable(format!(
+                    "{PERSONA} is not an object"
+                )))
+            }
         };
         Ok(Stores {
-            facts: ListDoc::load(&dir.join(FACTS), "facts")?,
-            facts_archive: ListDoc::load(&dir.join(FACTS_ARCHIVE), "facts")?,
-            reflections: ListDoc::load(&dir.join(REFLECTIONS), "reflections")?,
-            reflections_archive: ListDoc::load(&dir.join(REFLECTIONS_ARCHIVE), "reflections")?,
+            facts: ListDoc::load(&dir.join(FACTS), "facts", notices)?,
+            facts_archive: ListDoc::load(&dir.join(FACTS_ARCHIVE), "facts", notices)?,
+            reflections: ListDoc::load(&dir.join(REFLECTIONS), "reflections", notices)?,
+            reflections_archive: ListDoc::load(
+                &dir.join(REFLECTIONS_ARCHIVE),
+                "reflections",
+                notices,
+            )?,
             persona,
             persona_dirty: false,
-            surfaced: ListDoc::load(&dir.join(SURFACED), "surfaced")?,
+            surfaced: ListDoc::load(&dir.join(SURFACED), "surfaced", notices)?,
         })
     }
 
@@ -483,7 +534,7 @@ mod tests {
             r#"[{"reflection_id": "r1"}, {"id": "f1"}, "f1"]"#,
         )
         .unwrap();
-        let mut s = Stores::load(&d).unwrap();
+        let mut s = Stores::load(&d, None).unwrap();
         let removed = s.forget("f1");
         assert_eq!(
             removed,
@@ -501,7 +552,7 @@ mod tests {
         let p: Value = serde_json::from_slice(&std::fs::read(d.join(PERSONA)).unwrap()).unwrap();
         assert_eq!(p["master"]["facts"].as_array().unwrap().len(), 1);
         std::fs::write(d.join(FACTS), b"{broken").unwrap();
-        assert!(Stores::load(&d).is_err());
+        assert!(Stores::load(&d, None).is_err());
         let _ = std::fs::remove_dir_all(d);
     }
 }

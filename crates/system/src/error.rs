@@ -122,6 +122,10 @@ pub enum SystemError {
     RateLimited {
         retry_after_seconds: f64,
     },
+    // ---- 503
+    /// A stored document is not JSON: it was set aside (docs/data.md), so the
+    /// next call starts it anew.
+    Unreadable(String),
     // ---- 500
     /// The document store failed.
     Storage(String),
@@ -225,6 +229,7 @@ impl SystemError {
             }
             BodyTooLarge(_) | TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Unreadable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Storage(_)
             | Internal(_)
             | UsageUnavailable(_)
@@ -293,6 +298,7 @@ impl SystemError {
             BodyTooLarge(_) => "body_too_large",
             TooLarge(_) => "too_large",
             RateLimited { .. } => "rate_limited",
+            Unreadable(_) => "storage_unreadable",
             Storage(_) => "storage_error",
             Internal(_) => "internal_error",
             UsageUnavailable(_) => "usage_unavailable",
@@ -362,6 +368,7 @@ impl SystemError {
             | BodyTooLarge(m)
             | TooLarge(m)
             | Storage(m)
+            | Unreadable(m)
             | Internal(m)
             | UsageUnavailable(m)
             | CaptureFailed(m)
@@ -525,6 +532,7 @@ impl SystemError {
             RateLimited {
                 retry_after_seconds: 1.0,
             },
+            Unreadable(s("a stored document was unreadable")),
             Storage(s("the document store failed")),
             Internal(s("a background task failed")),
             UsageUnavailable(s("the usage database is unavailable")),
@@ -590,7 +598,12 @@ impl std::error::Error for SystemError {}
 
 impl From<companiond_core::store::StoreError> for SystemError {
     fn from(e: companiond_core::store::StoreError) -> Self {
-        SystemError::Storage(e.to_string())
+        match e {
+            companiond_core::store::StoreError::Corrupt(m) => SystemError::Unreadable(format!(
+                "a stored document was unreadable ({m}); a copy was kept and the next call starts it anew"
+            )),
+            io => SystemError::Storage(io.to_string()),
+        }
     }
 }
 

@@ -99,12 +99,12 @@ impl Fails for Api {
 /// The failures of reading a JSON object body.
 const BODY: &str = "invalid_json invalid_body body_too_large";
 /// The failures of the document store and of blocking work.
-const STORE: &str = "storage_error internal_error";
+const STORE: &str = "storage_unreadable storage_error internal_error";
 /// The failures of resolving a path under the approved folders.
 const PATHS: &str =
     "missing_path path_traversal invalid_path forbidden_path not_found internal_error";
 /// The failures of the platform routes.
-const PLATFORM: &str = "platform_unavailable storage_error internal_error";
+const PLATFORM: &str = "platform_unavailable storage_unreadable storage_error internal_error";
 /// The failures of an activity push.
 const ACTIVITY: &str = "missing_persona_name invalid_signal missing_signal character_not_found \
      rate_limited";

@@ -332,7 +332,7 @@ async fn write_locked(st: &AppState, doc: Store) -> SysResult<()> {
 /// The stored document, migrated from the legacy one on first use (the caller
 /// holds the document lock).
 async fn load_locked(st: &AppState) -> SysResult<Store> {
-    if let Some(v) = st.store.read::<Value>(DOC).await? {
+    if let Some(v) = st.store.read_held::<Value>(DOC).await? {
         let stored = Store::from_stored(&v);
         if stored.initialized {
             return Ok(stored);

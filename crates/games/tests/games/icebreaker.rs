@@ -453,19 +453,29 @@ async fn onboarding_choice_is_write_only() {
         .await
         .is_empty());
     assert!(!s.data.join("memory/Companion/recent.json").exists());
-    // a corrupt record is reported and left alone
+    // a corrupt record is reported once, kept aside whole (docs/data.md), and
+    // the next choice starts a new one
     std::fs::write(s.data.join("state/icebreaker_choices.json"), b"{broken").unwrap();
     let mut other = body.clone();
     other["node_id"] = json!("n2");
-    let (_, b) = s.post_csrf(ch, other).await;
+    let (_, b) = s.post_csrf(ch, other.clone()).await;
     assert_eq!(
         (b["ok"].clone(), b["reason"].clone()),
         (json!(false), json!("choice_write_failed"))
     );
-    assert_eq!(
-        std::fs::read(s.data.join("state/icebreaker_choices.json")).unwrap(),
-        b"{broken"
-    );
+    let aside: Vec<_> = std::fs::read_dir(s.data.join("state"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("icebreaker_choices.json.corrupt-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(std::fs::read(aside[0].path()).unwrap(), b"{broken");
+    let (_, b) = s.post_csrf(ch, other).await;
+    assert_eq!(b["ok"], json!(true), "{b}");
 }
 
 #[tokio::test]
