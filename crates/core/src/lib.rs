@@ -25,6 +25,7 @@ pub mod characters;
 pub mod context;
 pub mod fence;
 pub mod frames;
+pub mod hearing;
 pub mod history;
 pub mod hosts;
 pub mod http;

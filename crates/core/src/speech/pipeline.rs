@@ -93,6 +93,8 @@ pub struct Voice {
     /// A speech was cut off mid-way: its reply is to be marked in the history
     /// once its turn has stored it ([`Voice::mark_interrupted_reply`]).
     pending_mark: AtomicBool,
+    /// What was spoken lately (the microphone drops transcripts echoing it).
+    echo: Arc<crate::hearing::echo::EchoLog>,
 }
 
 impl Voice {
@@ -107,7 +109,22 @@ impl Voice {
             streams: AtomicU32::new(0),
             limits,
             pending_mark: AtomicBool::new(false),
+            echo: Arc::default(),
         })
+    }
+
+    /// What this connection's speech said lately.
+    pub fn echo(&self) -> Arc<crate::hearing::echo::EchoLog> {
+        self.echo.clone()
+    }
+
+    /// Is a speech of this connection still sending audio?
+    pub fn is_speaking(&self) -> bool {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|l| !l.ended.load(Ordering::Acquire) && !l.token.is_cancelled())
     }
 
     /// The connection closed: stop every speech and task of it.
@@ -246,6 +263,7 @@ impl Voice {
             token: live.token.clone(),
             chunker: Mutex::new(Chunker::new()),
             text: Some(text_tx),
+            echo: self.echo.clone(),
         }
     }
 }
@@ -335,6 +353,7 @@ pub struct Speech {
     token: CancellationToken,
     chunker: Mutex<Chunker>,
     text: Option<mpsc::UnboundedSender<String>>,
+    echo: Arc<crate::hearing::echo::EchoLog>,
 }
 
 impl Speech {
@@ -368,6 +387,7 @@ impl Speech {
     fn send(&self, chunks: Vec<String>) {
         if let Some(tx) = &self.text {
             for c in chunks {
+                self.echo.said(&c);
                 let _ = tx.send(c);
             }
         }
