@@ -399,32 +399,36 @@ impl AudioBudget {
     }
 }
 
+/// A voice-like test signal: a 140 Hz glottal pulse train through two
+/// formant-ish resonances, amplitude-modulated as syllables (tests, benches).
+pub fn synthetic_voice(rate: u32, ms: u64) -> Vec<i16> {
+    let n = (rate as u64 * ms / 1000) as usize;
+    (0..n)
+        .map(|i| {
+            let t = i as f32 / rate as f32;
+            let syl = 0.6 + 0.4 * (2.0 * std::f32::consts::PI * 4.0 * t).sin();
+            let mut v = 0.0;
+            for h in 1..30 {
+                let f = 140.0 * h as f32;
+                if f > rate as f32 / 2.0 {
+                    break;
+                }
+                let formant = (-((f - 700.0) / 300.0).powi(2)).exp()
+                    + 0.6 * (-((f - 1_200.0) / 400.0).powi(2)).exp()
+                    + 0.2 * (-((f - 2_600.0) / 500.0).powi(2)).exp();
+                v += formant * (2.0 * std::f32::consts::PI * f * t).sin();
+            }
+            (v * syl * 6_000.0).clamp(-32_000.0, 32_000.0) as i16
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A voice-like test signal: a 140 Hz glottal pulse train through two
-    /// formant-ish resonances, amplitude-modulated as syllables.
-    pub(crate) fn voiced(rate: u32, ms: u64) -> Vec<i16> {
-        let n = (rate as u64 * ms / 1000) as usize;
-        (0..n)
-            .map(|i| {
-                let t = i as f32 / rate as f32;
-                let syl = 0.6 + 0.4 * (2.0 * std::f32::consts::PI * 4.0 * t).sin();
-                let mut v = 0.0;
-                for h in 1..30 {
-                    let f = 140.0 * h as f32;
-                    if f > rate as f32 / 2.0 {
-                        break;
-                    }
-                    let formant = (-((f - 700.0) / 300.0).powi(2)).exp()
-                        + 0.6 * (-((f - 1_200.0) / 400.0).powi(2)).exp()
-                        + 0.2 * (-((f - 2_600.0) / 500.0).powi(2)).exp();
-                    v += formant * (2.0 * std::f32::consts::PI * f * t).sin();
-                }
-                (v * syl * 6_000.0).clamp(-32_000.0, 32_000.0) as i16
-            })
-            .collect()
+    fn voiced(rate: u32, ms: u64) -> Vec<i16> {
+        synthetic_voice(rate, ms)
     }
 
     fn run(ep: &mut Endpointer, audio: &[i16]) -> Vec<VadEvent> {

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+pub use tokio_util::sync::CancellationToken;
 
 use super::ear::{AudioBudget, Ear, VadEvent};
 use super::echo::EchoLog;
@@ -39,12 +39,15 @@ pub enum HeardEvent {
 /// A frame that was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
-    /// More audio than real time allows (the first refused frame of a flood
-    /// reports it; the rest are dropped quietly).
+    /// More audio than real time allows (reported at most once per
+    /// [`FLOOD_REPORT_EVERY`]; the other refused frames are dropped quietly).
     Flood,
     /// Too many utterances wait for the recogniser; this one was dropped.
     Busy,
 }
+
+/// How often a flood is reported at most.
+pub const FLOOD_REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What one frame (or a flush) did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -110,7 +113,7 @@ pub struct Listener {
     work: mpsc::Sender<(u64, Vec<i16>)>,
     last_frame: Instant,
     last_speech: Instant,
-    flooding: bool,
+    flood_reported: Option<Instant>,
     utterances: u64,
     name: &'static str,
 }
@@ -171,7 +174,7 @@ impl Listener {
             work,
             last_frame: now,
             last_speech: now,
-            flooding: false,
+            flood_reported: None,
             utterances: 0,
             name,
         }
@@ -193,14 +196,17 @@ impl Listener {
     /// One frame of microphone audio.
     pub fn push(&mut self, frame: &MicFrame, now: Instant) -> Step {
         if !self.budget.admit(now, frame.millis()) {
-            let first = !self.flooding;
-            self.flooding = true;
+            let report = self
+                .flood_reported
+                .is_none_or(|at| now.saturating_duration_since(at) >= FLOOD_REPORT_EVERY);
+            if report {
+                self.flood_reported = Some(now);
+            }
             return Step {
-                refused: first.then_some(Refused::Flood),
+                refused: report.then_some(Refused::Flood),
                 ..Step::default()
             };
         }
-        self.flooding = false;
         self.last_frame = now;
         let mut events = Vec::new();
         self.ear.push(frame, &mut events);
