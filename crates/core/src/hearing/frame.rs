@@ -93,7 +93,7 @@ pub fn parse_binary(b: &[u8]) -> Result<MicFrame, FrameError> {
     }
     let rate = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
     let pcm = &b[8..];
-    if pcm.len() % 2 != 0 {
+    if !pcm.len().is_multiple_of(2) {
         return Err(FrameError::OddLength);
     }
     let rate = check(u64::from(rate), pcm.len() / 2)?;

@@ -258,15 +258,15 @@ impl Listener {
         }
     }
 
-    /// Time passed: a stalled stream ends its utterance; `Err(())` when the
+    /// Time passed: a stalled stream ends its utterance; `None` when the
     /// microphone has heard no speech for `idle_close` and should close.
-    pub fn tick(&mut self, now: Instant) -> Result<Step, ()> {
+    pub fn tick(&mut self, now: Instant) -> Option<Step> {
         if self.ear.endpointer().in_utterance() && now >= self.last_frame + self.limits.stall {
-            return Ok(self.flush(now));
+            return Some(self.flush(now));
         }
         if now >= self.last_speech + self.limits.idle_close {
-            return Err(());
+            return None;
         }
-        Ok(Step::default())
+        Some(Step::default())
     }
 }

@@ -264,8 +264,8 @@ impl Mic {
             return Outcome::default();
         };
         match l.tick(Instant::now()) {
-            Ok(step) => self.step(d, step),
-            Err(()) => {
+            Some(step) => self.step(d, step),
+            None => {
                 self.listener = None;
                 let msg = "no speech for a long time: the microphone was closed";
                 Outcome::frames(vec![match d {
