@@ -6,6 +6,8 @@
 //! `hard_unmute`, `focus_suppress`, `focus_resume`, `game_takeover` and
 //! `game_release` change one part. A generation must be higher than the last
 //! accepted one, else the message is rejected (`VOICE_INPUT_CONTROL_REJECTED`).
+//! A message marked `engaged: false` from a connection that never used the
+//! microphone (the snapshot a page sends when it opens) is dropped unseen.
 //! A page that never sent one gets generation 0 (owner `core`) when it starts
 //! an audio session; one that sent only rejected messages has no lease
 //! (`VOICE_INPUT_LEASE_REQUIRED`). Audio is heard only while `core` owns the
@@ -29,6 +31,18 @@ pub struct Lease {
     owner: Owner,
     hard_muted: bool,
     focus_suppressed: bool,
+    /// The connection has used the microphone (a control not marked
+    /// `engaged: false`, or an audio session).
+    engaged: bool,
+}
+
+/// What became of a control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Applied,
+    Rejected,
+    /// An idle snapshot of a connection that never engaged: dropped.
+    Ignored,
 }
 
 impl Default for Lease {
@@ -40,13 +54,28 @@ impl Default for Lease {
             owner: Owner::Core,
             hard_muted: false,
             focus_suppressed: false,
+            engaged: false,
         }
     }
 }
 
 impl Lease {
-    /// Apply one `voice_input_control` message; false when it is rejected.
-    pub fn control(&mut self, msg: &Value) -> bool {
+    /// Apply one `voice_input_control` message.
+    pub fn control(&mut self, msg: &Value) -> Control {
+        if msg.get("engaged") != Some(&Value::Bool(false)) {
+            self.engaged = true;
+        }
+        if !self.engaged {
+            return Control::Ignored;
+        }
+        if self.apply(msg) {
+            Control::Applied
+        } else {
+            Control::Rejected
+        }
+    }
+
+    fn apply(&mut self, msg: &Value) -> bool {
         self.control_seen = true;
         let Some(generation) = msg.get("lease_generation").and_then(Value::as_i64) else {
             return false;
@@ -102,6 +131,7 @@ impl Lease {
     /// An audio session starts: a page that never sent a control message gets
     /// generation 0; false when the page must synchronise first.
     pub fn start_session(&mut self) -> bool {
+        self.engaged = true;
         if self.synchronized {
             return true;
         }
@@ -135,31 +165,75 @@ mod tests {
         assert!(l.start_session());
         assert!(l.hears());
         assert_eq!(l.generation(), 0);
-        assert!(!l.control(&json!({"event": "hard_mute", "lease_generation": 0})));
-        assert!(l.control(&json!({"event": "game_takeover", "lease_generation": 1})));
+        assert_ne!(
+            Control::Applied,
+            l.control(&json!({"event": "hard_mute", "lease_generation": 0}))
+        );
+        assert_eq!(
+            Control::Applied,
+            l.control(&json!({"event": "game_takeover", "lease_generation": 1}))
+        );
         assert!(!l.hears());
-        assert!(!l.control(&json!({"event": "game_release", "lease_generation": 1})));
-        assert!(l.control(&json!({"event": "game_release", "lease_generation": 5})));
+        assert_ne!(
+            Control::Applied,
+            l.control(&json!({"event": "game_release", "lease_generation": 1}))
+        );
+        assert_eq!(
+            Control::Applied,
+            l.control(&json!({"event": "game_release", "lease_generation": 5}))
+        );
         assert!(l.hears());
-        assert!(l.control(&json!({"event": "lease_sync", "owner": "core",
-            "hard_muted": true, "focus_suppressed": false, "lease_generation": 6})));
+        assert_eq!(
+            Control::Applied,
+            l.control(&json!({"event": "lease_sync", "owner": "core",
+            "hard_muted": true, "focus_suppressed": false, "lease_generation": 6}))
+        );
         assert!(!l.hears());
-        assert!(!l.control(&json!({"event": "lease_sync", "owner": "core",
-            "lease_generation": 7})));
-        assert!(!l.control(&json!({"event": "dance", "lease_generation": 8})));
-        assert!(!l.control(&json!({"event": "hard_unmute", "lease_generation": "9"})));
-        assert!(l.control(&json!({"event": "hard_unmute", "lease_generation": 9})));
+        assert_ne!(
+            Control::Applied,
+            l.control(&json!({"event": "lease_sync", "owner": "core",
+            "lease_generation": 7}))
+        );
+        assert_ne!(
+            Control::Applied,
+            l.control(&json!({"event": "dance", "lease_generation": 8}))
+        );
+        assert_ne!(
+            Control::Applied,
+            l.control(&json!({"event": "hard_unmute", "lease_generation": "9"}))
+        );
+        assert_eq!(
+            Control::Applied,
+            l.control(&json!({"event": "hard_unmute", "lease_generation": 9}))
+        );
+        assert!(l.hears());
+    }
+
+    #[test]
+    fn an_idle_snapshot_at_open_is_ignored() {
+        let mut l = Lease::default();
+        assert_eq!(
+            l.control(&json!({"event": "lease_sync", "engaged": false})),
+            Control::Ignored
+        );
+        assert!(l.start_session());
         assert!(l.hears());
     }
 
     #[test]
     fn a_page_that_only_sent_rejected_controls_has_no_lease() {
         let mut l = Lease::default();
-        assert!(!l.control(&json!({"event": "bogus", "lease_generation": 1})));
+        assert_ne!(
+            Control::Applied,
+            l.control(&json!({"event": "bogus", "lease_generation": 1}))
+        );
         assert!(!l.start_session());
         assert!(!l.hears());
-        assert!(l.control(&json!({"event": "lease_sync", "owner": "core",
-            "hard_muted": false, "focus_suppressed": false, "lease_generation": 2})));
+        assert_eq!(
+            Control::Applied,
+            l.control(&json!({"event": "lease_sync", "owner": "core",
+            "hard_muted": false, "focus_suppressed": false, "lease_generation": 2}))
+        );
         assert!(l.start_session());
         assert!(l.hears());
     }

@@ -14,7 +14,7 @@ use super::chat_dialect::Dialect;
 use crate::frames::ServerFrame;
 use crate::hearing::echo::EchoLog;
 use crate::hearing::frame::{FrameError, MicFrame, INVALID_CODE};
-use crate::hearing::lease::Lease;
+use crate::hearing::lease::{Control, Lease};
 use crate::hearing::listener::{self, HeardEvent, Listener, Refused, Step};
 use crate::hearing::HearingLimits;
 use crate::sessions::{Outbound, SessionManager};
@@ -238,12 +238,17 @@ impl Mic {
 
     /// A `voice_input_control` message.
     pub fn control(&mut self, msg: &Value) -> Vec<ServerFrame> {
-        if !self.lease.control(msg) {
-            return vec![ServerFrame::status(
-                "VOICE_INPUT_CONTROL_REJECTED",
-                json!({"lease_generation": msg.get("lease_generation").cloned().unwrap_or(Value::Null),
-                       "current_generation": self.lease.generation()}),
-            )];
+        match self.lease.control(msg) {
+            Control::Ignored => return Vec::new(),
+            Control::Rejected => {
+                return vec![ServerFrame::status(
+                    "VOICE_INPUT_CONTROL_REJECTED",
+                    json!({"reason": "invalid_or_stale_control",
+                           "lease_generation": msg.get("lease_generation").cloned().unwrap_or(Value::Null),
+                           "current_generation": self.lease.generation()}),
+                )]
+            }
+            Control::Applied => {}
         }
         if !self.lease.hears() {
             if let Some(l) = self.listener.as_mut() {
