@@ -297,5 +297,8 @@ def test_speech_over_the_character_cuts_it_off(server, say, slow_tts, fake_llm):
         entries = json.loads(r.json()["content"])
         cut_replies = [e for e in entries if e.get("interrupted")]
         assert cut_replies, entries[-4:]
+        from conftest import REPLY
+        heard = cut_replies[-1]["data"]["content"]
+        assert len(heard) < len(REPLY) and REPLY.startswith(heard), heard
     finally:
         server.configure(ttsModelUrl="", ttsModelProvider="")

@@ -247,7 +247,8 @@ fn mic_messages(
 ) -> Vec<Message> {
     let mut msgs: Vec<Message> = o.frames.iter().map(|f| text_message(f.to_text())).collect();
     if o.barge_in && speaking && voice.is_speaking() {
-        msgs.extend(interrupt(voice, d));
+        // Spoken over: only the part the user heard stays in the history.
+        msgs.extend(cut_messages(voice.interrupt_heard(), d));
         mark_after_turn(mgr, voice);
     }
     if let Some(text) = o.turn {
@@ -276,7 +277,15 @@ fn texts(frames: Vec<Value>) -> Vec<Message> {
 
 /// Barge-in: stop the current speech and tell the client.
 fn interrupt(voice: &Voice, dialect: Dialect) -> Vec<Message> {
-    let Some(cut) = voice.interrupt() else {
+    cut_messages(voice.interrupt(), dialect)
+}
+
+/// The client's frame for a cut-off speech.
+fn cut_messages(
+    cut: Option<crate::speech::pipeline::Interrupted>,
+    dialect: Dialect,
+) -> Vec<Message> {
+    let Some(cut) = cut else {
         return Vec::new();
     };
     let frame = match dialect {
