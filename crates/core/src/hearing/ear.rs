@@ -45,6 +45,12 @@ impl Default for Endpointing {
     }
 }
 
+/// The detector still scores this many frames after the speech stopped as
+/// voiced (its analysis window reaches back 64 ms, 3 frames, plus the frame
+/// the speech ended in): the silence it reports
+/// started that much earlier, and the end-of-speech count takes it off.
+const DETECTOR_LAG_FRAMES: usize = 4;
+
 /// Above this share of sign changes a frame is noise, not voice.
 const MAX_VOICED_ZCR: f32 = 0.3;
 
@@ -157,9 +163,10 @@ impl Endpointer {
         let Some(cur) = self.current.as_ref() else {
             return;
         };
-        if cur.silent_run >= frames(self.cfg.end_silence)
-            || cur.audio.len() >= frames(self.cfg.max_utterance) * VAD_FRAME
-        {
+        let end = frames(self.cfg.end_silence)
+            .saturating_sub(DETECTOR_LAG_FRAMES)
+            .max(1);
+        if cur.silent_run >= end || cur.audio.len() >= frames(self.cfg.max_utterance) * VAD_FRAME {
             self.close(out);
         }
     }
@@ -462,7 +469,7 @@ mod tests {
         let cfg = Endpointing::default();
         let mut ep = Endpointer::new(cfg.clone());
         let mut audio = vec![0i16; 8_000];
-        let speech = voiced(16_000, 1_500);
+        let speech = voiced(16_000, 1_504);
         audio.extend_from_slice(&speech);
         let before_end = audio.len();
         audio.extend(vec![0i16; 16_000]);
@@ -484,8 +491,8 @@ mod tests {
         let ended_at = ended_at.unwrap_or(usize::MAX);
         let silence_ms = (ended_at - before_end) as u64 / 16;
         assert!(
-            silence_ms >= cfg.end_silence.as_millis() as u64 - 50
-                && silence_ms <= cfg.end_silence.as_millis() as u64 + 150,
+            silence_ms >= cfg.end_silence.as_millis() as u64 - 20
+                && silence_ms <= cfg.end_silence.as_millis() as u64 + 30,
             "ended {silence_ms} ms after the speech"
         );
         assert!(!ep.in_utterance());
