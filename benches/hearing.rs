@@ -10,8 +10,9 @@
 //! * latency: a microphone session fed in real time (10 ms frames paced by a
 //!   timer) with 1.5 s of speech-like signal then silence, the recogniser a
 //!   loopback OpenAI-compatible server; the time from the last speech frame
-//!   pushed to the transcription request arriving, over `HEAR_BENCH_RUNS`
-//!   (default 8) utterances. The target is the end-of-speech silence + 30 ms.
+//!   pushed to the end of the utterance being decided and to the transcription
+//!   request arriving, over `HEAR_BENCH_RUNS` (default 8) utterances. The
+//!   target is the end-of-speech silence + 30 ms.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -112,6 +113,7 @@ async fn latency() {
     );
     let speech = synthetic_voice(48_000, 1_500);
     let mut lat = Vec::new();
+    let mut decided = Vec::new();
     for _ in 0..runs {
         let before = arrivals.lock().unwrap_or_else(|e| e.into_inner()).len();
         let mut tick = tokio::time::interval(Duration::from_millis(10));
@@ -133,13 +135,16 @@ async fn latency() {
             && Instant::now() < give_up
         {
             tick.tick().await;
-            l.push(
+            let step = l.push(
                 &MicFrame {
                     rate: 48_000,
                     samples: zero.clone(),
                 },
                 Instant::now(),
             );
+            if step.queued.is_some() {
+                decided.push(end_of_speech.elapsed());
+            }
         }
         let got = arrivals
             .lock()
@@ -161,7 +166,15 @@ async fn latency() {
         }
     }
     lat.sort();
+    decided.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    if let (Some(mid), Some(max)) = (decided.get(decided.len() / 2), decided.last()) {
+        println!(
+            "end of speech -> end of utterance decided: median {:.0} ms, max {:.0} ms",
+            ms(*mid),
+            ms(*max)
+        );
+    }
     if lat.is_empty() {
         println!("latency: no request arrived");
         return;
