@@ -51,6 +51,10 @@ impl Default for Endpointing {
 /// started that much earlier, and the end-of-speech count takes it off.
 const DETECTOR_LAG_FRAMES: usize = 4;
 
+/// RNNoise delays the audio and smears its end over about 30 ms: two more
+/// frames taken off the end-of-speech count while it runs.
+const DENOISE_LAG_FRAMES: usize = 2;
+
 /// Above this share of sign changes a frame is noise, not voice.
 const MAX_VOICED_ZCR: f32 = 0.3;
 
@@ -84,6 +88,8 @@ pub struct Endpointer {
     roll: VecDeque<Vec<i16>>,
     /// The open utterance.
     current: Option<Open>,
+    /// Frames of delay before this endpointer (noise reduction).
+    front_lag: usize,
 }
 
 struct Open {
@@ -101,7 +107,13 @@ impl Endpointer {
             partial: Vec::with_capacity(VAD_FRAME),
             roll: VecDeque::new(),
             current: None,
+            front_lag: 0,
         }
+    }
+
+    /// The audio reaches the endpointer this many VAD frames late.
+    pub fn set_front_lag(&mut self, frames: usize) {
+        self.front_lag = frames;
     }
 
     pub fn settings(&self) -> &Endpointing {
@@ -164,7 +176,7 @@ impl Endpointer {
             return;
         };
         let end = frames(self.cfg.end_silence)
-            .saturating_sub(DETECTOR_LAG_FRAMES)
+            .saturating_sub(DETECTOR_LAG_FRAMES + self.front_lag)
             .max(1);
         if cur.silent_run >= end || cur.audio.len() >= frames(self.cfg.max_utterance) * VAD_FRAME {
             self.close(out);
@@ -291,7 +303,7 @@ pub struct Ear {
 
 impl Ear {
     pub fn new(cfg: Endpointing, noise_reduction: bool) -> Ear {
-        Ear {
+        let mut ear = Ear {
             rate: RATE,
             noise_reduction,
             denoise: None,
@@ -300,7 +312,15 @@ impl Ear {
             decimator: Decimator::default(),
             scratch: Vec::new(),
             vad: Endpointer::new(cfg),
-        }
+        };
+        ear.set_lag();
+        ear
+    }
+
+    fn set_lag(&mut self) {
+        let denoising = self.noise_reduction && self.rate == 48_000;
+        self.vad
+            .set_front_lag(if denoising { DENOISE_LAG_FRAMES } else { 0 });
     }
 
     /// Turn noise reduction on or off (a live session follows the setting).
@@ -310,6 +330,7 @@ impl Ear {
             self.denoise = None;
             self.nr_in.clear();
         }
+        self.set_lag();
     }
 
     pub fn noise_reduction(&self) -> bool {
@@ -328,6 +349,7 @@ impl Ear {
             self.denoise = None;
             self.nr_in.clear();
             self.decimator = Decimator::default();
+            self.set_lag();
         }
         self.scratch.clear();
         if self.rate == 48_000 {
@@ -559,6 +581,37 @@ mod tests {
                 panic!("nr={nr}: {out:?}")
             };
             assert!(u.len() >= 16_000, "nr={nr}: {}", u.len());
+        }
+    }
+
+    #[test]
+    fn at_48k_the_utterance_ends_after_the_silence_with_or_without_denoising() {
+        for nr in [false, true] {
+            let mut ear = Ear::new(Endpointing::default(), nr);
+            let mut a = vec![0i16; 4_800];
+            a.extend(voiced(48_000, 1_500));
+            let end = a.len();
+            a.extend(vec![0i16; 96_000]);
+            let mut out = Vec::new();
+            let mut decided = None;
+            for (i, c) in a.chunks(480).enumerate() {
+                ear.push(
+                    &MicFrame {
+                        rate: 48_000,
+                        samples: c.to_vec(),
+                    },
+                    &mut out,
+                );
+                if out.iter().any(|e| matches!(e, VadEvent::Utterance(_))) {
+                    decided = Some(((i + 1) * 480 - end) / 48);
+                    break;
+                }
+            }
+            let ms = decided.unwrap_or(usize::MAX);
+            assert!(
+                (680..=730).contains(&ms),
+                "nr={nr}: decided {ms} ms after the speech"
+            );
         }
     }
 
