@@ -11,9 +11,7 @@ use futures::SinkExt;
 use serde_json::{json, Value};
 
 async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::Text(v.to_string().into()))
-        .await
-        .expect("send");
+    ws.send(Message::Text(v.to_string())).await.expect("send");
 }
 
 async fn until(ws: &mut Ws, kind: &str) -> Vec<Value> {
@@ -49,7 +47,7 @@ async fn without_a_recogniser_the_mic_fails_and_bad_frames_are_answered() {
         encode(16_000, &vec![0; 1_921]),
         b"NEKO\x80\xbb\0\0\x01".to_vec(),
     ] {
-        ws.send(Message::Binary(bad.into())).await.expect("send");
+        ws.send(Message::Binary(bad)).await.expect("send");
         let f = until(&mut ws, "error").await;
         let e = f.last().unwrap();
         assert_eq!(e["code"], "VOICE_BINARY_FRAME_INVALID", "{e}");
@@ -59,7 +57,7 @@ async fn without_a_recogniser_the_mic_fails_and_bad_frames_are_answered() {
             .starts_with("VOICE_BINARY_FRAME_INVALID: "));
     }
     // A valid frame without a session is reported once.
-    ws.send(Message::Binary(encode(48_000, &[0; 480]).into()))
+    ws.send(Message::Binary(encode(48_000, &[0; 480])))
         .await
         .expect("send");
     assert_eq!(
@@ -90,7 +88,7 @@ async fn speech_becomes_a_voice_turn() {
     audio.extend(synthetic_voice(48_000, 1_500));
     audio.extend(vec![0i16; 48_000]);
     for c in audio.chunks(480) {
-        ws.send(Message::Binary(encode(48_000, c).into()))
+        ws.send(Message::Binary(encode(48_000, c)))
             .await
             .expect("send");
     }
@@ -118,7 +116,7 @@ async fn speech_becomes_a_voice_turn() {
     assert_eq!(last[0].text(), "hello there");
     // Silence alone starts nothing more.
     for c in vec![0i16; 48_000 * 2].chunks(480) {
-        ws.send(Message::Binary(encode(48_000, c).into()))
+        ws.send(Message::Binary(encode(48_000, c)))
             .await
             .expect("send");
     }
