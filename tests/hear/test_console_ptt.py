@@ -47,12 +47,12 @@ def test_push_to_talk_in_the_console(server, mic_wav, slow_tts, asr_http):
             expect(page.locator("#chat-conn")).to_have_text("connected")
             page.check("#chat-voice")
             talk = page.locator("#chat-talk")
-            talk.focus()
-            page.keyboard.down(" ")
-            # Hold (Space on the focused button) while the fake microphone plays
-            # the utterance (0.5 s + ~1.6 s).
+            # Hold the button with the mouse while the fake microphone plays the
+            # utterance (0.5 s + ~1.6 s).
+            talk.hover()
+            page.mouse.down()
             page.wait_for_timeout(3000)
-            page.keyboard.up(" ")
+            page.mouse.up()
             expect(page.locator("#chat-log .msg.human.voice").last).to_contain_text("joke", timeout=20000)
             expect(page.locator("#chat-log .msg.ai").last).to_contain_text("pleasure", timeout=20000)
             # The reply is spoken (its audio frames are scheduled).

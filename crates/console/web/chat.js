@@ -339,8 +339,14 @@ export default {
     });
     app.onCharacters(() => { if (wanted && wsName !== app.current) open(); });
     const talk = $('chat-talk');
-    talk.addEventListener('pointerdown', (e) => { e.preventDefault(); talkStart(); });
-    ['pointerup', 'pointerleave', 'pointercancel'].forEach((k) => talk.addEventListener(k, talkStop));
+    // The pointer is captured while held: the button keeps it even if the
+    // layout moves under it; release (or a lost capture) stops talking.
+    talk.addEventListener('pointerdown', (e) => {
+      e.preventDefault();
+      try { talk.setPointerCapture(e.pointerId); } catch { /* not capturable */ }
+      talkStart();
+    });
+    ['pointerup', 'pointercancel', 'lostpointercapture'].forEach((k) => talk.addEventListener(k, talkStop));
     talk.addEventListener('keydown', (e) => { if ((e.key === ' ' || e.key === 'Enter') && !e.repeat) { e.preventDefault(); talkStart(); } });
     talk.addEventListener('keyup', (e) => { if (e.key === ' ' || e.key === 'Enter') talkStop(); });
     const v = $('chat-voice');
