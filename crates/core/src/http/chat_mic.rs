@@ -331,19 +331,22 @@ impl Mic {
     }
 
     /// A frame the session sends: a saved `noiseReductionEnabled` reaches the
-    /// live microphone.
-    pub fn observe(&mut self, frame: &Value) {
+    /// live microphone (companiond's protocol is told with a new `mic_state`).
+    pub fn observe(&mut self, d: Option<Dialect>, frame: &Value) -> Option<ServerFrame> {
         if frame.get("type").and_then(Value::as_str) != Some("settings_changed") {
-            return;
+            return None;
         }
-        if let (Some(on), Some(l)) = (
-            frame
-                .pointer("/settings/noiseReductionEnabled")
-                .and_then(Value::as_bool),
-            self.listener.as_mut(),
-        ) {
-            l.set_noise_reduction(on);
-        }
+        let on = frame
+            .pointer("/settings/noiseReductionEnabled")
+            .and_then(Value::as_bool)?;
+        let l = self.listener.as_mut()?;
+        l.set_noise_reduction(on);
+        (d == Some(Dialect::Native)).then(|| ServerFrame::MicState {
+            state: "listening",
+            recognizer: Some(l.recogniser()),
+            noise_reduction: Some(on),
+            reason: None,
+        })
     }
 }
 

@@ -80,12 +80,14 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
             }
             out = rx.recv() => match out {
                 Some(Outbound::Frame(v)) => {
-                    mic.observe(&v);
-                    match dialect {
+                    let told = mic.observe(dialect, &v);
+                    let mut m = match dialect {
                         None => { held.push(v); Vec::new() }
                         Some(Dialect::Native) => texts(vec![v]),
                         Some(Dialect::Original) => texts(original.outbound(&v)),
-                    }
+                    };
+                    m.extend(told.map(|f| text_message(f.to_text())));
+                    m
                 }
                 Some(Outbound::Speech(s)) => match dialect {
                     Some(d) if speaking => speech_messages(d, s),

@@ -84,6 +84,17 @@ async fn speech_becomes_a_voice_turn() {
         (&state["state"], &state["recognizer"]),
         (&json!("listening"), &json!("openai_compatible"))
     );
+    assert_eq!(state["noise_reduction"], true);
+    // Saving the setting reaches the live microphone.
+    let mut off = serde_json::Map::new();
+    off.insert("noiseReductionEnabled".into(), json!(false));
+    s.state.sessions.ensure("Companion").apply_settings(off);
+    let f = until(&mut ws, "mic_state").await;
+    let state = f.last().unwrap();
+    assert_eq!(
+        (&state["state"], &state["noise_reduction"]),
+        (&json!("listening"), &json!(false))
+    );
     let mut audio = vec![0i16; 9_600];
     audio.extend(synthetic_voice(48_000, 1_500));
     audio.extend(vec![0i16; 48_000]);
