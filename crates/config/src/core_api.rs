@@ -27,6 +27,8 @@ pub const SLOTS: &[&str] = &[
     "omni",
     "tts",
     "image",
+    // Speech recognition (docs/voice.md, "Hearing"): asrModelUrl/Id/ApiKey.
+    "asr",
 ];
 
 /// Suffixes of the per-slot fields.
@@ -344,8 +346,9 @@ pub fn merge(
             f => {
                 if let Some((_, suffix)) = per_slot(f) {
                     let s = string_or_null(&k, &v)?.unwrap_or("").trim();
-                    // The speech URL may also name a Wyoming server (docs/voice.md).
-                    let wyoming = f == "ttsModelUrl"
+                    // The speech and recognition URLs may also name a Wyoming
+                    // server (docs/voice.md).
+                    let wyoming = (f == "ttsModelUrl" || f == "asrModelUrl")
                         && companiond_core::speech::config::wyoming_target(s, "").is_ok();
                     if suffix == "Url" && !s.is_empty() && http_url(s).is_none() && !wyoming {
                         return Err(ConfigError::bad_code(

@@ -1,5 +1,7 @@
 // Chat: the current character's recent history, then the WebSocket /ws/{name}.
-// Client frames: {"type":"user_text","text":...}, {"type":"voice","enabled":...}.
+// Client frames: {"type":"user_text","text":...}, {"type":"voice","enabled":...},
+// push-to-talk: {"type":"mic","state":"start"|"stop"} and binary NEKO frames
+// (NEKO + rate u32 LE + PCM16 LE mono, at most 120 ms; docs/chat-protocol.md).
 // Server frames: assistant_delta, turn_end, tool_call, tool_result, error {code,
 // error}, notifications, and with the voice on: voice_state, speech_start, binary
 // audio (SPK1 + stream u32 LE + PCM16 LE mono 48 kHz), speech_end (docs/voice.md).
@@ -58,6 +60,67 @@ function playFrame(buf) {
   played.frames += 1;
   played.samples += n;
   $('chat-voice').dataset.samples = String(played.samples);
+}
+
+// ---------------------------------------------------------------- push-to-talk
+// While the button is held, the microphone (getUserMedia) is captured on a
+// 48 kHz AudioContext and sent as NEKO frames of 2048 samples (43 ms).
+let mic = null;             // {stream, ctx, node, src}
+const heard = { frames: 0 };
+
+function micFrame(float32, rate) {
+  const buf = new ArrayBuffer(8 + float32.length * 2);
+  const dv = new DataView(buf);
+  [0x4e, 0x45, 0x4b, 0x4f].forEach((b, i) => dv.setUint8(i, b));
+  dv.setUint32(4, rate, true);
+  for (let i = 0; i < float32.length; i += 1) {
+    const v = Math.max(-1, Math.min(1, float32[i]));
+    dv.setInt16(8 + i * 2, v < 0 ? v * 32768 : v * 32767, true);
+  }
+  return buf;
+}
+
+async function talkStart() {
+  if (mic || !ws || ws.readyState !== WebSocket.OPEN) return;
+  const btn = $('chat-talk');
+  btn.classList.add('held');
+  stopSpeech();
+  mic = {};
+  try {
+    const stream = await navigator.mediaDevices.getUserMedia({
+      audio: { echoCancellation: true, noiseSuppression: false, autoGainControl: true, channelCount: 1 },
+    });
+    if (!mic) { stream.getTracks().forEach((t) => t.stop()); return; }
+    const ctx = new AudioContext({ sampleRate: 48000 });
+    const rate = ctx.sampleRate === 16000 ? 16000 : 48000;
+    const src = ctx.createMediaStreamSource(stream);
+    const node = ctx.createScriptProcessor(2048, 1, 1);
+    node.onaudioprocess = (e) => {
+      if (!ws || ws.readyState !== WebSocket.OPEN || !mic) return;
+      ws.send(micFrame(e.inputBuffer.getChannelData(0), rate));
+      heard.frames += 1;
+      btn.dataset.frames = String(heard.frames);
+    };
+    src.connect(node);
+    node.connect(ctx.destination);
+    Object.assign(mic, { stream, ctx, node, src });
+    ws.send(JSON.stringify({ type: 'mic', state: 'start' }));
+  } catch (e) {
+    mic = null;
+    btn.classList.remove('held');
+    add('note', `The microphone cannot be used: ${e.message || e}`);
+  }
+}
+
+function talkStop() {
+  const m = mic;
+  mic = null;
+  $('chat-talk').classList.remove('held');
+  if (!m) return;
+  if (ws && ws.readyState === WebSocket.OPEN && m.node) ws.send(JSON.stringify({ type: 'mic', state: 'stop' }));
+  if (m.node) { m.node.disconnect(); m.src.disconnect(); }
+  if (m.stream) m.stream.getTracks().forEach((t) => t.stop());
+  if (m.ctx) m.ctx.close();
 }
 
 function conn(text, kind) {
@@ -170,6 +233,14 @@ function onFrame(f) {
       add('tool', f.is_error ? `The tool “${f.name}” failed.` : `The tool “${f.name}” answered.`);
       break;
     case 'error': {
+      if (/^(asr_|VOICE_)/.test(f.code || '')) {
+        $('chat-mic-state').textContent = '';
+        add('note', f.code === 'asr_not_configured'
+          ? 'No speech recogniser is set up: see Settings → Voice (hearing).'
+          : `The microphone: ${f.error || f.code}`);
+        if (f.code === 'asr_not_configured' || f.code === 'asr_config_invalid') talkStop();
+        break;
+      }
       if (f.speech_id) { add('note', `The voice failed: ${f.error || f.code}. The text is complete.`); break; }
       let text = api.codeWords(f.code) || f.error || 'The reply failed.';
       if (f.code === 'no_provider') text = 'No language model is set up yet, so I cannot answer. Open Start to connect one.';
@@ -196,6 +267,23 @@ function onFrame(f) {
     case 'speech_end':
       if (f.reason === 'interrupted' && speech && speech.id === f.speech_id) stopSpeech();
       $('chat-voice').dataset.lastEnd = f.reason;
+      break;
+    case 'mic_state':
+      $('chat-mic-state').textContent = f.state === 'listening' ? 'listening…'
+        : f.reason === 'idle' ? 'the microphone closed after a long silence' : '';
+      if (f.state === 'closed' && f.reason === 'idle') talkStop();
+      break;
+    case 'vad':
+      $('chat-mic-state').textContent = f.state === 'speech' ? 'hearing you…' : 'thinking…';
+      break;
+    case 'transcript':
+      $('chat-mic-state').textContent = '';
+      add('human', f.text, 'voice');
+      finishBubble();
+      break;
+    case 'transcript_dropped':
+      $('chat-mic-state').textContent = f.reason === 'echo'
+        ? 'that sounded like my own voice, so I ignored it' : 'I did not catch any words';
       break;
     case 'game_input':
       add('note', 'A mini-game is running: your message went to the game.');
@@ -250,6 +338,17 @@ export default {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) send(e);
     });
     app.onCharacters(() => { if (wanted && wsName !== app.current) open(); });
+    const talk = $('chat-talk');
+    // The pointer is captured while held: the button keeps it even if the
+    // layout moves under it; release (or a lost capture) stops talking.
+    talk.addEventListener('pointerdown', (e) => {
+      e.preventDefault();
+      try { talk.setPointerCapture(e.pointerId); } catch { /* not capturable */ }
+      talkStart();
+    });
+    ['pointerup', 'pointercancel', 'lostpointercapture'].forEach((k) => talk.addEventListener(k, talkStop));
+    talk.addEventListener('keydown', (e) => { if ((e.key === ' ' || e.key === 'Enter') && !e.repeat) { e.preventDefault(); talkStart(); } });
+    talk.addEventListener('keyup', (e) => { if (e.key === ' ' || e.key === 'Enter') talkStop(); });
     const v = $('chat-voice');
     v.checked = voiceOn();
     v.addEventListener('change', () => {
@@ -262,5 +361,5 @@ export default {
   show() { open(); $('chat-input').focus(); },
   // Leave the socket only while the Chat section is shown, so a cloud-save
   // download of this character is not blocked by the console itself.
-  hide() { stopSpeech(); disconnect(); },
+  hide() { talkStop(); stopSpeech(); disconnect(); },
 };

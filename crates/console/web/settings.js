@@ -155,6 +155,26 @@ async function loadVoices() {
   pick.value = current;
 }
 
+// Hearing: asrModelUrl / asrModelId / asrModelApiKey (a stored key comes back masked).
+async function loadHearing() {
+  const cfg = await api.get('/api/config/core_api');
+  if (!cfg.ok) return;
+  $('asr-url').value = cfg.body.asrModelUrl || '';
+  $('asr-model').value = cfg.body.asrModelId || '';
+  $('asr-key').value = cfg.body.asrModelApiKey || '';
+}
+
+async function saveHearing() {
+  const r = await api.post('/api/config/core_api', {
+    asrModelUrl: $('asr-url').value.trim(),
+    asrModelId: $('asr-model').value.trim(),
+    asrModelApiKey: $('asr-key').value,
+  });
+  if (!r.ok) { say('asr-result', `Not saved: ${api.explain(r)}`, 'error'); return; }
+  say('asr-result', $('asr-url').value.trim()
+    ? 'Saved: the next “Hold to talk” uses this recogniser.' : 'Saved: hearing is off.', 'ok');
+}
+
 async function saveVoice() {
   const r = await api.post('/api/config/core_api', { ttsVoiceId: $('voice-pick').value });
   if (!r.ok) { say('voice-result', `Not saved: ${api.explain(r)}`, 'error'); return; }
@@ -225,8 +245,9 @@ export default {
     $('conv-fields').addEventListener('input', () => { convDirty = true; });
     $('conv-fields').addEventListener('change', () => { convDirty = true; });
     $('voice-save').addEventListener('click', saveVoice);
+    $('asr-save').addEventListener('click', saveHearing);
     $('proxy-direct').addEventListener('click', () => proxy(true));
     $('proxy-system').addEventListener('click', () => proxy(false));
   },
-  show() { loadProactive(); loadConversation(); loadVoices(); },
+  show() { loadProactive(); loadConversation(); loadVoices(); loadHearing(); },
 };

@@ -67,12 +67,72 @@ pub enum ServerFrame {
     AudioDone { speech_id: String },
     /// Original protocol: the user spoke over this speech; stop playing it.
     UserActivity { interrupted_speech_id: String },
+    /// Original protocol: `message` is a JSON string `{"code", "details"}`.
+    Status { message: String },
+    /// Original protocol: a session of this input mode is being opened.
+    SessionPreparing { input_mode: String },
+    /// A session started (the original's answer to `start_session`).
+    SessionStarted {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        persona_name: Option<String>,
+        input_mode: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// Original protocol: the session could not start (`status` before says why).
+    SessionFailed {
+        input_mode: String,
+        message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Original protocol: the final text of an utterance.
+    UserTranscript { text: String },
+    /// Original protocol: the microphone was closed after a long silence.
+    AutoCloseMic {
+        reason_code: String,
+        api_type: String,
+        message: String,
+    },
+    /// companiond protocol: the microphone session's state (`listening`,
+    /// `closed`); `reason` says why it closed (`client`, `idle`).
+    MicState {
+        state: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        recognizer: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        noise_reduction: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'static str>,
+    },
+    /// companiond protocol: voice activity (`speech` when speech began).
+    Vad { state: &'static str },
+    /// companiond protocol: the text of an utterance (`final`: a turn follows).
+    Transcript {
+        text: String,
+        #[serde(rename = "final")]
+        is_final: bool,
+        utterance: u64,
+    },
+    /// An utterance gave no turn: `reason` `empty` or `echo`.
+    TranscriptDropped {
+        reason: &'static str,
+        text: String,
+        utterance: u64,
+    },
 }
 
 impl ServerFrame {
     /// The frame as a JSON value.
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// An original-protocol `status` frame with `code` and `details`.
+    pub fn status(code: &str, details: Value) -> ServerFrame {
+        ServerFrame::Status {
+            message: serde_json::json!({"code": code, "details": details}).to_string(),
+        }
     }
 
     /// The frame as socket text.
@@ -125,5 +185,18 @@ mod tests {
             json!({"type": "user_activity", "interrupted_speech_id": "s"})
         );
         assert_eq!(&speech_binary(7, &[1, 2])[..], b"SPK1\x07\0\0\0\x01\x02");
+        assert_eq!(
+            ServerFrame::Transcript {
+                text: "hi".into(),
+                is_final: true,
+                utterance: 1
+            }
+            .to_value(),
+            json!({"type": "transcript", "text": "hi", "final": true, "utterance": 1})
+        );
+        assert_eq!(
+            ServerFrame::status("X", json!({"a": 1})).to_value(),
+            json!({"type": "status", "message": "{\"code\":\"X\",\"details\":{\"a\":1}}"})
+        );
     }
 }

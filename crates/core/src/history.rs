@@ -180,9 +180,14 @@ impl History {
     }
 
     /// Mark the last reply of `name`'s history as cut off by the user (its
-    /// speech was interrupted; docs/voice.md). Nothing happens when there is
-    /// no reply or it is marked already.
-    pub async fn mark_last_reply_interrupted(&self, name: &str) -> Result<(), StoreError> {
+    /// speech was interrupted; docs/voice.md); with `heard`, the reply's text
+    /// becomes the part the user heard (a spoken barge-in). Nothing happens
+    /// when there is no reply or it is marked already.
+    pub async fn mark_last_reply_interrupted(
+        &self,
+        name: &str,
+        heard: Option<String>,
+    ) -> Result<(), StoreError> {
         let path = self.path(name);
         let lock = self.lock(name);
         let _g = lock.lock().await;
@@ -205,6 +210,16 @@ impl History {
                 return Ok(());
             }
             reply.insert("interrupted".into(), Value::Bool(true));
+            if let Some(h) = heard {
+                match reply.get_mut("data").and_then(Value::as_object_mut) {
+                    Some(data) => {
+                        data.insert("content".into(), Value::String(h));
+                    }
+                    None => {
+                        reply.insert("content".into(), Value::String(h));
+                    }
+                }
+            }
             let bytes = encode(&items)
                 .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
             crate::store::atomic_write_deferred(&path, &bytes).map_err(StoreError::Io)

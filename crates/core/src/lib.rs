@@ -26,6 +26,7 @@ pub mod context;
 pub mod disk;
 pub mod fence;
 pub mod frames;
+pub mod hearing;
 pub mod history;
 pub mod hosts;
 pub mod http;

@@ -25,6 +25,8 @@ pub enum Outbound {
     Frame(Value),
     /// An event of a speech of this connection (crate::speech::pipeline).
     Speech(crate::speech::pipeline::SpeechOut),
+    /// What came of an utterance of this connection's microphone (crate::hearing).
+    Heard(crate::hearing::listener::HeardEvent),
     Close,
 }
 

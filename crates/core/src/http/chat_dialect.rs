@@ -8,17 +8,22 @@
 //!
 //! Original client → internal:
 //! * `start_session{input_type:"text"|"avatar_drop_image"|"user_image", request_id}` →
-//!   `session_started{input_mode:"text", request_id}`; a voice or capture start
-//!   (`audio`, `screen`, `camera`) → `status{SESSION_START_FAILED}` +
+//!   `session_started{input_mode:"text", request_id}`; `audio` opens the
+//!   microphone (`super::chat_socket`: `session_preparing`, then
+//!   `session_started{input_mode:"audio"}` or `status` + `session_failed`); a
+//!   capture start (`screen`, `camera`) → `status{SESSION_START_FAILED}` +
 //!   `session_failed{input_mode}`, so the page falls back to text; any other
 //!   type → `status{INVALID_INPUT_TYPE}`.
+//! * `stream_data{input_type:"audio", data:[int16…]}` and binary `NEKO` frames
+//!   are microphone audio (crate::hearing); `pause_session` / `end_session`
+//!   stop the microphone and keep the socket; `voice_input_control` sets who
+//!   owns the microphone (crate::hearing::lease).
 //! * `stream_data{input_type:"text", data, request_id}` → one chat turn with `data`
-//!   (no session needed first). Images and audio are dropped.
+//!   (no session needed first). Images are dropped.
 //! * `ping` → `pong`; `avatar_interaction` → `avatar_interaction_ack{accepted:false}`;
-//!   the status and housekeeping actions (`end_session`, `pause_session`,
-//!   `goodbye_state`, `language_update`, `greeting_check`, `cat_greeting_check`,
+//!   the status and housekeeping actions (`goodbye_state`, `language_update`, `greeting_check`, `cat_greeting_check`,
 //!   `capture_bridge_status`, `capture_bridge_response`, `screenshot_response`,
-//!   `voice_input_control`, `telemetry`, `music_playback_state`) are accepted
+//!   `telemetry`, `music_playback_state`) are accepted
 //!   silently; `voice_play_start` / `voice_play_end` set whether the page is
 //!   playing speech (`SessionManager::is_audio_playing`); anything else →
 //!   `status{UNKNOWN_ACTION, details:{action}}`.
@@ -73,6 +78,15 @@ pub enum Inbound {
     /// The page started (`true`) or stopped playing speech
     /// (`voice_play_start` / `voice_play_end`).
     Playback(bool),
+    /// Open a microphone session (`start_session` with `input_type: "audio"`).
+    StartAudio { request_id: Option<String> },
+    /// Microphone audio (`stream_data` with `input_type: "audio"` and an int16
+    /// array), or why it is not audio.
+    Audio(Result<crate::hearing::frame::MicFrame, crate::hearing::frame::FrameError>),
+    /// `pause_session` / `end_session`: the microphone session stops, the socket stays.
+    StopAudio,
+    /// A `voice_input_control` message (microphone ownership, crate::hearing::lease).
+    VoiceControl(Value),
     /// Nothing to do.
     Ignore,
 }
@@ -89,8 +103,6 @@ pub struct Original {
 }
 
 const SILENT: &[&str] = &[
-    "end_session",
-    "pause_session",
     "goodbye_state",
     "language_update",
     "greeting_check",
@@ -98,14 +110,13 @@ const SILENT: &[&str] = &[
     "capture_bridge_status",
     "capture_bridge_response",
     "screenshot_response",
-    "voice_input_control",
     "telemetry",
     "music_playback_state",
 ];
 
 /// A `status` frame: `message` is a JSON *string* `{"code", "details"}`.
 pub fn status(code: &str, details: Value) -> Value {
-    json!({"type": "status", "message": json!({"code": code, "details": details}).to_string()})
+    crate::frames::ServerFrame::status(code, details).to_value()
 }
 
 fn request_id(v: &Value) -> Option<String> {
@@ -140,8 +151,9 @@ impl Original {
                         }
                         Inbound::Reply(vec![f])
                     }
-                    "audio" | "screen" | "camera" => {
-                        let msg = "voice and screen input are not available; use text";
+                    "audio" => Inbound::StartAudio { request_id: rid },
+                    "screen" | "camera" => {
+                        let msg = "screen and camera input are not available; use text";
                         Inbound::Reply(vec![
                             status("SESSION_START_FAILED", json!({"error": msg, "count": 1})),
                             json!({"type": "session_failed", "input_mode": input, "message": msg}),
@@ -158,6 +170,9 @@ impl Original {
                     .get("input_type")
                     .and_then(Value::as_str)
                     .unwrap_or("text");
+                if input == "audio" {
+                    return Inbound::Audio(crate::hearing::frame::parse_json(&v));
+                }
                 let data = v.get("data").and_then(Value::as_str).unwrap_or("");
                 if input != "text" || data.trim().is_empty() {
                     return Inbound::Ignore;
@@ -170,11 +185,18 @@ impl Original {
                 "interaction_id": v.get("interaction_id").cloned().unwrap_or(Value::Null),
                 "accepted": false, "reason": "not_supported", "turn_id": null,
             })]),
+            "pause_session" | "end_session" => Inbound::StopAudio,
+            "voice_input_control" => Inbound::VoiceControl(v),
             "voice_play_start" => Inbound::Playback(true),
             "voice_play_end" => Inbound::Playback(false),
             a if SILENT.contains(&a) => Inbound::Ignore,
             a => Inbound::Reply(vec![status("UNKNOWN_ACTION", json!({"action": a}))]),
         }
+    }
+
+    /// A turn started by voice (a transcript): its frames carry no request id.
+    pub fn voice_turn(&mut self) {
+        self.pending.push_back(None);
     }
 
     /// Translate one internal server frame (zero or more original frames).
@@ -305,10 +327,25 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        match o.inbound(r#"{"action":"start_session","input_type":"audio"}"#) {
+        match o.inbound(r#"{"action":"start_session","input_type":"screen"}"#) {
             Inbound::Reply(f) => assert_eq!(f[1]["type"], "session_failed"),
             other => panic!("{other:?}"),
         }
+        assert_eq!(
+            o.inbound(r#"{"action":"start_session","input_type":"audio","request_id":"A"}"#),
+            Inbound::StartAudio {
+                request_id: Some("A".into())
+            }
+        );
+        assert!(matches!(
+            o.inbound(r#"{"action":"stream_data","input_type":"audio","data":[1,2]}"#),
+            Inbound::Audio(Ok(_))
+        ));
+        assert!(matches!(
+            o.inbound(r#"{"action":"stream_data","input_type":"audio","data":"x"}"#),
+            Inbound::Audio(Err(_))
+        ));
+        assert_eq!(o.inbound(r#"{"action":"end_session"}"#), Inbound::StopAudio);
         let e = o.outbound(&json!({"type":"error","code":"no_provider","error":"none"}));
         assert!(e[0]["message"]
             .as_str()

@@ -3,7 +3,8 @@
 //! [`super::chat_dialect`]).
 //!
 //! Client frames: `{"type":"user_text","text":...}` (also `voice_transcript`, `ping`,
-//! `voice {enabled}` to have replies spoken, `interrupt` to stop the speech).
+//! `voice {enabled}` to have replies spoken, `interrupt` to stop the speech,
+//! `mic {state: start|stop}` and binary `NEKO` microphone frames, super::chat_mic).
 //! Server frames: `session_started`, `assistant_delta {text}`, `turn_end`,
 //! `tool_call {name, call_id}`, `tool_result {name, call_id, is_error}`,
 //! `game_input {...}` when a game route took the input, `error {code, error}`,
@@ -11,15 +12,18 @@
 //! the notifications other families send through the session.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
 
 use super::api::{Api, ErrorDoc};
 use super::chat_dialect::{self, Dialect, Inbound};
+use super::chat_mic::{Mic, Outcome as MicOutcome};
 use super::envelope::SuccessError;
 use crate::frames::{speech_binary, EndReason, ServerFrame, PCM_S16LE};
 use crate::sessions::{Outbound, SessionManager};
@@ -58,24 +62,41 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
     // companiond client opts in with {"type":"voice","enabled":true}.
     let voice = Voice::new(&st, &tx);
     let mut speaking = false;
+    // The microphone (crate::hearing; super::chat_mic).
+    let mut mic = Mic::new(&st, &tx, voice.echo());
     let grace = tokio::time::sleep(chat_dialect::GRACE);
     tokio::pin!(grace);
     loop {
+        let mic_due = mic.deadline();
+        let mut heard: Option<MicOutcome> = None;
         let frames: Vec<Message> = tokio::select! {
             _ = &mut grace, if dialect.is_none() => {
                 dialect = Some(Dialect::Native);
                 texts(std::mem::take(&mut held))
             }
+            _ = tokio::time::sleep_until(mic_due.unwrap_or_else(Instant::now).into()), if mic_due.is_some() => {
+                heard = Some(mic.tick(dialect.unwrap_or(Dialect::Native)));
+                Vec::new()
+            }
             out = rx.recv() => match out {
-                Some(Outbound::Frame(v)) => match dialect {
-                    None => { held.push(v); Vec::new() }
-                    Some(Dialect::Native) => texts(vec![v]),
-                    Some(Dialect::Original) => texts(original.outbound(&v)),
-                },
+                Some(Outbound::Frame(v)) => {
+                    let told = mic.observe(dialect, &v);
+                    let mut m = match dialect {
+                        None => { held.push(v); Vec::new() }
+                        Some(Dialect::Native) => texts(vec![v]),
+                        Some(Dialect::Original) => texts(original.outbound(&v)),
+                    };
+                    m.extend(told.map(|f| text_message(f.to_text())));
+                    m
+                }
                 Some(Outbound::Speech(s)) => match dialect {
                     Some(d) if speaking => speech_messages(d, s),
                     _ => Vec::new(),
                 },
+                Some(Outbound::Heard(ev)) => {
+                    heard = Some(mic.heard(dialect.unwrap_or(Dialect::Native), ev));
+                    Vec::new()
+                }
                 Some(Outbound::Close) | None => {
                     let _ = socket.send(Message::Close(None)).await;
                     break;
@@ -98,7 +119,8 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                             }
                         }
                     }
-                    let action = if dialect == Some(Dialect::Original) {
+                    let d = dialect.unwrap_or(Dialect::Native);
+                    let action = if d == Dialect::Original {
                         match original.inbound(t.as_str()) {
                             Inbound::Reply(f) => {
                                 out.extend(f);
@@ -109,12 +131,21 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                                 mgr.set_playing(id, on);
                                 Action::None
                             }
+                            Inbound::StartAudio { request_id } => Action::MicStart(request_id),
+                            Inbound::Audio(f) => {
+                                heard = Some(mic.frame(d, f));
+                                Action::None
+                            }
+                            Inbound::StopAudio => Action::MicStop,
+                            Inbound::VoiceControl(v) => {
+                                out.extend(mic.control(&v).iter().map(ServerFrame::to_value));
+                                Action::None
+                            }
                             Inbound::Ignore => Action::None,
                         }
                     } else {
                         client_frame(t.as_str())
                     };
-                    let d = dialect.unwrap_or(Dialect::Native);
                     let mut msgs = texts(out);
                     match action {
                         Action::None => {}
@@ -128,12 +159,7 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                         }
                         Action::Interrupt => {
                             msgs.extend(interrupt(&voice, d));
-                            // Mark the cut-off reply once its turn has stored it.
-                            let (mgr, voice) = (mgr.clone(), voice.clone());
-                            tokio::spawn(async move {
-                                let _turn = mgr.turn.lock().await;
-                                voice.mark_interrupted_reply(&mgr.name()).await;
-                            });
+                            mark_after_turn(&mgr, &voice);
                         }
                         Action::Voice(on) => {
                             if !on {
@@ -150,13 +176,39 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                                 .to_text(),
                             ));
                         }
+                        Action::MicStart(request_id) => {
+                            let f = mic.start(&mgr, d, request_id).await;
+                            msgs.extend(f.iter().map(|f| text_message(f.to_text())));
+                        }
+                        Action::MicStop => heard = Some(mic.stop(d, "client")),
                     }
+                    msgs
+                }
+                Some(Ok(Message::Binary(b))) => {
+                    let d = *dialect.get_or_insert(Dialect::Native);
+                    let mut msgs = texts(std::mem::take(&mut held));
+                    let o = mic.frame(d, crate::hearing::frame::parse_binary(&b));
+                    msgs.extend(mic_messages(&st, &mgr, &tx, &voice, &mut original, speaking, d, o));
                     msgs
                 }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                 Some(Ok(_)) => Vec::new(),
             },
         };
+        let mut frames = frames;
+        if let Some(o) = heard {
+            let d = dialect.unwrap_or(Dialect::Native);
+            frames.extend(mic_messages(
+                &st,
+                &mgr,
+                &tx,
+                &voice,
+                &mut original,
+                speaking,
+                d,
+                o,
+            ));
+        }
         let mut closed = false;
         for m in frames {
             if socket.send(m).await.is_err() {
@@ -168,8 +220,50 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
             break;
         }
     }
+    drop(mic);
     voice.close();
     mgr.detach(id);
+}
+
+/// Mark the cut-off reply once its turn has stored it.
+fn mark_after_turn(mgr: &Arc<SessionManager>, voice: &Arc<Voice>) {
+    let (mgr, voice) = (mgr.clone(), voice.clone());
+    tokio::spawn(async move {
+        let _turn = mgr.turn.lock().await;
+        voice.mark_interrupted_reply(&mgr.name()).await;
+    });
+}
+
+/// The socket messages of a microphone event; speech heard over the
+/// character's cuts it off (barge-in) and a transcript starts a voice turn.
+#[allow(clippy::too_many_arguments)]
+fn mic_messages(
+    st: &AppState,
+    mgr: &Arc<SessionManager>,
+    tx: &mpsc::UnboundedSender<Outbound>,
+    voice: &Arc<Voice>,
+    original: &mut chat_dialect::Original,
+    speaking: bool,
+    d: Dialect,
+    o: MicOutcome,
+) -> Vec<Message> {
+    let mut msgs: Vec<Message> = o.frames.iter().map(|f| text_message(f.to_text())).collect();
+    if o.barge_in && speaking && voice.is_speaking() {
+        // Spoken over: only the part the user heard stays in the history.
+        msgs.extend(cut_messages(voice.interrupt_heard(), d));
+        mark_after_turn(mgr, voice);
+    }
+    if let Some(text) = o.turn {
+        if speaking {
+            msgs.extend(interrupt(voice, d));
+        }
+        if d == Dialect::Original {
+            original.voice_turn();
+        }
+        let speech = speaking.then(|| voice.clone());
+        start_turn(st, mgr, tx, text, InputSource::Voice, speech);
+    }
+    msgs
 }
 
 fn text_message(t: String) -> Message {
@@ -185,7 +279,15 @@ fn texts(frames: Vec<Value>) -> Vec<Message> {
 
 /// Barge-in: stop the current speech and tell the client.
 fn interrupt(voice: &Voice, dialect: Dialect) -> Vec<Message> {
-    let Some(cut) = voice.interrupt() else {
+    cut_messages(voice.interrupt(), dialect)
+}
+
+/// The client's frame for a cut-off speech.
+fn cut_messages(
+    cut: Option<crate::speech::pipeline::Interrupted>,
+    dialect: Dialect,
+) -> Vec<Message> {
+    let Some(cut) = cut else {
         return Vec::new();
     };
     let frame = match dialect {
@@ -268,6 +370,10 @@ enum Action {
     Turn(String, InputSource),
     Interrupt,
     Voice(bool),
+    /// Open the microphone (the original's `request_id`).
+    MicStart(Option<String>),
+    /// Close the microphone; the open utterance is still recognised.
+    MicStop,
 }
 
 fn client_frame(text: &str) -> Action {
@@ -291,6 +397,13 @@ fn client_frame(text: &str) -> Action {
             return match v.get("enabled") {
                 Some(Value::Bool(on)) => Action::Voice(*on),
                 _ => err("invalid_frame", "voice.enabled must be true or false"),
+            }
+        }
+        "mic" => {
+            return match v.get("state").and_then(Value::as_str) {
+                Some("start") => Action::MicStart(None),
+                Some("stop") => Action::MicStop,
+                _ => err("invalid_frame", "mic.state must be \"start\" or \"stop\""),
             }
         }
         _ => return err("unknown_type", "unknown frame type"),

@@ -23,6 +23,7 @@ pub mod backup;
 pub mod cards;
 pub mod characters;
 pub mod chat_dialect;
+mod chat_mic;
 pub mod chat_socket;
 pub mod envelope;
 mod ext;

@@ -105,18 +105,8 @@ pub fn resolve(
 
 /// `tcp://host:port` (both required).
 pub fn wyoming_target(raw: &str, voice: &str) -> Result<super::wyoming::WyomingTarget, TtsError> {
-    let bad = || TtsError::Config("a Wyoming ttsModelUrl is tcp://host:port".into());
-    let u = Url::parse(raw.trim()).map_err(|_| bad())?;
-    let host = match u.host() {
-        Some(url::Host::Domain(d)) if !d.is_empty() => d.to_string(),
-        Some(url::Host::Ipv4(ip)) => ip.to_string(),
-        Some(url::Host::Ipv6(ip)) => ip.to_string(),
-        _ => return Err(bad()),
-    };
-    let port = u.port().ok_or_else(bad)?;
-    if u.scheme() != "tcp" || !matches!(u.path(), "" | "/") {
-        return Err(bad());
-    }
+    let (host, port) = tcp_address(raw)
+        .ok_or_else(|| TtsError::Config("a Wyoming ttsModelUrl is tcp://host:port".into()))?;
     Ok(super::wyoming::WyomingTarget {
         host,
         port,
@@ -124,27 +114,48 @@ pub fn wyoming_target(raw: &str, voice: &str) -> Result<super::wyoming::WyomingT
     })
 }
 
+/// `tcp://host:port` (both required) as host and port.
+pub fn tcp_address(raw: &str) -> Option<(String, u16)> {
+    let u = Url::parse(raw.trim()).ok()?;
+    let host = match u.host() {
+        Some(url::Host::Domain(d)) if !d.is_empty() => d.to_string(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        _ => return None,
+    };
+    let port = u.port()?;
+    if u.scheme() != "tcp" || !matches!(u.path(), "" | "/") {
+        return None;
+    }
+    Some((host, port))
+}
+
 /// `…/audio/speech` from an origin, a `/v1` base or the full URL; the query
 /// string of the given URL is kept.
 pub fn speech_url(raw: &str) -> Result<Url, TtsError> {
-    let bad =
-        || TtsError::Config("ttsModelUrl must be an http:// or https:// URL with a host".into());
+    service_url(raw, "/audio/speech", &[])
+        .map_err(|e| TtsError::Config(e.replace("{key}", "ttsModel")))
+}
+
+/// `<base><tail>` from an origin (`/v1` added), a base or the full URL (a path
+/// that already ends in `tail` or one of `also`); the query string is kept.
+/// The error text names the key as `{key}Url` / `{key}ApiKey`.
+pub fn service_url(raw: &str, tail: &str, also: &[&str]) -> Result<Url, String> {
+    let bad = || "{key}Url must be an http:// or https:// URL with a host".to_string();
     let mut u = Url::parse(raw.trim()).map_err(|_| bad())?;
     if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) {
         return Err(bad());
     }
     if !u.username().is_empty() || u.password().is_some() {
-        return Err(TtsError::Config(
-            "ttsModelUrl must not carry credentials; use ttsModelApiKey".into(),
-        ));
+        return Err("{key}Url must not carry credentials; use {key}ApiKey".into());
     }
     let path = u.path().trim_end_matches('/').to_string();
-    let path = if path.ends_with("/audio/speech") {
+    let path = if path.ends_with(tail) || also.iter().any(|a| path.ends_with(a)) {
         path
     } else if path.is_empty() {
-        "/v1/audio/speech".to_string()
+        format!("/v1{tail}")
     } else {
-        format!("{path}/audio/speech")
+        format!("{path}{tail}")
     };
     u.set_path(&path);
     u.set_fragment(None);

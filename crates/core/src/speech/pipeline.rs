@@ -71,6 +71,59 @@ struct Live {
     stream: u32,
     token: CancellationToken,
     ended: Arc<AtomicBool>,
+    progress: Arc<Mutex<Progress>>,
+}
+
+/// What a speech has sent: each chunk's text and 48 kHz samples, and when its
+/// first audio left, to estimate what the user heard when it was cut off
+/// (playback taken to start with the first frame and to run in real time).
+#[derive(Debug, Default)]
+struct Progress {
+    first_audio: Option<std::time::Instant>,
+    chunks: Vec<(String, u64)>,
+    /// The text and audio of chunks cannot be told apart (one stream for the
+    /// whole speech): nothing can be estimated.
+    unknown: bool,
+}
+
+impl Progress {
+    fn audio(&mut self, index: usize, text: &str, samples: u64) {
+        self.first_audio.get_or_insert_with(std::time::Instant::now);
+        while self.chunks.len() <= index {
+            self.chunks.push((text.to_string(), 0));
+        }
+        if let Some(c) = self.chunks.get_mut(index) {
+            c.1 += samples;
+        }
+    }
+
+    /// The text heard by `now`: whole chunks, then the share of the words of
+    /// the chunk being played.
+    fn heard(&self, now: std::time::Instant) -> Option<String> {
+        if self.unknown {
+            return None;
+        }
+        let Some(t0) = self.first_audio else {
+            return Some(String::new());
+        };
+        let mut left = now.saturating_duration_since(t0).as_secs_f64() * super::OUTPUT_RATE as f64;
+        let mut out: Vec<String> = Vec::new();
+        for (text, n) in &self.chunks {
+            let n = *n as f64;
+            if left >= n {
+                out.push(text.clone());
+                left -= n;
+            } else {
+                let words: Vec<&str> = text.split_whitespace().collect();
+                let k = ((words.len() as f64) * left / n.max(1.0)).floor() as usize;
+                if k > 0 {
+                    out.push(words[..k.min(words.len())].join(" "));
+                }
+                break;
+            }
+        }
+        Some(out.join(" "))
+    }
 }
 
 /// The interrupted speech, as [`Voice::interrupt`] reports it.
@@ -93,6 +146,10 @@ pub struct Voice {
     /// A speech was cut off mid-way: its reply is to be marked in the history
     /// once its turn has stored it ([`Voice::mark_interrupted_reply`]).
     pending_mark: AtomicBool,
+    /// The part of that reply the user heard, when the cut came from speech.
+    pending_heard: Mutex<Option<String>>,
+    /// What was spoken lately (the microphone drops transcripts echoing it).
+    echo: Arc<crate::hearing::echo::EchoLog>,
 }
 
 impl Voice {
@@ -107,7 +164,23 @@ impl Voice {
             streams: AtomicU32::new(0),
             limits,
             pending_mark: AtomicBool::new(false),
+            pending_heard: Mutex::new(None),
+            echo: Arc::default(),
         })
+    }
+
+    /// What this connection's speech said lately.
+    pub fn echo(&self) -> Arc<crate::hearing::echo::EchoLog> {
+        self.echo.clone()
+    }
+
+    /// Is a speech of this connection still sending audio?
+    pub fn is_speaking(&self) -> bool {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|l| !l.ended.load(Ordering::Acquire) && !l.token.is_cancelled())
     }
 
     /// The connection closed: stop every speech and task of it.
@@ -117,6 +190,16 @@ impl Voice {
 
     /// Stop the current speech at once; which one it was.
     pub fn interrupt(&self) -> Option<Interrupted> {
+        self.cut(false)
+    }
+
+    /// Stop the current speech because the user spoke over it: only the part
+    /// the user heard stays in the history.
+    pub fn interrupt_heard(&self) -> Option<Interrupted> {
+        self.cut(true)
+    }
+
+    fn cut(&self, keep_heard: bool) -> Option<Interrupted> {
         let live = self
             .current
             .lock()
@@ -126,6 +209,15 @@ impl Voice {
         let was_complete = live.ended.load(Ordering::Acquire);
         if !was_complete {
             self.pending_mark.store(true, Ordering::Release);
+            let heard = if keep_heard {
+                live.progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .heard(std::time::Instant::now())
+            } else {
+                None
+            };
+            *self.pending_heard.lock().unwrap_or_else(|e| e.into_inner()) = heard;
         }
         Some(Interrupted {
             speech_id: live.id.to_string(),
@@ -154,7 +246,17 @@ impl Voice {
     /// it holding the session's turn lock, so the reply has been stored.
     pub async fn mark_interrupted_reply(&self, character: &str) {
         if self.pending_mark.swap(false, Ordering::AcqRel) {
-            if let Err(e) = self.st.history.mark_last_reply_interrupted(character).await {
+            let heard = self
+                .pending_heard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Err(e) = self
+                .st
+                .history
+                .mark_last_reply_interrupted(character, heard)
+                .await
+            {
                 tracing::warn!("cannot mark the interrupted reply of {character}: {e}");
             }
         }
@@ -227,6 +329,7 @@ impl Voice {
             stream: self.streams.fetch_add(1, Ordering::Relaxed) + 1,
             token: self.root.child_token(),
             ended: Arc::default(),
+            progress: Arc::default(),
         };
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let (text_tx, text_rx) = mpsc::unbounded_channel();
@@ -246,6 +349,7 @@ impl Voice {
             token: live.token.clone(),
             chunker: Mutex::new(Chunker::new()),
             text: Some(text_tx),
+            echo: self.echo.clone(),
         }
     }
 }
@@ -335,6 +439,7 @@ pub struct Speech {
     token: CancellationToken,
     chunker: Mutex<Chunker>,
     text: Option<mpsc::UnboundedSender<String>>,
+    echo: Arc<crate::hearing::echo::EchoLog>,
 }
 
 impl Speech {
@@ -368,6 +473,7 @@ impl Speech {
     fn send(&self, chunks: Vec<String>) {
         if let Some(tx) = &self.text {
             for c in chunks {
+                self.echo.said(&c);
                 let _ = tx.send(c);
             }
         }
@@ -388,6 +494,7 @@ impl Speech {
 /// A chunk being synthesised: its audio in order, then its result. Dropping
 /// it aborts the synthesis task.
 struct InFlight {
+    text: String,
     audio: mpsc::Receiver<Bytes>,
     result: oneshot::Receiver<Result<(), TtsError>>,
     task: tokio::task::AbortHandle,
@@ -430,12 +537,14 @@ impl Driver {
         let (mut sink, audio) = PcmSink::new(CHUNK_QUEUE);
         let (done, result) = oneshot::channel();
         let provider = self.provider.clone();
+        let said = text.clone();
         let task = tokio::spawn(async move {
             let r = provider.synthesize(&text, &mut sink).await;
             drop(sink);
             let _ = done.send(r);
         });
         InFlight {
+            text: said,
             audio,
             result,
             task: task.abort_handle(),
@@ -454,7 +563,13 @@ impl Driver {
             drop(sink);
             let _ = done.send(r);
         });
+        self.live
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unknown = true;
         let _task = InFlight {
+            text: String::new(),
             audio: mpsc::channel(1).1,
             result: oneshot::channel().1,
             task: task.abort_handle(),
@@ -527,6 +642,8 @@ impl Driver {
         let mut inflight: VecDeque<InFlight> = VecDeque::new();
         let mut text_open = true;
         let mut failure: Option<TtsError> = None;
+        // The number of the chunk whose audio is being delivered.
+        let mut delivered = 0usize;
         loop {
             while failure.is_none() && inflight.len() < self.limits.in_flight.max(1) {
                 match queue.pop_front() {
@@ -557,6 +674,13 @@ impl Driver {
                 }
                 Step::Text(None) => text_open = false,
                 Step::Audio(Some(pcm)) => {
+                    if let Some(f) = inflight.front() {
+                        self.live
+                            .progress
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .audio(delivered, &f.text, (pcm.len() / 2) as u64);
+                    }
                     if !self.send_audio(&token, pcm).await {
                         return;
                     }
@@ -565,6 +689,7 @@ impl Driver {
                     let Some(mut done) = inflight.pop_front() else {
                         continue;
                     };
+                    delivered += 1;
                     let r = (&mut done.result).await.unwrap_or(Ok(()));
                     crate::metrics::metrics().speech_chunk(if r.is_ok() {
                         crate::metrics::Outcome::Ok
@@ -593,5 +718,38 @@ impl Driver {
         } else {
             EndReason::Done
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_heard_part_follows_playback_time() {
+        let mut p = Progress::default();
+        let t0 = Instant::now();
+        assert_eq!(p.heard(t0), Some(String::new()));
+        // Two chunks of one second each.
+        p.audio(0, "Hello there, my friend.", 24_000);
+        p.audio(0, "Hello there, my friend.", 24_000);
+        p.audio(1, "The weather is lovely today.", 48_000);
+        let start = p.first_audio.unwrap_or(t0);
+        assert_eq!(p.heard(start), Some(String::new()));
+        assert_eq!(
+            p.heard(start + Duration::from_millis(500)).as_deref(),
+            Some("Hello there,")
+        );
+        assert_eq!(
+            p.heard(start + Duration::from_millis(1_600)).as_deref(),
+            Some("Hello there, my friend. The weather is")
+        );
+        assert_eq!(
+            p.heard(start + Duration::from_secs(5)).as_deref(),
+            Some("Hello there, my friend. The weather is lovely today.")
+        );
+        p.unknown = true;
+        assert_eq!(p.heard(start), None);
     }
 }

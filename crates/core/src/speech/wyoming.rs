@@ -7,7 +7,8 @@
 //! "payload_length"?}`, then `data_length` bytes of JSON data (merged into
 //! `data`), then `payload_length` bytes of payload. Hand-written (about a
 //! hundred lines) rather than the `wyoming` crate: only these four events are
-//! needed, and every read here is bounded in size and time.
+//! needed, and every read here is bounded in size and time. Hearing
+//! (`crate::hearing::recognizer`, `transcribe`) uses the same framing.
 
 use std::time::Duration;
 
@@ -101,21 +102,44 @@ pub async fn read_event<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> Result<Ev
 }
 
 async fn connect(t: &WyomingTarget, limits: &SpeechLimits) -> Result<TcpStream, TtsError> {
-    let s = tokio::time::timeout(
+    connect_to(
+        &t.host,
+        t.port,
         limits.first_byte.min(Duration::from_secs(5)),
-        TcpStream::connect((t.host.as_str(), t.port)),
     )
     .await
-    .map_err(|_| TtsError::Timeout)?
-    .map_err(|e| TtsError::Unavailable(e.to_string()))?;
+}
+
+/// Open a connection to a Wyoming server (text-to-speech and recognition).
+pub async fn connect_to(host: &str, port: u16, within: Duration) -> Result<TcpStream, TtsError> {
+    let s = tokio::time::timeout(within, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| TtsError::Timeout)?
+        .map_err(|e| TtsError::Unavailable(e.to_string()))?;
     let _ = s.set_nodelay(true);
     Ok(s)
 }
 
 async fn send_event(s: &mut TcpStream, kind: &str, data: Value) -> Result<(), TtsError> {
-    let mut line = json!({"type": kind, "data": data}).to_string();
-    line.push('\n');
-    s.write_all(line.as_bytes())
+    send_event_with(s, kind, data, &[]).await
+}
+
+/// Write one event: the header line (`data` inline, `payload_length` when
+/// there is a payload), then the payload.
+pub async fn send_event_with<W: tokio::io::AsyncWrite + Unpin>(
+    s: &mut W,
+    kind: &str,
+    data: Value,
+    payload: &[u8],
+) -> Result<(), TtsError> {
+    let mut head = json!({"type": kind, "data": data});
+    if !payload.is_empty() {
+        head["payload_length"] = json!(payload.len());
+    }
+    let mut bytes = head.to_string().into_bytes();
+    bytes.push(b'\n');
+    bytes.extend_from_slice(payload);
+    s.write_all(&bytes)
         .await
         .map_err(|e| TtsError::Unavailable(e.to_string()))
 }

@@ -6,6 +6,7 @@ mod characters;
 mod chat_socket;
 mod common;
 mod guards;
+mod hearing;
 mod model_servers;
 mod openapi;
 mod request_bodies;
