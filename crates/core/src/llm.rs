@@ -516,7 +516,10 @@ impl LlmClient {
         let mut messages = call.messages.to_vec();
         if !call.tools.is_empty() {
             // The built-in engine does not call tools: the turn goes on without them.
-            tracing::debug!("the built-in model ignores {} offered tools", call.tools.len());
+            tracing::debug!(
+                "the built-in model ignores {} offered tools",
+                call.tools.len()
+            );
         }
         for m in &mut messages {
             if m.role == "tool" {
@@ -530,6 +533,11 @@ impl LlmClient {
             max_tokens: o.max_tokens,
             temperature: o.temperature,
             json: o.response_format.is_some(),
+            schema: o.response_format.as_ref().and_then(|f| {
+                f.pointer("/json_schema/schema")
+                    .or_else(|| f.get("schema"))
+                    .cloned()
+            }),
             background: call.slot != Slot::Conversation,
         };
         let mut rx = local.generate(req);
@@ -834,9 +842,12 @@ impl LlmClient {
         }
         if local_model::is_local(&ep.base_url) {
             let local = self.local().ok_or(LlmError::NotConfigured)?;
-            return tokio::time::timeout(timeout.max(Duration::from_secs(30)) * 4, local.embed(texts.to_vec()))
-                .await
-                .map_err(|_| LlmError::Timeout)?;
+            return tokio::time::timeout(
+                timeout.max(Duration::from_secs(30)) * 4,
+                local.embed(texts.to_vec()),
+            )
+            .await
+            .map_err(|_| LlmError::Timeout)?;
         }
         let body = json!({"model": ep.model, "input": texts});
         let work = async {

@@ -30,6 +30,8 @@ pub struct LocalRequest {
     /// Constrain the answer to one JSON object (the `response_format` asked for
     /// JSON, with or without a schema).
     pub json: bool,
+    /// The JSON schema the answer must follow (with `json`), when the call gave one.
+    pub schema: Option<Value>,
     /// Background work (memory, emotion...) waits while chat requests are queued.
     pub background: bool,
 }

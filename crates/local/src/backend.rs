@@ -131,7 +131,8 @@ impl Backend {
                     .unwrap_or(DEFAULT_IDLE_SECS)
                     .clamp(1, 7 * 86_400),
             ),
-            context: num_setting(&cfg, "localContextWindow").map(|n| n.clamp(512, 1 << 20) as usize),
+            context: num_setting(&cfg, "localContextWindow")
+                .map(|n| n.clamp(512, 1 << 20) as usize),
         })
     }
 

@@ -66,12 +66,7 @@ pub fn run(args: &ModelArgs) -> i32 {
                 let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
                 if got >= *l + (8 << 20) || got == total {
                     *l = got;
-                    eprint!(
-                        "\r{}: {} / {} MiB",
-                        e.name,
-                        got >> 20,
-                        total.max(1) >> 20
-                    );
+                    eprint!("\r{}: {} / {} MiB", e.name, got >> 20, total.max(1) >> 20);
                     let _ = std::io::stderr().flush();
                 }
             };

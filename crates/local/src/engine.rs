@@ -16,6 +16,35 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::gguf;
 use crate::json_guard::JsonGuard;
+use crate::schema_guard::SchemaGuard;
+
+/// The constraint of a JSON answer: any object, or one following a schema.
+#[derive(Clone)]
+enum Guard {
+    Free(JsonGuard),
+    Schema(SchemaGuard),
+}
+
+impl Guard {
+    fn feed(&mut self, t: &str) -> bool {
+        match self {
+            Guard::Free(g) => g.feed(t),
+            Guard::Schema(g) => g.feed(t),
+        }
+    }
+    fn done(&self) -> bool {
+        match self {
+            Guard::Free(g) => g.done(),
+            Guard::Schema(g) => g.done(),
+        }
+    }
+    fn closing(&self) -> String {
+        match self {
+            Guard::Free(g) => g.closing(),
+            Guard::Schema(g) => g.closing(),
+        }
+    }
+}
 use crate::model::{self, Model};
 use crate::template::Template;
 
@@ -160,7 +189,9 @@ impl Engine {
 
     /// Unload now (the next request loads again).
     pub fn unload(&self) {
-        let idle = lock(&self.shared.q).idle.unwrap_or(Duration::from_secs(300));
+        let idle = lock(&self.shared.q)
+            .idle
+            .unwrap_or(Duration::from_secs(300));
         self.push(Job::Unload, false, idle);
     }
 }
@@ -343,12 +374,10 @@ fn ensure<'a>(
         let ct = candle_core::quantized::gguf_file::Content::read(&mut f).map_err(engine_err)?;
         use candle_core::quantized::tokenizer::TokenizerFromGguf;
         let tok = Tokenizer::from_gguf(&ct).map_err(engine_err)?;
-        let token = |key: &str| -> Option<u32> {
-            ct.metadata.get(key).and_then(|v| v.to_u32().ok())
-        };
-        let text_of = |id: Option<u32>| -> String {
-            id.and_then(|i| tok.id_to_token(i)).unwrap_or_default()
-        };
+        let token =
+            |key: &str| -> Option<u32> { ct.metadata.get(key).and_then(|v| v.to_u32().ok()) };
+        let text_of =
+            |id: Option<u32>| -> String { id.and_then(|i| tok.id_to_token(i)).unwrap_or_default() };
         let bos = text_of(token("tokenizer.ggml.bos_token_id"));
         let eos_id = token("tokenizer.ggml.eos_token_id");
         let eos = text_of(eos_id);
@@ -521,7 +550,7 @@ fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
 }
 
 /// The likeliest token whose text keeps `guard` a valid JSON prefix.
-fn constrained(l: &mut Loaded, logits: &[f32], guard: &JsonGuard) -> Option<(u32, JsonGuard)> {
+fn constrained(l: &mut Loaded, logits: &[f32], guard: &Guard) -> Option<(u32, Guard)> {
     if l.texts.is_none() {
         let n = l.tok.get_vocab_size(true);
         let texts = (0..n as u32)
@@ -530,7 +559,7 @@ fn constrained(l: &mut Loaded, logits: &[f32], guard: &JsonGuard) -> Option<(u32
         l.texts = Some(texts);
     }
     let texts = l.texts.as_ref()?;
-    let try_one = |id: u32| -> Option<JsonGuard> {
+    let try_one = |id: u32| -> Option<Guard> {
         let t = texts.get(id as usize)?;
         if t.is_empty() || l.stops.contains(&id) {
             return None;
@@ -588,7 +617,11 @@ fn generate(
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ companiond_core::now_millis() as u64);
     let mut out: Vec<u32> = Vec::new();
     let mut text = String::new();
-    let mut guard = req.json.then(JsonGuard::default);
+    let mut guard = match (&req.json, &req.schema) {
+        (false, _) => None,
+        (true, Some(schema)) => Some(Guard::Schema(SchemaGuard::new(schema))),
+        (true, None) => Some(Guard::Free(JsonGuard::default())),
+    };
     let mut finish = "length";
     let t_gen = Instant::now();
     while out.len() < max_new {
@@ -617,7 +650,7 @@ fn generate(
                 break;
             }
         }
-        if guard.as_ref().is_some_and(JsonGuard::done) {
+        if guard.as_ref().is_some_and(Guard::done) {
             finish = "stop";
             break;
         }

@@ -137,7 +137,11 @@ pub fn inspect(path: &Path, n_ctx: Option<usize>) -> Result<Info, FileError> {
         .and_then(|v| v.to_string().ok())
         .cloned();
     let hp = Hparams::read(&ct).map_err(|e| FileError::Unsupported(format!("{shown}: {e}")))?;
-    match ct.metadata.get("tokenizer.ggml.model").and_then(|v| v.to_string().ok()) {
+    match ct
+        .metadata
+        .get("tokenizer.ggml.model")
+        .and_then(|v| v.to_string().ok())
+    {
         Some(m) if m == "gpt2" => {}
         other => {
             return Err(FileError::Unsupported(format!(

@@ -54,11 +54,16 @@ pub async fn models(Ext(b): Ext<Backend>) -> Json<Value> {
             v
         })
         .collect();
-    Json(json!({"success": true, "models": list, "models_dir": catalog::models_dir(&b.data_dir).display().to_string()}))
+    Json(
+        json!({"success": true, "models": list, "models_dir": catalog::models_dir(&b.data_dir).display().to_string()}),
+    )
 }
 
 fn fail(status: StatusCode, code: &str, msg: impl Into<String>) -> Response {
-    SuccessError::new(msg).code(code).status(status).into_response()
+    SuccessError::new(msg)
+        .code(code)
+        .status(status)
+        .into_response()
 }
 
 /// `POST /api/local/models/{name}/pull`: starts the download and answers at
@@ -70,7 +75,10 @@ pub async fn pull(Ext(b): Ext<Backend>, UrlPath(name): UrlPath<String>) -> Respo
     };
     {
         let mut pulls = b.pulls.lock().unwrap_or_else(|e| e.into_inner());
-        if pulls.get(&entry.name).is_some_and(|p| p.state == "downloading") {
+        if pulls
+            .get(&entry.name)
+            .is_some_and(|p| p.state == "downloading")
+        {
             let e = PullError::Busy;
             return fail(StatusCode::CONFLICT, e.code(), e.to_string());
         }

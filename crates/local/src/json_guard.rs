@@ -25,11 +25,17 @@ enum Lex {
     None,
     /// In a string; `key` when it is an object key; escape state: 0 none,
     /// 1 after `\`, 2..=5 hex digits of `\u` still to come (5 - n).
-    Str { key: bool, esc: u8 },
+    Str {
+        key: bool,
+        esc: u8,
+    },
     /// In a number: 0 after `-`, 1 integer digits, 2 after `.`, 3 fraction
     /// digits, 4 after `e`, 5 after the exponent's sign, 6 exponent digits;
     /// `zero`: the integer part is a single 0.
-    Num { st: u8, zero: bool },
+    Num {
+        st: u8,
+        zero: bool,
+    },
     /// In `true`, `false` or `null`: the rest still to come.
     Lit(&'static str),
 }
@@ -296,10 +302,20 @@ mod tests {
     #[test]
     fn valid_prefixes_and_closing() {
         let mut g = JsonGuard::default();
-        assert!(g.feed("{\"facts\": [{\"text\": \"likes \\u00e9 tea\", \"n\": -1.5e3}, true, null]}"));
+        assert!(
+            g.feed("{\"facts\": [{\"text\": \"likes \\u00e9 tea\", \"n\": -1.5e3}, true, null]}")
+        );
         assert!(g.done());
         assert!(!g.clone().feed(","));
-        for bad in ["[", " {", "{\"a\" 1", "{\"a\":01", "{\"a\":tru3", "{]", "{\"a\":1,}"] {
+        for bad in [
+            "[",
+            " {",
+            "{\"a\" 1",
+            "{\"a\":01",
+            "{\"a\":tru3",
+            "{]",
+            "{\"a\":1,}",
+        ] {
             assert!(!JsonGuard::default().feed(bad), "{bad}");
         }
         for part in [

@@ -4,7 +4,8 @@
 //!
 //! - `gguf.rs` checks a file before loading (GGUF, whole, supported, fits memory);
 //! - `model.rs` the transformer (Llama, Qwen2, Qwen3) with a KV cache that keeps a prefix;
-//! - `template.rs` the model's chat template (minijinja), `json_guard.rs` JSON-constrained sampling;
+//! - `template.rs` the model's chat template (minijinja); `json_guard.rs` and
+//!   `schema_guard.rs` JSON- and JSON-schema-constrained sampling;
 //! - `engine.rs` the worker thread: one copy loaded on first use, chat first, idle unload;
 //! - `catalog.rs` the curated models, `pull.rs` their resumable, verified download;
 //! - `backend.rs` what core's model client calls (`companiond_core::local_model::LocalBackend`);
@@ -19,6 +20,7 @@ mod http;
 pub mod json_guard;
 pub mod model;
 pub mod pull;
+pub mod schema_guard;
 pub mod template;
 
 use std::sync::Arc;

@@ -36,10 +36,7 @@ fn md_u(ct: &gguf_file::Content, k: &str) -> Option<usize> {
 
 fn md_f(ct: &gguf_file::Content, k: &str) -> Option<f64> {
     let v = ct.metadata.get(k)?;
-    v.to_f32()
-        .map(f64::from)
-        .or_else(|_| v.to_f64())
-        .ok()
+    v.to_f32().map(f64::from).or_else(|_| v.to_f64()).ok()
 }
 
 /// The architectures this engine runs.
@@ -332,7 +329,10 @@ impl Model {
             return x.squeeze(0);
         }
         let last = x.narrow(1, t - 1, 1)?;
-        self.output.forward(&last)?.flatten_all()?.to_dtype(DType::F32)
+        self.output
+            .forward(&last)?
+            .flatten_all()?
+            .to_dtype(DType::F32)
     }
 
     /// Mean of the final hidden states of `tokens`, L2-normalised (the cache
@@ -362,4 +362,3 @@ pub fn argmax(logits: &[f32]) -> u32 {
     }
     best.0 as u32
 }
-

