@@ -28,6 +28,7 @@ function modelSummary(cfg) {
     return { ok: true, text: `${cfg.conversationModelId || '(no model id)'} at ${cfg.conversationModelUrl}` };
   }
   const p = catalog.find((x) => x.key === cfg.coreApi);
+  if (p && p.key === 'local') return { ok: true, text: `${p.name} (built-in provider)` };
   if (p && !p.is_free_version && cfg.coreApiKey) return { ok: true, text: `${p.name} (built-in provider)` };
   return { ok: false, text: 'not set up yet' };
 }
