@@ -341,6 +341,14 @@ pub fn context_for(trained: usize, settings: &Settings) -> usize {
 fn set_threads(n: usize) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
+        // A fixed mmap threshold: glibc otherwise raises it after the first
+        // big free (a weight matrix), so later tensors of up to 32 MiB come
+        // from the heap and stay resident after the unload.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: mallopt only changes the allocator's tuning.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        }
         if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
             std::env::set_var("CANDLE_NUM_THREADS", n.max(1).to_string());
         }

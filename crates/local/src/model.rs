@@ -86,10 +86,10 @@ impl Hparams {
 }
 
 struct Layer {
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
-    wo: QMatMul,
+    wq: Mat,
+    wk: Mat,
+    wv: Mat,
+    wo: Mat,
     bq: Option<Tensor>,
     bk: Option<Tensor>,
     bv: Option<Tensor>,
@@ -97,25 +97,55 @@ struct Layer {
     k_norm: Option<Tensor>,
     attn_norm: Tensor,
     ffn_norm: Tensor,
-    w_gate: QMatMul,
-    w_up: QMatMul,
-    w_down: QMatMul,
+    w_gate: Mat,
+    w_up: Mat,
+    w_down: Mat,
     /// Keys and values of the positions seen so far: (1, n_head_kv, seq, head_dim).
     cache: Option<(Tensor, Tensor)>,
 }
 
-/// A matrix for `x @ w^T`. Quantisations without a SIMD kernel in candle
-/// (Q4_1, Q5_0, Q5_1) are converted to Q8_0 once at load: a little more
-/// memory, several times faster on x86 and ARM.
-fn matmul(t: QTensor) -> Result<QMatMul> {
+/// A weight matrix for `x @ w^T`: quantised as in the file for one token
+/// at a time (decoding), dequantised per call into an f32 GEMM for a prompt
+/// of many tokens (prefill), which is several times faster on the CPU.
+/// Quantisations without a SIMD kernel in candle (Q4_1, Q5_0, Q5_1) are
+/// converted to Q8_0 once at load: a little more memory, much faster.
+struct Mat {
+    q: QMatMul,
+    raw: std::sync::Arc<QTensor>,
+}
+
+/// Rows from which a call takes the GEMM path.
+const GEMM_ROWS: usize = 16;
+
+impl Mat {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?;
+        if rows >= GEMM_ROWS {
+            let w = self.raw.dequantize(&Device::Cpu)?;
+            let (b, t, k) = x.dims3()?;
+            let y = x.reshape((b * t, k))?.matmul(&w.t()?)?;
+            let n = y.dim(1)?;
+            return y.reshape((b, t, n));
+        }
+        self.q.forward(x)
+    }
+}
+
+fn matmul(t: QTensor) -> Result<Mat> {
     use candle_core::quantized::GgmlDType as T;
     let slow = matches!(t.dtype(), T::Q4_1 | T::Q5_0 | T::Q5_1);
     let cols = t.shape().dims().last().copied().unwrap_or(0);
-    if slow && cols % 32 == 0 {
+    let t = if slow && cols % 32 == 0 {
         let w = t.dequantize(&Device::Cpu)?;
-        return QMatMul::from_qtensor(QTensor::quantize(&w, T::Q8_0)?);
-    }
-    QMatMul::from_qtensor(t)
+        QTensor::quantize(&w, T::Q8_0)?
+    } else {
+        t
+    };
+    let raw = std::sync::Arc::new(t);
+    Ok(Mat {
+        q: QMatMul::from_arc(raw.clone())?,
+        raw,
+    })
 }
 
 /// A loaded model and its KV cache.
@@ -124,7 +154,7 @@ pub struct Model {
     embd: QTensor,
     layers: Vec<Layer>,
     norm: Tensor,
-    output: QMatMul,
+    output: Mat,
     cos: Tensor,
     sin: Tensor,
     /// Window the cache tables were built for.
