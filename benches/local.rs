@@ -128,8 +128,20 @@ fn start_llama(model: &PathBuf, threads: usize) -> (Child, String) {
     let child = Command::new("python3")
         .args(["-m", "llama_cpp.server", "--model"])
         .arg(model)
-        .args(["--n_ctx", "4096", "--host", "127.0.0.1", "--verbose", "false"])
-        .args(["--port", &port.to_string(), "--n_threads", &threads.to_string()])
+        .args([
+            "--n_ctx",
+            "4096",
+            "--host",
+            "127.0.0.1",
+            "--verbose",
+            "false",
+        ])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--n_threads",
+            &threads.to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -179,7 +191,13 @@ fn rss_of_the_binary(model: &PathBuf, threads: usize) {
     )
     .expect("config");
     let mut child = Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--csrf-token", "bench", "--data-dir"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--csrf-token",
+            "bench",
+            "--data-dir",
+        ])
         .arg(dir.join("data"))
         .arg("--local-model")
         .arg(model)
@@ -230,7 +248,9 @@ fn main() {
         idle: Duration::from_secs(600),
         context: Some(4096),
     };
-    let short = vec![ChatMessage::user("Write a long story about a dragon who learns to cook.")];
+    let short = vec![ChatMessage::user(
+        "Write a long story about a dragon who learns to cook.",
+    )];
     let long1 = vec![
         ChatMessage::system("You are Mika, a cheerful companion."),
         ChatMessage::user(long_prompt()),

@@ -19,6 +19,9 @@ use crate::catalog;
 use crate::engine::{self, Engine, Settings};
 use crate::gguf;
 
+/// The context window of a file, or why it is refused.
+type WindowCheck = Result<usize, String>;
+
 /// Default idle time before the model is unloaded.
 pub const DEFAULT_IDLE_SECS: u64 = 300;
 
@@ -44,7 +47,7 @@ pub struct Backend {
     pub http: companiond_core::net::LazyClient,
     pub pulls: Arc<Mutex<HashMap<String, PullState>>>,
     /// Trained context length by file (path, length), read from headers.
-    windows: Arc<Mutex<HashMap<(PathBuf, u64), Result<usize, String>>>>,
+    windows: Arc<Mutex<HashMap<(PathBuf, u64), WindowCheck>>>,
 }
 
 fn str_setting<'a>(cfg: &'a Map<String, Value>, k: &str) -> Option<&'a str> {

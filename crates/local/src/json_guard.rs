@@ -281,11 +281,7 @@ impl JsonGuard {
         }
         match expect {
             Expect::Colon => out.push_str(":null"),
-            Expect::Value if !self.stack.is_empty() => {
-                if self.stack.last() == Some(&b'{') {
-                    out.push_str("null");
-                }
-            }
+            Expect::Value if self.stack.last() == Some(&b'{') => out.push_str("null"),
             _ => {}
         }
         for b in self.stack.iter().rev() {

@@ -67,7 +67,11 @@ impl Hparams {
         let head_dim = md_u(ct, &format!("{arch}.attention.key_length"))
             .or_else(|| md_u(ct, &format!("{arch}.rope.dimension_count")))
             .unwrap_or(n_embd / n_head);
-        if n_head_kv == 0 || n_head % n_head_kv != 0 || head_dim == 0 || head_dim % 2 != 0 {
+        if n_head_kv == 0
+            || !n_head.is_multiple_of(n_head_kv)
+            || head_dim == 0
+            || !head_dim.is_multiple_of(2)
+        {
             candle_core::bail!("inconsistent attention sizes in the model's metadata");
         }
         Ok(Hparams {
@@ -135,7 +139,7 @@ fn matmul(t: QTensor) -> Result<Mat> {
     use candle_core::quantized::GgmlDType as T;
     let slow = matches!(t.dtype(), T::Q4_1 | T::Q5_0 | T::Q5_1);
     let cols = t.shape().dims().last().copied().unwrap_or(0);
-    let t = if slow && cols % 32 == 0 {
+    let t = if slow && cols.is_multiple_of(32) {
         let w = t.dequantize(&Device::Cpu)?;
         QTensor::quantize(&w, T::Q8_0)?
     } else {

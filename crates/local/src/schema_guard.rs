@@ -218,7 +218,7 @@ impl SchemaGuard {
                     }
                     if c == '"' {
                         return match &enums {
-                            Some(v) => v.iter().any(|x| *x == content),
+                            Some(v) => v.contains(&content),
                             None => true,
                         };
                     }
