@@ -77,6 +77,18 @@ def test_unload_then_load_again(server):
     assert reply.strip() and not [f for f in frames if f["type"] == "error"], frames
 
 
+def test_the_model_is_unloaded_after_the_idle_time(gguf, tmp_path):
+    c = Companiond(tmp_path, model=gguf, config={"localIdleSeconds": 1})
+    try:
+        assert c.post("/api/config/test_connectivity", {"provider_key": "local"}).json()["success"]
+        assert c.get("/api/local/status").json()["engine"]["loaded"]
+        time.sleep(2.5)
+        e = c.get("/api/local/status").json()["engine"]
+        assert e["state"] == "unloaded" and e["unloads"] == 1 and not e["loaded"], e
+    finally:
+        c.stop()
+
+
 @pytest.mark.parametrize("kind", ["truncated", "not_gguf"])
 def test_a_bad_model_file_is_refused_with_a_clear_error(gguf, tmp_path, kind):
     bad = tmp_path / "bad.gguf"

@@ -103,5 +103,16 @@ async fn chat_json_and_prefix_cache() {
         "{json}"
     );
     assert!(ttft2 < ttft1, "the second turn reuses the cached prefix");
+    let v = e
+        .embed(
+            vec!["I love tea".into(), "The sea is blue".into()],
+            s.clone(),
+        )
+        .await
+        .expect("embeddings");
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[0].len(), v[1].len());
+    let norm: f32 = v[0].iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-3, "{norm}");
     assert!(e.status().last_cached_tokens.unwrap_or(0) > 0);
 }
