@@ -150,6 +150,7 @@ class Files:
     def __init__(self):
         self.files = {}
         self.cut = {}
+        self.slow = 0  # seconds of pause after each MiB (a download to watch)
         self.requests = []
         srv = self
 
@@ -193,7 +194,13 @@ class Files:
                         self.close_connection = True
                         self.connection.shutdown(socket.SHUT_RDWR)
                         return
-                    self.wfile.write(body)
+                    if srv.slow:
+                        for i in range(0, len(body), 1 << 20):
+                            self.wfile.write(body[i:i + (1 << 20)])
+                            self.wfile.flush()
+                            time.sleep(srv.slow)
+                    else:
+                        self.wfile.write(body)
                 except OSError:
                     pass
 

@@ -1,12 +1,15 @@
 """The console chats with the built-in model in headless Chromium, and its
 Local model section shows the file and the curated list."""
 
+import json
 import os
 import re
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
+
+from conftest import Companiond
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -50,3 +53,23 @@ def test_the_local_model_section(page, server, gguf):
     expect(page.locator('button[data-pull="qwen3-0.6b"]')).to_be_enabled()
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "local.png"), full_page=True)
+
+
+def test_a_pull_shows_its_progress_bar(page, files, gguf, tmp_path):
+    data = gguf.read_bytes()
+    cat = tmp_path / "catalog.json"
+    cat.write_text(json.dumps([files.entry("watch-me", "watch.gguf", data)]))
+    files.slow = 0.05
+    c = Companiond(tmp_path, env={"COMPANIOND_MODEL_CATALOG": str(cat)})
+    try:
+        page.goto(c.url + "/console/#local")
+        row = page.locator('#local-models tr[data-model="watch-me"]')
+        row.locator("button[data-pull]").click()
+        expect(row.locator("progress")).to_be_visible()
+        expect(row.locator(".state")).to_have_text("pulled", timeout=120000)
+        expect(row.locator("button[data-use]")).to_be_enabled()
+        row.locator("button[data-use]").click()
+        expect(page.locator("#local-result")).to_contain_text("Saved: watch-me")
+        assert json.loads((c.data / "config" / "core_config.json").read_text())["localModel"] == "watch-me"
+    finally:
+        c.stop()
