@@ -509,7 +509,7 @@ impl Rng {
 
 /// Temperature and top-p (0.95) sampling over the 64 likeliest tokens.
 fn sample(logits: &[f32], temperature: f32, rng: &mut Rng) -> u32 {
-    if temperature <= 0.01 {
+    if temperature <= 0.01 || logits.is_empty() {
         return model::argmax(logits);
     }
     let mut top: Vec<(u32, f32)> = top_k(logits, 64);
