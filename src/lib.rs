@@ -18,5 +18,6 @@ pub const FAMILIES: &[Family] = &[
     companiond_avatars::FAMILY,
     companiond_jukebox::FAMILY,
     companiond_console::FAMILY,
+    companiond_local::FAMILY,
     companiond_frontend::FAMILY,
 ];

@@ -6,6 +6,7 @@ fn main() {
     match &cli.command {
         Some(Command::Backup(a)) => std::process::exit(companiond_core::backup::run_backup(a)),
         Some(Command::Restore(a)) => std::process::exit(companiond_core::backup::run_restore(a)),
+        Some(Command::Model(a)) => std::process::exit(companiond_local::cli::run(a)),
         _ => {}
     }
     companiond_core::server::init_tracing();

@@ -11,8 +11,9 @@ import cloud from './cloud.js';
 import settings from './settings.js';
 import reference from './reference.js';
 import mcp from './mcp.js';
+import local from './local.js';
 
-const sections = { start, chat, characters, memory, library, cloud, settings, mcp, reference };
+const sections = { start, chat, characters, memory, library, cloud, local, settings, mcp, reference };
 let active = null;
 
 /** Shared state and helpers the sections use. */

@@ -28,6 +28,7 @@ function modelSummary(cfg) {
     return { ok: true, text: `${cfg.conversationModelId || '(no model id)'} at ${cfg.conversationModelUrl}` };
   }
   const p = catalog.find((x) => x.key === cfg.coreApi);
+  if (p && p.key === 'local') return { ok: true, text: `${p.name} (built-in provider)` };
   if (p && !p.is_free_version && cfg.coreApiKey) return { ok: true, text: `${p.name} (built-in provider)` };
   return { ok: false, text: 'not set up yet' };
 }
@@ -70,7 +71,7 @@ function fillForm(configured) {
   const c = coreCfg;
   $('setup-intro').textContent = configured
     ? 'A model is set up. You can change it here.'
-    : 'No language model is set up yet, so the character cannot answer. Point it at a model: a local server such as Ollama, LM Studio or llama.cpp, or a built-in provider with your API key.';
+    : 'No language model is set up yet, so the character cannot answer. Point it at a model: a local server such as Ollama, LM Studio or llama.cpp, or a built-in provider with your API key — or, with nothing else installed, download a model for the built-in engine under Local model.';
   if (c.enableCustomApi === true && c.conversationModelUrl) {
     document.querySelector('input[name="setup-kind"][value="custom"]').checked = true;
     $('setup-url').value = c.conversationModelUrl;

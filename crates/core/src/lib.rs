@@ -34,6 +34,7 @@ pub mod instance;
 pub mod json;
 pub mod layout;
 pub mod llm;
+pub mod local_model;
 pub mod metrics;
 pub mod net;
 pub mod notices;

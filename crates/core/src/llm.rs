@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::layout as docs;
+use crate::local_model::{self, LocalBackend, LocalEvent, LocalRequest};
 use crate::metrics::{Outcome, TokenKind};
 use crate::providers::{self, Endpoint, Slot};
 use crate::store::Store;
@@ -227,6 +228,8 @@ pub struct LlmClient {
     /// The `response_format` form each server accepted ([`JSON_FORMS`]), by base URL and model.
     json_forms: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
     chat: std::sync::Arc<ChatActivity>,
+    /// The built-in local model, once its family installed it.
+    local: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<dyn LocalBackend>>>,
 }
 
 /// Chat turns running now and when the last one ended (chat first: background
@@ -288,7 +291,18 @@ impl LlmClient {
             windows: Default::default(),
             json_forms: Default::default(),
             chat: Default::default(),
+            local: Default::default(),
         }
+    }
+
+    /// Install the built-in local model (the `local` family's `start()`).
+    pub fn set_local(&self, backend: std::sync::Arc<dyn LocalBackend>) {
+        let _ = self.local.set(backend);
+    }
+
+    /// The built-in local model, when installed.
+    pub fn local(&self) -> Option<std::sync::Arc<dyn LocalBackend>> {
+        self.local.get().cloned()
     }
 
     /// Mark a chat turn as running (until the guard is dropped).
@@ -392,6 +406,13 @@ impl LlmClient {
         if let Some(n) = crate::context::configured_window(&cfg, slot) {
             return n;
         }
+        if local_model::is_local(&ep.base_url) {
+            let n = match self.local() {
+                Some(l) => l.context_window().await,
+                None => None,
+            };
+            return n.unwrap_or(crate::context::DEFAULT_CONTEXT_WINDOW);
+        }
         let key = format!("{}\n{}", ep.base_url, ep.model);
         let cached = self
             .windows
@@ -457,11 +478,97 @@ impl LlmClient {
         }
     }
 
-    /// Where `slot` goes, or `None` when nothing is configured.
+    /// Where `slot` goes, or `None` when nothing is configured. The built-in
+    /// local model (docs/local-model.md) when it is chosen, or when no other
+    /// provider is configured and a local model is available.
     pub async fn endpoint(&self, slot: Slot) -> Option<Endpoint> {
         let cfg = self.core_config().await;
         let catalog = providers::load_catalog(&self.bundle);
-        providers::resolve(&cfg, &catalog, slot)
+        match providers::resolve(&cfg, &catalog, slot) {
+            Some(ep) if !local_model::is_local(&ep.base_url) => Some(ep),
+            _ => self.local_endpoint().await,
+        }
+    }
+
+    /// The built-in provider's endpoint, when a local model is available.
+    pub async fn local_endpoint(&self) -> Option<Endpoint> {
+        let local = self.local()?;
+        if !local.available().await {
+            return None;
+        }
+        Some(Endpoint {
+            base_url: local_model::BASE_URL.into(),
+            model: local_model::PROVIDER.into(),
+            api_key: String::new(),
+        })
+    }
+
+    /// A call to the built-in model: deltas to `on_delta`, the whole answer back.
+    async fn local_call(
+        &self,
+        call: &ModelCall<'_>,
+        on_delta: Option<&(dyn Fn(&str) + Send + Sync)>,
+    ) -> Result<Completion, LlmError> {
+        let Some(local) = self.local() else {
+            return Err(LlmError::NotConfigured);
+        };
+        let o = call.options;
+        let mut messages = call.messages.to_vec();
+        if !call.tools.is_empty() {
+            // The built-in engine does not call tools: the turn goes on without them.
+            tracing::debug!(
+                "the built-in model ignores {} offered tools",
+                call.tools.len()
+            );
+        }
+        for m in &mut messages {
+            if m.role == "tool" {
+                m.role = "user".into();
+            }
+            m.tool_calls.clear();
+            m.tool_call_id = None;
+        }
+        let req = LocalRequest {
+            messages,
+            max_tokens: o.max_tokens,
+            temperature: o.temperature,
+            json: o.response_format.is_some(),
+            schema: o.response_format.as_ref().and_then(|f| {
+                f.pointer("/json_schema/schema")
+                    .or_else(|| f.get("schema"))
+                    .cloned()
+            }),
+            background: call.slot != Slot::Conversation,
+        };
+        let mut rx = local.generate(req);
+        let work = async {
+            loop {
+                match rx.recv().await {
+                    Some(LocalEvent::Delta(d)) => {
+                        if let Some(f) = on_delta {
+                            f(&d);
+                        }
+                    }
+                    Some(LocalEvent::Done(c)) => return Ok(c),
+                    Some(LocalEvent::Failed(e)) => return Err(e),
+                    None => {
+                        return Err(LlmError::Connect(
+                            "the built-in model stopped before the reply was complete".into(),
+                        ))
+                    }
+                }
+            }
+        };
+        // The timeout bounds the whole call: a CPU model is slow but steady.
+        let limit = o.timeout.max(Duration::from_secs(30)) * 4;
+        let c = tokio::time::timeout(limit, work)
+            .await
+            .map_err(|_| LlmError::Timeout)??;
+        if c.content.is_empty() {
+            return Err(LlmError::EmptyReply);
+        }
+        self.record(call, &c).await;
+        Ok(c)
     }
 
     fn body(&self, call: &ModelCall<'_>, stream: bool) -> Value {
@@ -592,6 +699,9 @@ impl LlmClient {
 
     async fn complete_once(&self, call: &ModelCall<'_>) -> Result<Completion, LlmError> {
         let (ep, o) = (call.ep, call.options);
+        if local_model::is_local(&ep.base_url) {
+            return self.local_call(call, None).await;
+        }
         let body = self.body(call, false);
         let work = async {
             let resp = self.send(ep, &body, o.timeout).await?;
@@ -627,6 +737,9 @@ impl LlmClient {
         on_delta: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<Completion, LlmError> {
         let (ep, o) = (call.ep, call.options);
+        if local_model::is_local(&ep.base_url) {
+            return self.local_call(call, Some(on_delta)).await;
+        }
         let body = self.body(call, true);
         let resp = self.send(ep, &body, o.timeout).await?;
         let is_sse = resp
@@ -701,7 +814,18 @@ impl LlmClient {
     pub async fn embedding_endpoint(&self) -> Option<Endpoint> {
         let cfg = self.core_config().await;
         let catalog = providers::load_catalog(&self.bundle);
-        providers::resolve_embedding(&cfg, &catalog)
+        match providers::resolve_embedding(&cfg, &catalog) {
+            Some(ep) if !local_model::is_local(&ep.base_url) => Some(ep),
+            // `embeddingModelId: "local"` (or a summary slot on the built-in
+            // model): the built-in engine's embeddings.
+            Some(_) => self.local_endpoint().await,
+            None if cfg.get("embeddingModelId").and_then(Value::as_str)
+                == Some(local_model::PROVIDER) =>
+            {
+                self.local_endpoint().await
+            }
+            None => None,
+        }
     }
 
     /// Embed `texts` at `ep` (OpenAI-compatible `POST <base>/embeddings` with
@@ -715,6 +839,15 @@ impl LlmClient {
     ) -> Result<Vec<Vec<f32>>, LlmError> {
         if texts.is_empty() {
             return Ok(Vec::new());
+        }
+        if local_model::is_local(&ep.base_url) {
+            let local = self.local().ok_or(LlmError::NotConfigured)?;
+            return tokio::time::timeout(
+                timeout.max(Duration::from_secs(30)) * 4,
+                local.embed(texts.to_vec()),
+            )
+            .await
+            .map_err(|_| LlmError::Timeout)?;
         }
         let body = json!({"model": ep.model, "input": texts});
         let work = async {

@@ -28,6 +28,21 @@ pub enum Command {
     /// Replace the data folder by a backup archive (refused while a server
     /// runs on it; the replaced folder is kept aside).
     Restore(RestoreArgs),
+    /// The built-in local model's files: `model list`, `model pull NAME`
+    /// (docs/local-model.md).
+    Model(ModelArgs),
+}
+
+/// `companiond model list|pull NAME [--data-dir DIR]`.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// `list` (the curated models and which are pulled) or `pull`.
+    pub action: String,
+    /// The curated model's name (`pull`).
+    pub name: Option<String>,
+    /// The data folder (as for `serve`); models go to `<data>/models/`.
+    #[arg(long, env = "COMPANIOND_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// `companiond backup --out FILE [--data-dir DIR] [--with-secrets] [--with-snapshots]`.
@@ -106,6 +121,10 @@ pub struct ServeArgs {
     /// are served at their original paths (docs/frontend.md).
     #[arg(long, env = "COMPANIOND_FRONTEND_DIR")]
     pub frontend_dir: Option<PathBuf>,
+    /// A GGUF chat model file for the built-in local model (docs/local-model.md);
+    /// the `localModel` setting, when set, wins.
+    #[arg(long, env = "COMPANIOND_LOCAL_MODEL")]
+    pub local_model: Option<PathBuf>,
 }
 
 /// Resolved options: every default applied.
@@ -123,6 +142,8 @@ pub struct Options {
     pub allowed_hosts: Vec<String>,
     /// The original frontend's folder (`templates/`, `static/`), when given.
     pub frontend_dir: Option<PathBuf>,
+    /// The GGUF file of `--local-model`, when given.
+    pub local_model: Option<PathBuf>,
 }
 
 /// The data folder: the one given, else the per-user data dir +
@@ -181,6 +202,10 @@ impl ServeArgs {
                 .collect(),
             frontend_dir: self
                 .frontend_dir
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| absolute(&p)),
+            local_model: self
+                .local_model
                 .filter(|p| !p.as_os_str().is_empty())
                 .map(|p| absolute(&p)),
         })

@@ -154,7 +154,9 @@ pub fn resolve(cfg: &Map<String, Value>, catalog: &Catalog, slot: Slot) -> Optio
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    if key.is_empty() && entry.extra.get("free").and_then(Value::as_bool) != Some(true) {
+    let flag = |k: &str| entry.extra.get(k).and_then(Value::as_bool) == Some(true);
+    // `no_key`: the built-in local model needs none.
+    if key.is_empty() && !flag("free") && !flag("no_key") {
         return None;
     }
     Some(Endpoint {

@@ -78,6 +78,7 @@ impl TestServer {
             allow_remote: false,
             allowed_hosts: Vec::new(),
             frontend_dir: None,
+            local_model: None,
         };
         if let Some(e) = o.edit.take() {
             e(&mut opts);

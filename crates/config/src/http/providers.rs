@@ -229,6 +229,9 @@ pub async fn test_connectivity(
     Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ConnectivityRequest>,
 ) -> Result<Json<ConnectivityOk>, ConfigError> {
+    if is_local_probe(&req.provider_key, &req.url) {
+        return local_connectivity(&st).await.map(Json);
+    }
     let (cfg, catalog) = probe_inputs(&st, &family).await;
     let r = connectivity::test_connectivity(req, &cfg, &catalog).await?;
     Ok(Json(ConnectivityOk {
@@ -244,6 +247,19 @@ pub async fn list_models(
     Ext(family): Ext<ConfigState>,
     JsonBody(req, ..): JsonBody<ListModelsRequest>,
 ) -> Result<Json<ModelListAnswer>, ConfigError> {
+    if is_local_probe(&req.provider_key, &req.url) {
+        let Some(local) = st.llm.local() else {
+            return Err(ConfigError::probe(
+                "unsupported",
+                "the built-in local model is not part of this build",
+            ));
+        };
+        return Ok(Json(ModelListAnswer {
+            success: true,
+            models: local.models().await,
+            resolved_url: companiond_core::local_model::BASE_URL.into(),
+        }));
+    }
     let (cfg, catalog) = probe_inputs(&st, &family).await;
     let list = models::list_models(req, &cfg, &catalog).await?;
     Ok(Json(ModelListAnswer {
@@ -251,4 +267,45 @@ pub async fn list_models(
         models: list.models,
         resolved_url: list.resolved_url,
     }))
+}
+
+/// Is a probe about the built-in local model (provider `local`, or its URL)?
+fn is_local_probe(provider: &Option<String>, url: &Option<String>) -> bool {
+    use companiond_core::local_model;
+    provider.as_deref().map(str::trim) == Some(local_model::PROVIDER)
+        || url.as_deref().is_some_and(local_model::is_local)
+}
+
+/// `test_connectivity` of the built-in model: one tiny completion (loads the
+/// model when it is not loaded yet).
+async fn local_connectivity(st: &AppState) -> Result<ConnectivityOk, ConfigError> {
+    use companiond_core::llm::{CallOptions, ChatMessage};
+    use companiond_core::providers::Slot;
+    let Some(ep) = st.llm.local_endpoint().await else {
+        return Err(ConfigError::probe(
+            "no_model",
+            "no local model is available: pull one (companiond model pull NAME) or give a GGUF file's path",
+        ));
+    };
+    let t = std::time::Instant::now();
+    let opts = CallOptions {
+        max_tokens: Some(4),
+        timeout: std::time::Duration::from_secs(60),
+        ..Default::default()
+    };
+    st.llm
+        .complete_at(
+            &ep,
+            Slot::Conversation,
+            &[ChatMessage::user("Say hi.")],
+            &[],
+            &opts,
+        )
+        .await
+        .map_err(|e| ConfigError::probe(e.code(), e.to_string()))?;
+    Ok(ConnectivityOk {
+        success: true,
+        resolved_url: ep.base_url,
+        latency_ms: t.elapsed().as_millis() as u64,
+    })
 }

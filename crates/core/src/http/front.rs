@@ -179,6 +179,7 @@ mod tests {
             allow_remote: false,
             allowed_hosts: extra.iter().map(|s| s.to_string()).collect(),
             frontend_dir: None,
+            local_model: None,
         };
         HostPolicy::from_options(&opts)
     }
