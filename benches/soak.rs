@@ -7,8 +7,9 @@
 //! a settings save, a character added and deleted, a memory review toggle, a
 //! jukebox song uploaded and deleted, and the reads the pages make (characters,
 //! recent files, token usage, the library, the memory search). Every
-//! `SOAK_SAMPLE_SECS` (default 30) the server's RSS (`VmRSS`) and open file
-//! descriptors are read from `/proc`. `SOAK_PAUSE_MS` (default 100) is the
+//! `SOAK_SAMPLE_SECS` (default 30) the server's RSS (`VmRSS`, split into
+//! `RssAnon` — the heap, what a leak grows — and `RssFile` — code pages and
+//! memory-mapped databases) and open file descriptors are read from `/proc`. `SOAK_PAUSE_MS` (default 100) is the
 //! pause between rounds. The first 10 % of the run is warm-up; the
 //! report is the growth after it (goal: RSS ≤ 5 MiB, no descriptor growth).
 
@@ -45,21 +46,42 @@ impl Drop for Server {
     }
 }
 
-/// (RSS in KiB, open descriptors) of `pid`.
-fn sample(pid: u32) -> (u64, usize) {
-    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0);
+/// One reading of the server: RSS, its anonymous part (the heap: what a
+/// leak grows) and its file-backed part (code pages and memory-mapped
+/// databases, which the kernel can drop), all in KiB, and open descriptors.
+#[derive(Clone, Copy)]
+struct Sample {
+    at: u64,
+    rss: u64,
+    anon: u64,
+    file: u64,
+    fds: usize,
+}
+
+fn sample(pid: u32, at: u64) -> Sample {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0);
-    (rss, fds)
+    Sample {
+        at,
+        rss: field("VmRSS:"),
+        anon: field("RssAnon:"),
+        file: field("RssFile:"),
+        fds,
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }
 
 struct Client {
@@ -266,17 +288,20 @@ async fn main() {
     let start = Instant::now();
     let warm = total / 10;
     let mut next_sample = Duration::ZERO;
-    let mut samples: Vec<(u64, u64, usize)> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
     let (mut rounds, mut failures) = (0u64, 0u64);
     while start.elapsed() < total {
         if start.elapsed() >= next_sample {
-            let (rss, fds) = sample(pid);
-            samples.push((start.elapsed().as_secs(), rss, fds));
+            let s = sample(pid, start.elapsed().as_secs());
             println!(
-                "t={:>5}s rounds={rounds:>6} failures={failures} rss={:.1} MiB fds={fds}",
-                start.elapsed().as_secs(),
-                rss as f64 / 1024.0
+                "t={:>5}s rounds={rounds:>6} failures={failures} rss={:.1} anon={:.1} file={:.1} MiB fds={}",
+                s.at,
+                mib(s.rss),
+                mib(s.anon),
+                mib(s.file),
+                s.fds
             );
+            samples.push(s);
             next_sample += every;
         }
         if let Err(e) = round(&client, &ws_url, rounds).await {
@@ -288,24 +313,28 @@ async fn main() {
         rounds += 1;
         tokio::time::sleep(pause).await;
     }
-    let (rss, fds) = sample(pid);
-    samples.push((start.elapsed().as_secs(), rss, fds));
-    let after_warm: Vec<_> = samples.iter().filter(|s| s.0 >= warm.as_secs()).collect();
+    samples.push(sample(pid, start.elapsed().as_secs()));
+    let after_warm: Vec<&Sample> = samples.iter().filter(|s| s.at >= warm.as_secs()).collect();
     let (Some(first), Some(last)) = (after_warm.first(), after_warm.last()) else {
         println!("soak: too short to report");
         return;
     };
-    let max_rss = after_warm.iter().map(|s| s.1).max().unwrap_or(0);
-    let max_fds = after_warm.iter().map(|s| s.2).max().unwrap_or(0);
+    let max_fds = after_warm.iter().map(|s| s.fds).max().unwrap_or(0);
+    let growth = |f: fn(&Sample) -> u64| mib(f(last)) - mib(f(first));
     println!(
-        "soak: {rounds} rounds ({:.1}/s), {failures} failed; after warm-up ({} s): RSS {:.1} → {:.1} MiB (growth {:+.2} MiB, max {:.1}), fds {} → {} (max {max_fds})",
+        "soak: {rounds} rounds ({:.1}/s), {failures} failed; after warm-up ({} s): RSS {:.1} → {:.1} MiB ({:+.2}), anon {:.1} → {:.1} MiB ({:+.2}), file {:.1} → {:.1} MiB ({:+.2}); fds {} → {} (max {max_fds})",
         rounds as f64 / start.elapsed().as_secs_f64(),
         warm.as_secs(),
-        first.1 as f64 / 1024.0,
-        last.1 as f64 / 1024.0,
-        (last.1 as f64 - first.1 as f64) / 1024.0,
-        max_rss as f64 / 1024.0,
-        first.2,
-        last.2,
+        mib(first.rss),
+        mib(last.rss),
+        growth(|s| s.rss),
+        mib(first.anon),
+        mib(last.anon),
+        growth(|s| s.anon),
+        mib(first.file),
+        mib(last.file),
+        growth(|s| s.file),
+        first.fds,
+        last.fds,
     );
 }

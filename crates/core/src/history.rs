@@ -229,7 +229,17 @@ impl History {
 
     /// The last `n` lines of `name`'s history that are text by a known speaker,
     /// oldest first. A missing or unreadable history is empty.
+    ///
+    /// A history in the stored layout ([`encode`]: one entry per line) is read
+    /// from its end, a few kilobytes for a turn's context whatever its length
+    /// ([`tail_of_layout`]); any other file is parsed whole.
     pub async fn tail(&self, name: &str, n: usize) -> Vec<Entry> {
+        let path = self.path(name);
+        let fast =
+            crate::task::blocking(move || Ok::<_, StoreError>(tail_of_layout(&path, n))).await;
+        if let Ok(Some(entries)) = fast {
+            return entries;
+        }
         let items = match self.store.read::<Vec<Value>>(rel_path(name)).await {
             Ok(Some(items)) => items,
             Ok(None) => return Vec::new(),
@@ -246,6 +256,70 @@ impl History {
             .collect();
         out.reverse();
         out
+    }
+}
+
+/// The last `n` text entries of the history file at `path` read from its
+/// end, when the file is in the stored layout (`[` alone on the first line,
+/// one compact entry per line, `]` alone on the last): chunks of 16 KiB,
+/// then four times more, until `n` entries are found or the file is read.
+/// `Some(vec![])` for a missing file; `None` when the file is in another
+/// layout or any line read is not an entry (the caller then parses it whole,
+/// and sets aside a damaged one). Written here because no crate reads JSON
+/// lines backwards; a turn's context costs the same at 10 lines and 10,000
+/// (`cargo bench --bench heavy -- history_append`).
+fn tail_of_layout(path: &Path, n: usize) -> Option<Vec<Entry>> {
+    use std::io::{Read, Seek, SeekFrom};
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(_) => return None,
+    };
+    let len = f.metadata().ok()?.len();
+    let mut head = [0u8; 2];
+    f.read_exact(&mut head).ok()?;
+    if &head == b"[]" {
+        return Some(Vec::new());
+    }
+    if &head != b"[\n" {
+        return None;
+    }
+    let mut size: u64 = 16 * 1024;
+    loop {
+        let start = len.saturating_sub(size);
+        f.seek(SeekFrom::Start(start)).ok()?;
+        let mut buf = Vec::with_capacity((len - start) as usize);
+        f.by_ref().take(len - start).read_to_end(&mut buf).ok()?;
+        let text = buf.trim_ascii_end();
+        let body = text.strip_suffix(b"]")?;
+        let mut lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+        // The first piece is cut unless the chunk starts the file.
+        if start > 0 {
+            lines.remove(0);
+        }
+        let mut out = Vec::new();
+        for line in lines.iter().rev() {
+            let line = line.trim_ascii();
+            if line.is_empty() || (start == 0 && line == b"[") {
+                continue;
+            }
+            let line = line.strip_suffix(b",").unwrap_or(line);
+            let v: Value = serde_json::from_slice(line).ok()?;
+            if let Some(e) = Entry::parse(&v) {
+                out.push(e);
+                if out.len() == n {
+                    break;
+                }
+            }
+        }
+        if out.len() == n || start == 0 {
+            out.reverse();
+            return Some(out);
+        }
+        size *= 4;
     }
 }
 
@@ -382,6 +456,37 @@ mod tests {
             None
         );
         assert_eq!(Entry::parse(&json!([1])), None);
+    }
+
+    #[tokio::test]
+    async fn the_tail_read_from_the_end_equals_the_whole_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = History::new(Store::new(dir.path()));
+        let mut all = Vec::new();
+        for i in 0..3000 {
+            let e = if i % 2 == 0 {
+                Entry::human(format!("line {i} with a \"quote\" and\na newline"))
+            } else {
+                Entry::ai("x".repeat(i % 97))
+            };
+            all.push(e);
+        }
+        h.append("A", all.clone()).await.unwrap();
+        for n in [0, 1, 2, 40, 333, 2999, 3000, 5000] {
+            let want: Vec<Entry> = all[all.len().saturating_sub(n)..].to_vec();
+            assert!(
+                tail_of_layout(&h.path("A"), n) == Some(want.clone()),
+                "n={n}"
+            );
+            assert!(h.tail("A", n).await == want, "n={n}");
+        }
+        assert_eq!(tail_of_layout(&h.path("missing"), 5), Some(Vec::new()));
+        // Another layout (the original's pretty-printed file) is parsed whole.
+        let pretty = serde_json::to_vec_pretty(&all[..3]).unwrap();
+        std::fs::create_dir_all(dir.path().join("memory/P")).unwrap();
+        std::fs::write(h.path("P"), &pretty).unwrap();
+        assert_eq!(tail_of_layout(&h.path("P"), 2), None);
+        assert_eq!(h.tail("P", 2).await, all[1..3].to_vec());
     }
 
     #[tokio::test]
