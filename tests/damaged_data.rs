@@ -39,15 +39,7 @@ async fn damaged_databases_are_set_aside_with_a_notice_and_replaced() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, GARBAGE).unwrap();
     }
-    let d = data.path().to_path_buf();
-    let s = TestServer::start_with(
-        companiond::FAMILIES,
-        companiond_core::testkit::TestOptions {
-            edit: Some(Box::new(move |o| o.data_dir = d)),
-            ..Default::default()
-        },
-    )
-    .await;
+    let s = TestServer::start_in(companiond::FAMILIES, data.path()).await;
 
     let (status, body) = s
         .get("/api/memory/search?character=Companion&q=hello&kinds=fact,line")
@@ -103,15 +95,7 @@ async fn documents_that_are_not_json_are_set_aside_with_a_notice_and_started_ane
         ),
     ];
     let recent = data.path().join("memory/Companion/recent.json");
-    let d = data.path().to_path_buf();
-    let s = TestServer::start_with(
-        companiond::FAMILIES,
-        companiond_core::testkit::TestOptions {
-            edit: Some(Box::new(move |o| o.data_dir = d)),
-            ..Default::default()
-        },
-    )
-    .await;
+    let s = TestServer::start_in(companiond::FAMILIES, data.path()).await;
     s.configure_llm(&llm.base()).await;
     for p in docs
         .iter()

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use companiond_core::testkit::{files_under, next_frame, MockLlm, TestOptions, TestServer};
+use companiond_core::testkit::{files_under, turn_frames, MockLlm, TestServer};
 use futures::SinkExt;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -42,6 +42,19 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// A 16 MiB tmpfs for the data folder; `None` (the test says why and does
+/// nothing) when not root, and a failure when root cannot mount one.
+fn tmpfs_or_skip() -> Option<Mount> {
+    match Mount::new("16m") {
+        Ok(m) => Some(m),
+        Err(e) if !is_root() => {
+            eprintln!("skipped: mounting a tmpfs needs root ({e})");
+            None
+        }
+        Err(e) => panic!("cannot mount a tmpfs as root: {e}"),
     }
 }
 
@@ -129,28 +142,12 @@ fn code_of(body: &Value) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_writes_cleanly_and_writes_resume_once_space_is_freed() {
-    let disk = match Mount::new("16m") {
-        Ok(m) => m,
-        Err(e) if !is_root() => {
-            eprintln!("skipped: mounting a tmpfs needs root ({e})");
-            return;
-        }
-        Err(e) => panic!("cannot mount a tmpfs as root: {e}"),
+    let Some(disk) = tmpfs_or_skip() else {
+        return;
     };
     let data = disk.path.join("data");
     let llm = MockLlm::start("the reply that stays on the socket").await;
-    let d = data.clone();
-    let s = TestServer::start_with(
-        companiond::FAMILIES,
-        TestOptions {
-            edit: Some(Box::new(move |o| {
-                o.cloud = d.join("cloud").to_string_lossy().into_owned();
-                o.data_dir = d;
-            })),
-            ..TestOptions::default()
-        },
-    )
-    .await;
+    let s = TestServer::start_in(companiond::FAMILIES, &data).await;
     s.configure_llm(&llm.base()).await;
 
     // Some life first: a turn, so the history exists.
@@ -160,15 +157,7 @@ async fn a_full_disk_refuses_writes_cleanly_and_writes_resume_once_space_is_free
     ))
     .await
     .unwrap();
-    let mut frames = Vec::new();
-    loop {
-        let f = next_frame(&mut ws).await;
-        let end = f["type"] == "turn_end";
-        frames.push(f);
-        if end {
-            break;
-        }
-    }
+    let frames = turn_frames(&mut ws).await;
     assert!(
         !frames.iter().any(|f| f["type"] == "error"),
         "a turn with room on the disk: {frames:?}"
@@ -213,15 +202,7 @@ async fn a_full_disk_refuses_writes_cleanly_and_writes_resume_once_space_is_free
     ))
     .await
     .unwrap();
-    let mut frames = Vec::new();
-    loop {
-        let f = next_frame(&mut ws).await;
-        let end = f["type"] == "turn_end";
-        frames.push(f);
-        if end {
-            break;
-        }
-    }
+    let frames = turn_frames(&mut ws).await;
     let reply: String = frames
         .iter()
         .filter(|f| f["type"] == "assistant_delta")
@@ -266,13 +247,8 @@ async fn a_full_disk_refuses_writes_cleanly_and_writes_resume_once_space_is_free
     ))
     .await
     .unwrap();
-    loop {
-        let f = next_frame(&mut ws).await;
-        assert_ne!(f["type"], "error", "{f}");
-        if f["type"] == "turn_end" {
-            break;
-        }
-    }
+    let frames = turn_frames(&mut ws).await;
+    assert!(!frames.iter().any(|f| f["type"] == "error"), "{frames:?}");
     let history: Vec<Value> =
         serde_json::from_slice(&std::fs::read(data.join("memory/Companion/recent.json")).unwrap())
             .unwrap();
@@ -296,27 +272,11 @@ fn sh(cmd: &str, args: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_folder_refuses_writes_cleanly_and_writes_resume_when_writable_again() {
-    let disk = match Mount::new("16m") {
-        Ok(m) => m,
-        Err(e) if !is_root() => {
-            eprintln!("skipped: mounting a tmpfs needs root ({e})");
-            return;
-        }
-        Err(e) => panic!("cannot mount a tmpfs as root: {e}"),
+    let Some(disk) = tmpfs_or_skip() else {
+        return;
     };
     let data = disk.path.join("data");
-    let d = data.clone();
-    let s = TestServer::start_with(
-        companiond::FAMILIES,
-        TestOptions {
-            edit: Some(Box::new(move |o| {
-                o.cloud = d.join("cloud").to_string_lossy().into_owned();
-                o.data_dir = d;
-            })),
-            ..TestOptions::default()
-        },
-    )
-    .await;
+    let s = TestServer::start_in(companiond::FAMILIES, &data).await;
     let (status, _) = send(
         &s,
         Method::POST,

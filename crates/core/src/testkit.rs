@@ -58,6 +58,23 @@ impl TestServer {
         Self::start_with(families, TestOptions::default()).await
     }
 
+    /// A server whose data folder (and cloud-save target, inside it) is
+    /// `data`, a folder the test made (a mounted disk, damaged files).
+    pub async fn start_in(families: &[Family], data: &Path) -> TestServer {
+        let d = data.to_path_buf();
+        Self::start_with(
+            families,
+            TestOptions {
+                edit: Some(Box::new(move |o| {
+                    o.cloud = d.join("cloud").to_string_lossy().into_owned();
+                    o.data_dir = d;
+                })),
+                ..TestOptions::default()
+            },
+        )
+        .await
+    }
+
     pub async fn start_with(families: &[Family], mut o: TestOptions) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
@@ -274,6 +291,22 @@ where
             .expect("frame");
         if let Message::Text(t) = m {
             return serde_json::from_str(t.as_str()).expect("JSON frame");
+        }
+    }
+}
+
+/// Every text frame of a turn, up to and including its `turn_end`.
+pub async fn turn_frames<S>(ws: &mut S) -> Vec<Value>
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let mut frames = Vec::new();
+    loop {
+        let f = next_frame(ws).await;
+        let end = f["type"] == "turn_end";
+        frames.push(f);
+        if end {
+            return frames;
         }
     }
 }
