@@ -7,6 +7,7 @@
 //! backed up, the unit applied and configuration and memory reloaded; a
 //! failing reload restores the backup.
 
+use companiond_core::frames::ServerFrame;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use std::time::Duration;
 use companiond_core::characters::CharacterError;
 use companiond_core::paths;
 use companiond_core::task::blocking;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::backup::{apply_files, Backup, StepFailed};
 use crate::error::CloudSaveError;
@@ -201,7 +202,10 @@ impl CloudSave {
         let backup_path = result?;
 
         if let Some(mgr) = self.state.sessions.get(name) {
-            mgr.notify(json!({"type": "reload_page", "code": "RELOAD_PAGE_CLOUDSAVE_CHARACTER", "character_name": name}));
+            mgr.notify(ServerFrame::ReloadPage {
+                code: "RELOAD_PAGE_CLOUDSAVE_CHARACTER",
+                character_name: name.to_string(),
+            });
         }
         let transfer = Transfer::Download { backup_path };
         Ok(self

@@ -21,25 +21,66 @@ pub const MODE_IMPORTING: &str = "bootstrap_importing";
 /// No fence.
 pub const MODE_NORMAL: &str = "normal";
 
-/// The current mode (`normal` when none is recorded).
-pub fn mode(data_dir: &Path) -> String {
-    let path = data_dir.join(ROOT_STATE);
-    let Ok(bytes) = std::fs::read(&path) else {
-        return MODE_NORMAL.into();
-    };
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(v) => v
-            .get("mode")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
-            .unwrap_or(MODE_NORMAL)
-            .to_string(),
-        Err(e) => {
-            tracing::warn!("{} is unreadable ({e}); treating as normal", path.display());
-            MODE_NORMAL.into()
+/// The fence's mode as stored in `state/root_state.json` (`mode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// No fence: memory writes go ahead.
+    Normal,
+    /// Raised by cloud save for the whole of an upload or download.
+    Importing,
+    /// Any other mode the original writes (`bootstrap_readonly`,
+    /// `deferred_init`, `maintenance_readonly`, ...): writes are blocked.
+    Other(String),
+}
+
+impl Mode {
+    /// The mode named `s` (an empty name is `normal`).
+    pub fn parse(s: &str) -> Mode {
+        match s.trim() {
+            "" | MODE_NORMAL => Mode::Normal,
+            MODE_IMPORTING => Mode::Importing,
+            other => Mode::Other(other.to_string()),
         }
     }
+
+    /// The stored name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Mode::Normal => MODE_NORMAL,
+            Mode::Importing => MODE_IMPORTING,
+            Mode::Other(s) => s,
+        }
+    }
+
+    pub fn is_normal(&self) -> bool {
+        *self == Mode::Normal
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The current mode (`normal` when none is recorded).
+pub fn mode(data_dir: &Path) -> Mode {
+    let path = data_dir.join(ROOT_STATE);
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Mode::Normal;
+    };
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) => Mode::parse(v.get("mode").and_then(Value::as_str).unwrap_or(MODE_NORMAL)),
+        Err(e) => {
+            tracing::warn!("{} is unreadable ({e}); treating as normal", path.display());
+            Mode::Normal
+        }
+    }
+}
+
+/// Is the fence down (memory writes may go ahead)?
+pub fn is_normal(data_dir: &Path) -> bool {
+    mode(data_dir).is_normal()
 }
 
 /// The fence is already up (or its file unreadable): who holds it.
@@ -99,14 +140,14 @@ pub async fn raise(store: &Store, operation: &str, target: &str) -> Result<Fence
                 }
                 None => Map::new(),
             };
-            let mode = doc
-                .get("mode")
-                .and_then(Value::as_str)
-                .unwrap_or(MODE_NORMAL)
-                .to_string();
-            if mode != MODE_NORMAL {
+            let mode = Mode::parse(
+                doc.get("mode")
+                    .and_then(Value::as_str)
+                    .unwrap_or(MODE_NORMAL),
+            );
+            if !mode.is_normal() {
                 return Err(FenceUp {
-                    mode,
+                    mode: mode.to_string(),
                     operation: op,
                     target: tgt,
                 });
@@ -180,7 +221,8 @@ fn lower_now(store: &Store) {
 pub fn recover_stale(store: &Store) {
     let path = store.path(ROOT_STATE);
     if let Ok(Some(Value::Object(doc))) = store::read_json::<Value>(&path) {
-        let ours = doc.get("mode").and_then(Value::as_str) == Some(MODE_IMPORTING)
+        let ours = doc.get("mode").and_then(Value::as_str).map(Mode::parse)
+            == Some(Mode::Importing)
             && doc
                 .get("operation")
                 .and_then(Value::as_str)

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::llm::ChatMessage;
@@ -22,7 +22,7 @@ use crate::tools::{EvictOrigin, RegisteredTool};
 /// Something to send to one open connection.
 #[derive(Debug)]
 pub enum Outbound {
-    Frame(Value),
+    Frame(crate::frames::ServerFrame),
     /// An event of a speech of this connection (crate::speech::pipeline).
     Speech(crate::speech::pipeline::SpeechOut),
     /// What came of an utterance of this connection's microphone (crate::hearing).
@@ -87,7 +87,7 @@ impl SessionManager {
     }
 
     /// Send a frame to every open connection of this character.
-    pub fn notify(&self, frame: Value) -> usize {
+    pub fn notify(&self, frame: crate::frames::ServerFrame) -> usize {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         conns
             .values()
@@ -271,7 +271,7 @@ impl SessionManager {
                 s.insert(k.clone(), v.clone());
             }
         }
-        self.notify(json!({"type": "settings_changed", "settings": changes}))
+        self.notify(crate::frames::ServerFrame::SettingsChanged { settings: changes })
     }
     pub fn settings(&self) -> serde_json::Map<String, Value> {
         self.settings
@@ -390,7 +390,7 @@ impl Sessions {
         self.all().iter().map(|m| m.remove_origin(origin)).sum()
     }
     /// Tell every open connection of every character.
-    pub fn notify_all(&self, frame: Value) -> usize {
+    pub fn notify_all(&self, frame: crate::frames::ServerFrame) -> usize {
         self.all().iter().map(|m| m.notify(frame.clone())).sum()
     }
 }

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::frames::ServerFrame;
+use crate::frames::{Marks, ServerFrame};
 use crate::history::{Entry, Speaker};
 use crate::llm::{CallOptions, ChatMessage, LlmError, ModelCall};
 use crate::providers::Slot;
@@ -38,7 +38,7 @@ pub fn start_turn(
         let _chat = st.llm.chat_turn();
         run_turn(&st, &mgr, &tx, user_text, source, voice).await;
         crate::metrics::metrics().chat_turn();
-        let _ = tx.send(Outbound::Frame(ServerFrame::TurnEnd.to_value()));
+        let _ = tx.send(Outbound::Frame(ServerFrame::turn_end()));
     });
 }
 
@@ -72,12 +72,15 @@ pub fn start_greeting(
             tracing::warn!("cannot append the greeting of {name}: {e}");
             return;
         }
-        let _ = tx.send(Outbound::Frame(
-            json!({"type": "assistant_delta", "text": text, "greeting": true}),
-        ));
-        let _ = tx.send(Outbound::Frame(
-            json!({"type": "turn_end", "greeting": true}),
-        ));
+        let greeting = || Marks {
+            greeting: true,
+            ..Marks::default()
+        };
+        let _ = tx.send(Outbound::Frame(ServerFrame::AssistantDelta {
+            text,
+            marks: greeting(),
+        }));
+        let _ = tx.send(Outbound::Frame(ServerFrame::TurnEnd { marks: greeting() }));
     });
 }
 
@@ -91,17 +94,17 @@ async fn run_turn(
     voice: Option<Arc<Voice>>,
 ) {
     let name = mgr.name();
-    let send = |v: Value| {
-        let _ = tx.send(Outbound::Frame(v));
+    let send = |f: ServerFrame| {
+        let _ = tx.send(Outbound::Frame(f));
     };
     st.hooks.observe_input(&name, &text, source);
     if let Some(router) = st.hooks.input_router() {
         if let Some(result) = router.route(name.clone(), text.clone(), source).await {
-            let mut frame = json!({"type": "game_input"});
-            if let (Some(f), Value::Object(r)) = (frame.as_object_mut(), result) {
-                f.extend(r);
-            }
-            return send(frame);
+            let result = match result {
+                Value::Object(r) => r,
+                _ => serde_json::Map::new(),
+            };
+            return send(ServerFrame::GameInput { result });
         }
     }
     let Some(ep) = st.llm.endpoint(Slot::Conversation).await else {
@@ -215,13 +218,7 @@ async fn run_turn(
             if let Some(s) = &speech {
                 s.push(d);
             }
-            send(
-                ServerFrame::AssistantDelta {
-                    text: d.to_string(),
-                    turn_id: turn_id.clone(),
-                }
-                .to_value(),
-            )
+            send(ServerFrame::delta(d, turn_id.clone()))
         };
         let partial = || streamed.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let call = ModelCall {
@@ -294,7 +291,10 @@ async fn run_turn(
         turn.push(asked.clone());
         mgr.push_history(asked).await;
         for call in &c.tool_calls {
-            send(json!({"type": "tool_call", "name": call.function.name, "call_id": call.id}));
+            send(ServerFrame::ToolCall {
+                name: call.function.name.clone(),
+                call_id: call.id.clone(),
+            });
             let result = match mgr.tool(&call.function.name) {
                 Some(tool) => {
                     let outcome = st
@@ -327,9 +327,11 @@ async fn run_turn(
                     })
                 }
             };
-            send(
-                json!({"type": "tool_result", "name": call.function.name, "call_id": call.id, "is_error": result.is_error}),
-            );
+            send(ServerFrame::ToolResult {
+                name: call.function.name.clone(),
+                call_id: call.id.clone(),
+                is_error: result.is_error,
+            });
             let answer = ChatMessage::tool(&call.id, result.content);
             turn.push(answer.clone());
             mgr.push_history(answer).await;
@@ -360,9 +362,12 @@ async fn run_turn(
             upstream_status = ?status,
             "chat turn failed: {message}"
         );
-        send(
-            json!({"type": "error", "code": code, "error": message, "partial": !final_text.trim().is_empty()}),
-        );
+        send(ServerFrame::Error {
+            code: code.to_string(),
+            error: message,
+            speech_id: None,
+            partial: Some(!final_text.trim().is_empty()),
+        });
         // The user's line stays; a partial reply is kept, marked.
         let mut entries = vec![Entry::human(&text)];
         if !final_text.trim().is_empty() {
@@ -384,29 +389,22 @@ async fn run_turn(
 }
 
 /// A turn's error frame.
-fn error_frame(e: &LlmError) -> Value {
-    ServerFrame::Error {
-        code: e.code().to_string(),
-        error: e.to_string(),
-        speech_id: None,
-    }
-    .to_value()
+fn error_frame(e: &LlmError) -> ServerFrame {
+    ServerFrame::error(e.code(), e.to_string())
 }
 
 /// The error frame of a turn whose exchange could not be stored: the reply was
 /// on the socket already; the code says why it is not in the history
 /// (`storage_full`, `storage_read_only`, else `history_not_saved`).
-fn history_not_saved(e: &crate::store::StoreError) -> Value {
+fn history_not_saved(e: &crate::store::StoreError) -> ServerFrame {
     let (code, why) = match crate::disk::current() {
         Some(f) => (f.code(), f.message().to_string()),
         None => ("history_not_saved", e.to_string()),
     };
-    ServerFrame::Error {
-        code: code.to_string(),
-        error: format!("this exchange was not saved to the history: {why}"),
-        speech_id: None,
-    }
-    .to_value()
+    ServerFrame::error(
+        code,
+        format!("this exchange was not saved to the history: {why}"),
+    )
 }
 
 /// Append the exchange to the character's history (a reply whose speech was

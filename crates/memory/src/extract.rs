@@ -288,7 +288,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Result
     if !state.characters.exists(name) {
         return Ok(Outcome::skipped("no_character"));
     }
-    if companiond_core::fence::mode(state.data_dir()) != "normal" {
+    if !companiond_core::fence::is_normal(state.data_dir()) {
         return Ok(Outcome::skipped("fenced"));
     }
     if allowed(state).await.is_err() {
@@ -1074,7 +1074,7 @@ pub fn note_pending(state: &AppState, name: &str, pending: usize) {
 /// [`note_pending`].
 fn spawn_pending(state: &AppState, name: &str, pending: Option<usize>) {
     crate::spawn_for(state, name, move |st, name| async move {
-        if companiond_core::fence::mode(st.data_dir()) != "normal" {
+        if !companiond_core::fence::is_normal(st.data_dir()) {
             return;
         }
         let pending = match pending {

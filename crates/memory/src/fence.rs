@@ -8,11 +8,11 @@ use crate::error::MemoryError;
 /// `Err(409)` while the fence is up.
 pub fn check(data_dir: &Path, operation: &str, target: &str) -> Result<(), MemoryError> {
     let m = companiond_core::fence::mode(data_dir);
-    if m == "normal" {
+    if m.is_normal() {
         Ok(())
     } else {
         Err(MemoryError::Fence {
-            mode: m,
+            mode: m.to_string(),
             operation: operation.to_string(),
             target: target.to_string(),
         })

@@ -217,7 +217,7 @@ const SYNC_UNIT_CHECKS: usize = 64;
 /// Create the unit of every configured character that has no directory yet;
 /// the names whose plain directory exists (`None` while fenced).
 fn ensure_missing_units(state: &AppState) -> Option<Vec<String>> {
-    if companiond_core::fence::mode(state.data_dir()) != "normal" {
+    if !companiond_core::fence::is_normal(state.data_dir()) {
         return None;
     }
     // One listing of the root: the entry types come with it (no stat each).
@@ -286,7 +286,7 @@ fn complete_units(state: &AppState, names: Vec<String>) {
             let st = state.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 for name in names {
-                    if companiond_core::fence::mode(st.data_dir()) != "normal" {
+                    if !companiond_core::fence::is_normal(st.data_dir()) {
                         return;
                     }
                     if st.characters.exists(&name) {
@@ -317,7 +317,7 @@ fn catch_up(state: &AppState) {
         for name in names {
             let Some(inner) = weak.upgrade() else { return };
             let state = AppState(inner);
-            if companiond_core::fence::mode(state.data_dir()) != "normal" {
+            if !companiond_core::fence::is_normal(state.data_dir()) {
                 return;
             }
             match longterm::catch_up(&state, &name).await {

@@ -118,7 +118,7 @@ pub async fn list(state: &AppState, rt: &MemoryRuntime) -> Result<Bytes, MemoryE
         let bundle_root = bundle.join("memory");
         let mut seen = Seen {
             names,
-            normal: companiond_core::fence::mode(&data) == "normal",
+            normal: companiond_core::fence::is_normal(&data),
             runtime: entries(&runtime_root),
             bundled: entries(&bundle_root),
         };

@@ -165,7 +165,7 @@ pub async fn knowledge(state: &AppState, name: &str) -> Result<Value, String> {
 
 fn usable(state: &AppState, name: &str) -> bool {
     state.characters.exists(name)
-        && companiond_core::fence::mode(state.data_dir()) == "normal"
+        && companiond_core::fence::is_normal(state.data_dir())
         // A rename is moving the files: this turn goes without.
         && MemoryRuntime::of(state).rename_lock.try_read().is_ok()
 }

@@ -333,7 +333,7 @@ fn resolve_or_init(
     if let Some(read) = r.read {
         return Ok(Some((read, r.write)));
     }
-    if configured && companiond_core::fence::mode(data) == "normal" {
+    if configured && companiond_core::fence::is_normal(data) {
         let dir = unit::character_dir(data, name).map_err(MemoryError::BadRequest)?;
         unit::ensure_memory_files(&dir)
             .map_err(|e| MemoryError::Storage(format!("cannot create the memory files: {e}")))?;

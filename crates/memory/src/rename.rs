@@ -11,6 +11,7 @@
 //! session → "reload" (create missing unit files, open and check the SQLite
 //! time index). Any failure undoes every step done so far, in reverse order.
 
+use companiond_core::frames::ServerFrame;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -187,7 +188,10 @@ pub async fn rename(
         tracing::warn!("cannot re-index the memory of {new} after the rename: {e}");
     }
     if let Some(m) = state.sessions.get(&new) {
-        m.notify(json!({"type": "character_renamed", "old_name": old, "new_name": new}));
+        m.notify(ServerFrame::CharacterRenamed {
+            old_name: old.to_string(),
+            new_name: new.to_string(),
+        });
     }
     Ok(body)
 }

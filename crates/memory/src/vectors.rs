@@ -414,9 +414,7 @@ async fn run(state: &AppState, name: &str) -> bool {
     }
     let mut embedded = 0usize;
     loop {
-        if companiond_core::fence::mode(state.data_dir()) != "normal"
-            || !state.characters.exists(name)
-        {
+        if !companiond_core::fence::is_normal(state.data_dir()) || !state.characters.exists(name) {
             return false;
         }
         let model = ep.model.clone();

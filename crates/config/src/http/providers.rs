@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
+use companiond_core::frames::ServerFrame;
 use companiond_core::layout as docs;
 use companiond_core::{AppState, Ext};
 use serde::Serialize;
@@ -179,10 +180,9 @@ pub async fn post_core_api(
         })
         .await??;
     let notified = if core_api::affects_sessions(&merged.changed) {
-        st.sessions.notify_all(json!({
-            "type": "provider_changed",
-            "message": "provider settings changed; the next model request uses them",
-        }))
+        st.sessions.notify_all(ServerFrame::ProviderChanged {
+            message: "provider settings changed; the next model request uses them",
+        })
     } else {
         0
     };

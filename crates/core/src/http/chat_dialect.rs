@@ -45,6 +45,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::frames::ServerFrame;
+
 /// How long the server's frames wait for the first client frame before the
 /// connection is taken to speak companiond's own protocol.
 pub const GRACE: Duration = Duration::from_millis(250);
@@ -72,7 +74,7 @@ pub fn detect(first_frame: &str) -> Dialect {
 #[derive(Debug, PartialEq)]
 pub enum Inbound {
     /// Send these (already original-shaped) frames back.
-    Reply(Vec<Value>),
+    Reply(Vec<ServerFrame>),
     /// Run one chat turn with this text.
     Turn(String),
     /// The page started (`true`) or stopped playing speech
@@ -115,8 +117,8 @@ const SILENT: &[&str] = &[
 ];
 
 /// A `status` frame: `message` is a JSON *string* `{"code", "details"}`.
-pub fn status(code: &str, details: Value) -> Value {
-    crate::frames::ServerFrame::status(code, details).to_value()
+pub fn status(code: &str, details: Value) -> ServerFrame {
+    ServerFrame::status(code, details)
 }
 
 fn request_id(v: &Value) -> Option<String> {
@@ -136,7 +138,7 @@ impl Original {
         };
         let action = v.get("action").and_then(Value::as_str).unwrap_or("");
         match action {
-            "ping" => Inbound::Reply(vec![json!({"type": "pong"})]),
+            "ping" => Inbound::Reply(vec![ServerFrame::Pong]),
             "start_session" => {
                 let input = v
                     .get("input_type")
@@ -145,18 +147,22 @@ impl Original {
                 let rid = request_id(&v);
                 match input {
                     "text" | "avatar_drop_image" | "user_image" => {
-                        let mut f = json!({"type": "session_started", "input_mode": "text"});
-                        if let Some(r) = rid {
-                            f["request_id"] = json!(r);
-                        }
-                        Inbound::Reply(vec![f])
+                        Inbound::Reply(vec![ServerFrame::SessionStarted {
+                            persona_name: None,
+                            input_mode: "text".into(),
+                            request_id: rid,
+                        }])
                     }
                     "audio" => Inbound::StartAudio { request_id: rid },
                     "screen" | "camera" => {
                         let msg = "screen and camera input are not available; use text";
                         Inbound::Reply(vec![
                             status("SESSION_START_FAILED", json!({"error": msg, "count": 1})),
-                            json!({"type": "session_failed", "input_mode": input, "message": msg}),
+                            ServerFrame::SessionFailed {
+                                input_mode: input.to_string(),
+                                message: msg.to_string(),
+                                reason: None,
+                            },
                         ])
                     }
                     other => Inbound::Reply(vec![status(
@@ -180,11 +186,12 @@ impl Original {
                 self.pending.push_back(request_id(&v));
                 Inbound::Turn(data.to_string())
             }
-            "avatar_interaction" => Inbound::Reply(vec![json!({
-                "type": "avatar_interaction_ack",
-                "interaction_id": v.get("interaction_id").cloned().unwrap_or(Value::Null),
-                "accepted": false, "reason": "not_supported", "turn_id": null,
-            })]),
+            "avatar_interaction" => Inbound::Reply(vec![ServerFrame::AvatarInteractionAck {
+                interaction_id: v.get("interaction_id").cloned().unwrap_or(Value::Null),
+                accepted: false,
+                reason: "not_supported",
+                turn_id: None,
+            }]),
             "pause_session" | "end_session" => Inbound::StopAudio,
             "voice_input_control" => Inbound::VoiceControl(v),
             "voice_play_start" => Inbound::Playback(true),
@@ -200,69 +207,71 @@ impl Original {
     }
 
     /// Translate one internal server frame (zero or more original frames).
-    pub fn outbound(&mut self, frame: &Value) -> Vec<Value> {
-        let kind = frame.get("type").and_then(Value::as_str).unwrap_or("");
-        if frame.get("greeting").and_then(Value::as_bool) == Some(true) {
-            return greeting(kind, frame);
-        }
+    pub fn outbound(&mut self, frame: &ServerFrame) -> Vec<ServerFrame> {
         let rid = self.pending.front().cloned().flatten();
-        match kind {
-            "assistant_delta" => {
-                let text = frame.get("text").and_then(Value::as_str).unwrap_or("");
+        match frame {
+            ServerFrame::AssistantDelta { marks, .. } | ServerFrame::TurnEnd { marks }
+                if marks.greeting =>
+            {
+                greeting(frame)
+            }
+            ServerFrame::AssistantDelta { text, marks } => {
                 let first = !self.streamed;
                 if first {
                     self.turns += 1;
                     // A spoken reply's turn id is its speech id (the page pairs them).
-                    self.turn_id = match frame.get("turn_id").and_then(Value::as_str) {
-                        Some(t) => t.to_string(),
+                    self.turn_id = match &marks.turn_id {
+                        Some(t) => t.clone(),
                         None => format!("turn-{}", self.turns),
                     };
                     self.streamed = true;
                 }
-                let mut f = json!({"type": "gemini_response", "text": text,
-                                   "isNewMessage": first, "turn_id": self.turn_id});
-                if let Some(r) = rid {
-                    f["request_id"] = json!(r);
-                }
-                vec![f]
+                vec![ServerFrame::GeminiResponse {
+                    text: text.clone(),
+                    is_new_message: first,
+                    turn_id: self.turn_id.clone(),
+                    request_id: rid,
+                }]
             }
-            "turn_end" => {
+            ServerFrame::TurnEnd { .. } => {
                 self.pending.pop_front();
                 self.streamed = false;
-                let mut f = json!({"type": "system", "data": "turn end"});
-                if let Some(r) = rid {
-                    f["request_id"] = json!(r);
-                }
-                vec![f]
+                vec![ServerFrame::System {
+                    data: TURN_END,
+                    request_id: rid,
+                }]
             }
-            "error" => {
-                let code = frame.get("code").and_then(Value::as_str).unwrap_or("");
-                let msg = frame.get("error").and_then(Value::as_str).unwrap_or("");
-                let code = match code {
+            ServerFrame::Error { code, error, .. } => {
+                let code = match code.as_str() {
                     "auth_failed" => "API_KEY_REJECTED",
                     "rate_limited" => "API_RATE_LIMIT",
                     _ => "API_UNKNOWN_ERROR",
                 };
-                vec![status(code, json!({"msg": msg}))]
+                vec![status(code, json!({"msg": error}))]
             }
-            "pong" | "catgirl_switched" => vec![frame.clone()],
+            ServerFrame::Pong | ServerFrame::CatgirlSwitched { .. } => vec![frame.clone()],
             _ => Vec::new(),
         }
     }
 }
 
+/// The original's `system` frame that ends a turn.
+const TURN_END: &str = "turn end";
+
 /// A character card's greeting (`greeting: true`, crate::turn::start_greeting):
 /// shown as a message of its own, outside the client's request/turn bookkeeping.
-fn greeting(kind: &str, frame: &Value) -> Vec<Value> {
-    match kind {
-        "assistant_delta" => {
-            let text = frame.get("text").and_then(Value::as_str).unwrap_or("");
-            vec![
-                json!({"type": "gemini_response", "text": text, "isNewMessage": true,
-                        "turn_id": "greeting"}),
-            ]
-        }
-        "turn_end" => vec![json!({"type": "system", "data": "turn end"})],
+fn greeting(frame: &ServerFrame) -> Vec<ServerFrame> {
+    match frame {
+        ServerFrame::AssistantDelta { text, .. } => vec![ServerFrame::GeminiResponse {
+            text: text.clone(),
+            is_new_message: true,
+            turn_id: "greeting".into(),
+            request_id: None,
+        }],
+        ServerFrame::TurnEnd { .. } => vec![ServerFrame::System {
+            data: TURN_END,
+            request_id: None,
+        }],
         _ => Vec::new(),
     }
 }
@@ -290,9 +299,11 @@ mod tests {
         let r = o.inbound(r#"{"action":"start_session","input_type":"text","request_id":"R1"}"#);
         assert_eq!(
             r,
-            Inbound::Reply(vec![
-                json!({"type":"session_started","input_mode":"text","request_id":"R1"})
-            ])
+            Inbound::Reply(vec![ServerFrame::SessionStarted {
+                persona_name: None,
+                input_mode: "text".into(),
+                request_id: Some("R1".into())
+            }])
         );
         assert_eq!(
             o.inbound(
@@ -300,18 +311,25 @@ mod tests {
             ),
             Inbound::Turn("hi".into())
         );
-        let a = o.outbound(&json!({"type":"assistant_delta","text":"Hel"}));
+        let out = |o: &mut Original, f: ServerFrame| -> Vec<Value> {
+            o.outbound(&f).iter().map(ServerFrame::to_value).collect()
+        };
+        let a = out(&mut o, ServerFrame::delta("Hel", None));
         assert_eq!(a[0]["isNewMessage"], true);
         assert_eq!(a[0]["request_id"], "R2");
-        let b = o.outbound(&json!({"type":"assistant_delta","text":"lo"}));
+        let b = out(&mut o, ServerFrame::delta("lo", None));
         assert_eq!(b[0]["isNewMessage"], false);
         assert_eq!(a[0]["turn_id"], b[0]["turn_id"]);
         assert_eq!(
-            o.outbound(&json!({"type":"turn_end"})),
+            out(&mut o, ServerFrame::turn_end()),
             vec![json!({"type":"system","data":"turn end","request_id":"R2"})]
         );
         assert!(o
-            .outbound(&json!({"type":"session_started","persona_name":"x"}))
+            .outbound(&ServerFrame::SessionStarted {
+                persona_name: Some("x".into()),
+                input_mode: "text".into(),
+                request_id: None
+            })
             .is_empty());
         assert_eq!(
             o.inbound(r#"{"action":"capture_bridge_status","available":false}"#),
@@ -319,16 +337,19 @@ mod tests {
         );
         assert_eq!(
             o.inbound(r#"{"action":"ping"}"#),
-            Inbound::Reply(vec![json!({"type":"pong"})])
+            Inbound::Reply(vec![ServerFrame::Pong])
         );
         match o.inbound(r#"{"action":"dance"}"#) {
             Inbound::Reply(f) => {
-                assert!(f[0]["message"].as_str().unwrap().contains("UNKNOWN_ACTION"))
+                assert!(f[0].to_value()["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("UNKNOWN_ACTION"))
             }
             other => panic!("{other:?}"),
         }
         match o.inbound(r#"{"action":"start_session","input_type":"screen"}"#) {
-            Inbound::Reply(f) => assert_eq!(f[1]["type"], "session_failed"),
+            Inbound::Reply(f) => assert_eq!(f[1].to_value()["type"], "session_failed"),
             other => panic!("{other:?}"),
         }
         assert_eq!(
@@ -346,7 +367,7 @@ mod tests {
             Inbound::Audio(Err(_))
         ));
         assert_eq!(o.inbound(r#"{"action":"end_session"}"#), Inbound::StopAudio);
-        let e = o.outbound(&json!({"type":"error","code":"no_provider","error":"none"}));
+        let e = out(&mut o, ServerFrame::error("no_provider", "none"));
         assert!(e[0]["message"]
             .as_str()
             .unwrap()

@@ -57,11 +57,7 @@ impl Outcome {
 /// An error in the connection's protocol: companiond's `error`, the original's `status`.
 fn failure(d: Dialect, code: &str, msg: &str) -> ServerFrame {
     match d {
-        Dialect::Native => ServerFrame::Error {
-            code: code.to_string(),
-            error: msg.to_string(),
-            speech_id: None,
-        },
+        Dialect::Native => ServerFrame::error(code, msg),
         Dialect::Original => ServerFrame::status(code, json!({"msg": msg})),
     }
 }
@@ -332,12 +328,12 @@ impl Mic {
 
     /// A frame the session sends: a saved `noiseReductionEnabled` reaches the
     /// live microphone (companiond's protocol is told with a new `mic_state`).
-    pub fn observe(&mut self, d: Option<Dialect>, frame: &Value) -> Option<ServerFrame> {
-        if frame.get("type").and_then(Value::as_str) != Some("settings_changed") {
+    pub fn observe(&mut self, d: Option<Dialect>, frame: &ServerFrame) -> Option<ServerFrame> {
+        let ServerFrame::SettingsChanged { settings } = frame else {
             return None;
-        }
-        let on = frame
-            .pointer("/settings/noiseReductionEnabled")
+        };
+        let on = settings
+            .get("noiseReductionEnabled")
             .and_then(Value::as_bool)?;
         let l = self.listener.as_mut()?;
         l.set_noise_reduction(on);

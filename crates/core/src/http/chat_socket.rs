@@ -49,14 +49,16 @@ pub async fn ws_handler(
 async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebSocket) {
     let (id, mut rx, tx) = mgr.attach();
     let _open = crate::metrics::metrics().chat_socket_open();
-    let _ = tx.send(Outbound::Frame(
-        json!({"type": "session_started", "persona_name": mgr.name(), "input_mode": "text"}),
-    ));
+    let _ = tx.send(Outbound::Frame(ServerFrame::SessionStarted {
+        persona_name: Some(mgr.name()),
+        input_mode: "text".into(),
+        request_id: None,
+    }));
     start_greeting(&st, &mgr, &tx);
     // The dialect is known from the first client frame; until then (at most
     // chat_dialect::GRACE) server frames are held (super::chat_dialect).
     let mut dialect: Option<Dialect> = None;
-    let mut held: Vec<Value> = Vec::new();
+    let mut held: Vec<ServerFrame> = Vec::new();
     let mut original = chat_dialect::Original::default();
     // Speech (crate::speech): the original's pages always play replies; a
     // companiond client opts in with {"type":"voice","enabled":true}.
@@ -138,7 +140,7 @@ async fn run_connection(st: AppState, mgr: Arc<SessionManager>, mut socket: WebS
                             }
                             Inbound::StopAudio => Action::MicStop,
                             Inbound::VoiceControl(v) => {
-                                out.extend(mic.control(&v).iter().map(ServerFrame::to_value));
+                                out.extend(mic.control(&v));
                                 Action::None
                             }
                             Inbound::Ignore => Action::None,
@@ -270,10 +272,10 @@ fn text_message(t: String) -> Message {
     Message::Text(t.into())
 }
 
-fn texts(frames: Vec<Value>) -> Vec<Message> {
+fn texts(frames: Vec<ServerFrame>) -> Vec<Message> {
     frames
         .into_iter()
-        .map(|v| text_message(v.to_string()))
+        .map(|f| text_message(f.to_text()))
         .collect()
 }
 
@@ -340,15 +342,15 @@ fn speech_messages(dialect: Dialect, s: SpeechOut) -> Vec<Message> {
                 code: code.to_string(),
                 error: message,
                 speech_id: Some(speech_id),
+                partial: None,
             })]
         }
-        (Dialect::Original, SpeechEvent::Failed { code, message }) => vec![text_message(
-            chat_dialect::status(
+        (Dialect::Original, SpeechEvent::Failed { code, message }) => {
+            vec![frame(chat_dialect::status(
                 &code.to_ascii_uppercase(),
                 json!({"msg": message, "speech_id": speech_id}),
-            )
-            .to_string(),
-        )],
+            ))]
+        }
         (Dialect::Native, SpeechEvent::End(reason)) => {
             vec![frame(ServerFrame::SpeechEnd { speech_id, reason })]
         }
@@ -377,13 +379,7 @@ enum Action {
 }
 
 fn client_frame(text: &str) -> Action {
-    let err = |code: &str, msg: &str| {
-        Action::Reply(ServerFrame::Error {
-            code: code.to_string(),
-            error: msg.to_string(),
-            speech_id: None,
-        })
-    };
+    let err = |code: &str, msg: &str| Action::Reply(ServerFrame::error(code, msg));
     let Ok(v) = serde_json::from_str::<Value>(text) else {
         return err("invalid_frame", "frames must be JSON objects");
     };

@@ -5,6 +5,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
+use companiond_core::frames::ServerFrame;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -202,9 +203,10 @@ pub(crate) async fn current_set(
     let old = st.characters.current();
     let new = st.characters.set_current(name).await?;
     if new != old {
-        st.sessions.notify_all(
-            json!({"type": "catgirl_switched", "new_catgirl": new, "old_catgirl": old}),
-        );
+        st.sessions.notify_all(ServerFrame::CatgirlSwitched {
+            new_catgirl: new.clone(),
+            old_catgirl: old,
+        });
     }
     Ok(Json(Switched {
         success: true,

@@ -3,6 +3,7 @@
 //! `speak` would voice it, but this service has no speech synthesis, so it
 //! always ends with the reason it could not.
 
+use companiond_core::frames::{Origin, ServerFrame};
 use companiond_core::llm::ChatMessage;
 use companiond_core::AppState;
 use serde_json::{json, Map};
@@ -74,10 +75,14 @@ impl Games {
             });
         mgr.push_history(ChatMessage::assistant(line.to_string()))
             .await;
-        Ok(mgr.notify(
-            json!({"type": "assistant_mirror", "text": line, "source": "game",
-            "game_type": game_type, "session_id": session_id}),
-        ))
+        Ok(mgr.notify(ServerFrame::AssistantMirror {
+            text: line.to_string(),
+            origin: Origin {
+                source: "game",
+                game_type: Some(game_type.to_string()),
+                session_id: session_id.map(str::to_string),
+            },
+        }))
     }
 
     /// Check a line to speak in the order the client learns about problems.

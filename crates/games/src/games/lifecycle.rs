@@ -3,6 +3,7 @@
 //! result. The per-game rules are [`GameKind`]'s. Nothing here knows HTTP: the
 //! handlers turn these results into the wire answers.
 
+use companiond_core::frames::ServerFrame;
 use std::time::Duration;
 
 use companiond_core::llm::ChatMessage;
@@ -170,11 +171,13 @@ impl Games {
             json!({"persona_name": req.persona}),
         );
         if let Some(m) = st.sessions.get(&req.persona) {
-            m.notify(
-                json!({"type": "game_window_state_change", "action": "opened",
-                "persona_name": req.persona, "game_type": req.game_type,
-                "session_id": req.session_id}),
-            );
+            m.notify(ServerFrame::GameWindowStateChange {
+                action: "opened",
+                persona_name: req.persona.clone(),
+                game_type: req.game_type.clone(),
+                session_id: req.session_id.clone(),
+                reason: None,
+            });
         }
         Started { state, superseded }
     }

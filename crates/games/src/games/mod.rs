@@ -14,6 +14,7 @@ pub(crate) mod logs;
 pub(crate) mod passive_guard;
 pub(crate) mod quick_lines;
 
+use companiond_core::frames::ServerFrame;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
@@ -87,14 +88,13 @@ impl Games {
     pub fn after_finalize(&self, st: &AppState, f: &Finalized) -> bool {
         let closed = self.close_llm_session(&f.persona_name, &f.game_type, &f.session_id);
         if let Some(m) = st.sessions.get(&f.persona_name) {
-            m.notify(json!({
-                "type": "game_window_state_change",
-                "action": "closed",
-                "persona_name": f.persona_name,
-                "game_type": f.game_type,
-                "session_id": f.session_id,
-                "reason": f.reason,
-            }));
+            m.notify(ServerFrame::GameWindowStateChange {
+                action: "closed",
+                persona_name: f.persona_name.clone(),
+                game_type: f.game_type.clone(),
+                session_id: f.session_id.clone(),
+                reason: Some(f.reason.to_string()),
+            });
         }
         self.logs.end(&f.game_type, &f.session_id, &f.reason);
         closed

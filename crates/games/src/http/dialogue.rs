@@ -5,6 +5,7 @@
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
+use companiond_core::frames::{Marks, Origin, ServerFrame};
 use companiond_core::sessions::SessionManager;
 use companiond_core::speech::pipeline::SpeakRefused as SpeakLineRefused;
 use companiond_core::{AppState, Ext};
@@ -390,20 +391,24 @@ pub async fn speak(
                         ));
                 }
             };
-            let source = json!({"source": "game", "game_type": game_type, "session_id": session});
+            let origin = Origin {
+                source: "game",
+                game_type: Some(game_type.to_string()),
+                session_id: session.clone(),
+            };
             if mirror_text {
-                let mut f = json!({"type": "assistant_mirror", "text": line});
-                if let (Some(f), Some(extra)) = (f.as_object_mut(), source.as_object()) {
-                    f.extend(extra.clone());
-                }
-                mgr.notify(f);
+                mgr.notify(ServerFrame::AssistantMirror {
+                    text: line.to_string(),
+                    origin: origin.clone(),
+                });
             }
             if emit_turn_end {
-                let mut f = json!({"type": "turn_end"});
-                if let (Some(f), Some(extra)) = (f.as_object_mut(), source.as_object()) {
-                    f.extend(extra.clone());
-                }
-                mgr.notify(f);
+                mgr.notify(ServerFrame::TurnEnd {
+                    marks: Marks {
+                        origin: Some(origin),
+                        ..Marks::default()
+                    },
+                });
             }
             let after = pipeline_state(Some(&mgr));
             Ok(Json(GameSpokenOrStale::Spoken(Box::new(GameSpoken {

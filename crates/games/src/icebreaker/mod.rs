@@ -7,6 +7,7 @@
 pub mod choices;
 pub mod free_text;
 
+use companiond_core::frames::{Marks, Origin, ServerFrame};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
@@ -17,7 +18,6 @@ use companiond_core::now_secs;
 use companiond_core::sessions::SessionManager;
 use companiond_core::AppState;
 use serde::Serialize;
-use serde_json::json;
 
 use crate::config::GamesConfig;
 
@@ -288,20 +288,32 @@ impl Icebreaker {
         line: &str,
         o: SpeakOptions,
     ) -> Spoken {
+        let origin = Origin {
+            source: SOURCE,
+            game_type: None,
+            session_id: Some(route.session_id.clone()),
+        };
         if o.interrupt_audio {
-            mgr.notify(json!({"type": "interrupt_audio", "source": SOURCE, "session_id": route.session_id}));
+            mgr.notify(ServerFrame::InterruptAudio {
+                origin: origin.clone(),
+            });
         }
         let mut mirror_delivered = 0;
         if o.mirror_text {
             mgr.push_history(ChatMessage::assistant(line.to_string()))
                 .await;
-            mirror_delivered = mgr.notify(json!({"type": "assistant_mirror", "text": line,
-                "source": SOURCE, "session_id": route.session_id}));
+            mirror_delivered = mgr.notify(ServerFrame::AssistantMirror {
+                text: line.to_string(),
+                origin: origin.clone(),
+            });
         }
         if o.emit_turn_end {
-            mgr.notify(
-                json!({"type": "turn_end", "source": SOURCE, "session_id": route.session_id}),
-            );
+            mgr.notify(ServerFrame::TurnEnd {
+                marks: Marks {
+                    origin: Some(origin),
+                    ..Marks::default()
+                },
+            });
         }
         Spoken { mirror_delivered }
     }

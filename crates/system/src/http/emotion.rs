@@ -4,6 +4,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use companiond_core::frames::ServerFrame;
 use companiond_core::AppState;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -55,7 +56,10 @@ pub async fn emotion(State(st): State<AppState>, body: Body) -> Result<Json<Emot
     let o = emotion::analyse(&st, &text, &name, key, model).await;
     if !name.is_empty() {
         if let Some(m) = st.sessions.get(&name) {
-            m.notify(json!({"type": "emotion", "emotion": o.emotion, "confidence": o.confidence}));
+            m.notify(ServerFrame::Emotion {
+                emotion: o.emotion.to_string(),
+                confidence: o.confidence,
+            });
         }
     }
     let (error_code, error) = o.error.unzip();

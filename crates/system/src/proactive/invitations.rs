@@ -2,6 +2,7 @@
 //! the user accepts, declines or postpones it (by route or by chatting on), and
 //! cooldowns keep a game from being offered again too soon.
 
+use companiond_core::frames::ServerFrame;
 use std::collections::HashMap;
 
 use companiond_core::AppState;
@@ -236,7 +237,10 @@ impl Proactive {
         };
         drop(invites);
         if let Some(m) = st.sessions.get(&name) {
-            m.notify(json!({"type": "mini_game_invite_resolved", "session_id": session_id, "action": action}));
+            m.notify(ServerFrame::MiniGameInviteResolved {
+                session_id: session_id.clone(),
+                action,
+            });
         }
         let game = (action == "open_game").then(|| {
             let url = game_url(&game, &name, &session_id);

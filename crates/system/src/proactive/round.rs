@@ -2,6 +2,7 @@
 //! model call, dedup and delivery over the open chat connection; each outcome has a
 //! reason code and a stage.
 
+use companiond_core::frames::{Marks, ServerFrame};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use companiond_core::llm::{ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::invitations::game_url;
 use super::{lock, text_field, Proactive};
@@ -277,17 +278,25 @@ impl Proactive {
             return Ok(pass("DELIVERY_PREEMPTED", "the user took over the turn"));
         }
         let turn_id = uuid::Uuid::new_v4().simple().to_string();
-        let channels = mgr.notify(
-            json!({"type": "assistant_delta", "text": text, "proactive": true,
-                                        "turn_id": turn_id, "source_mode": material.mode}),
-        );
+        let marks = || Marks {
+            proactive: true,
+            turn_id: Some(turn_id.clone()),
+            ..Marks::default()
+        };
+        let channels = mgr.notify(ServerFrame::AssistantDelta {
+            text: text.clone(),
+            marks: Marks {
+                source_mode: Some(material.mode.to_string()),
+                ..marks()
+            },
+        });
         if channels == 0 {
             return Ok(pass(
                 "DELIVERY_FAILED",
                 "no chat connection accepted the message",
             ));
         }
-        mgr.notify(json!({"type": "turn_end", "proactive": true, "turn_id": turn_id}));
+        mgr.notify(ServerFrame::TurnEnd { marks: marks() });
         mgr.push_history(ChatMessage::assistant(text.clone())).await;
         append_recent(st, name, &text).await;
         self.record_sent(name, &text, now);
@@ -314,10 +323,13 @@ impl Proactive {
         let sid = self.mark_invited(name, game, now);
         let text = format!("Want to play {} with me?", game.replace(['_', '-'], " "));
         let turn_id = uuid::Uuid::new_v4().simple().to_string();
-        let channels = mgr.notify(
-            json!({"type": "mini_game_invite", "session_id": sid, "game_type": game,
-                                        "text": text, "turn_id": turn_id, "persona_name": name}),
-        );
+        let channels = mgr.notify(ServerFrame::MiniGameInvite {
+            session_id: sid.clone(),
+            game_type: game.to_string(),
+            text: text.clone(),
+            turn_id: turn_id.clone(),
+            persona_name: name.to_string(),
+        });
         if channels == 0 {
             self.withdraw_invite(name);
             return Ok(pass(
