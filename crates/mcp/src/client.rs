@@ -507,7 +507,9 @@ async fn connect(
                 Err(e) => format!("initialize failed: {}", chain(&e)),
             };
             // The spec's backwards compatibility: an `initialize` POST answered
-            // with a 4xx means a server of the legacy HTTP+SSE transport.
+            // with a 4xx means a server of the legacy HTTP+SSE transport. rmcp's
+            // error does not carry the status, so a POST of our own reads it (only
+            // when rmcp failed: a working Streamable HTTP server costs nothing).
             let (parsed, sse_headers) = sse_target(cfg)?;
             let client = http_client(&url, true)?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
