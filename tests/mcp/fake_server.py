@@ -1,6 +1,9 @@
 """An outside MCP server written with the official Python SDK (``mcp`` on PyPI),
-used by the MCP tests over stdio (``python3 fake_server.py``) and over Streamable
-HTTP (``python3 fake_server.py http PORT``).
+used by the MCP tests over stdio (``python3 fake_server.py``), over Streamable
+HTTP (``python3 fake_server.py http PORT``) and over the legacy HTTP+SSE transport
+(``python3 fake_server.py sse PORT``: the stream at ``/sse``, the messages POSTed to
+``/messages/``; with ``MCP_TEST_REQUESTS=<file>`` each HTTP request's method, path
+and ``X-Test`` header are appended to that file as a JSON line).
 
 Tools: ``echo``, ``env_var`` (reads the server's environment), ``slow`` (sleeps),
 ``big`` (a long text), ``noisy`` (floods standard error), ``fail`` (an error result), ``crash`` (the process exits),
@@ -117,8 +120,29 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+def run_sse(port):
+    import json
+
+    import uvicorn
+
+    app = server.sse_app(host="127.0.0.1")
+    requests_file = os.environ.get("MCP_TEST_REQUESTS")
+
+    async def logged(scope, receive, send):
+        if scope["type"] == "http" and requests_file:
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            with open(requests_file, "a") as f:
+                f.write(json.dumps({"method": scope["method"], "path": scope["path"],
+                                    "x_test": headers.get("x-test")}) + "\n")
+        await app(scope, receive, send)
+
+    uvicorn.run(logged, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif len(sys.argv) > 2 and sys.argv[1] == "sse":
+        run_sse(int(sys.argv[2]))
     else:
         server.run()

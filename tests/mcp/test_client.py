@@ -5,6 +5,7 @@ the model calls their tools during chat turns (docs/mcp.md)."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -301,6 +302,236 @@ def test_streamable_http_server(cd, fake_llm, tmp_root):
     if cd.server("fake"):
         cd.send("POST", "/api/mcp/servers/fake/enable")
         cd.wait_running("fake")
+
+
+def start_sse_server(port, log, requests_file):
+    """fake_server.py over the legacy HTTP+SSE transport (MCP 2024-11-05)."""
+    proc = subprocess.Popen([PYTHON, FAKE_SERVER, "sse", str(port)], stdout=log, stderr=log,
+                            env={**os.environ, "MCP_TEST_REQUESTS": str(requests_file)})
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            # a TCP connection only: no request in the server's log
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the SSE MCP server did not start")
+
+
+def wait_log(cd, text, timeout=10):
+    """The first line of companiond's log containing `text`."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in (cd.root / "companiond.log").read_text(errors="replace").splitlines():
+            if text in line:
+                return line
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} not in companiond's log within {timeout}s")
+
+
+def logged_requests(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def run_sse_server_scenario(cd, fake_llm, tmp_root, name, extra):
+    """An SSE-only server configured with `extra`: tools listed, a chat turn,
+    list_changed, killed (tools withdrawn, the error shown), started again (back).
+    Answers the requests the server saw."""
+    port = free_port()
+    log = open(tmp_root / f"sse-{name}.log", "ab")
+    seen = tmp_root / f"sse-{name}-requests.jsonl"
+    proc = start_sse_server(port, log, seen)
+    try:
+        cd.send("POST", "/api/mcp/servers/fake/disable")
+        cd.add_server(name, {"url": f"http://127.0.0.1:{port}/sse",
+                             "headers": {"X-Test": "sse-header"}, **extra})
+        f = json.loads((cd.data / "config" / "mcp_servers.json").read_text())
+        assert f["mcpServers"][name].get("transport") == extra.get("transport")
+        s = cd.wait_running(name)
+        assert s["transport"] == "sse", s
+        assert "echo" in s["tools"] and "grow" in s["tools"]
+        assert s["config"]["headers"] == {"X-Test": "********"}
+        tools = cd.tools()
+        assert tools["echo"]["source"] == f"mcp:{name}"
+        assert tools["echo"]["description"] == "Repeat the text."
+        frames, got = call_tool(cd, fake_llm, "echo", {"text": "over sse"})
+        calls, results = of_type(frames, "tool_call"), of_type(frames, "tool_result")
+        assert [c["name"] for c in calls] == ["echo"]
+        assert results[0]["is_error"] is False
+        assert got == "echo: over sse"
+        spoken = "".join(f.get("text", "") for f in of_type(frames, "assistant_delta"))
+        assert "RESULT: echo: over sse" in spoken
+        # a notification on the stream: tools/list_changed
+        frames, got = call_tool(cd, fake_llm, "grow", {})
+        assert got == "grown"
+        cd.wait_tools(lambda t: t.get("extra_tool", {}).get("source") == f"mcp:{name}")
+        # the configured header went with the GET of the stream and with every POST
+        reqs = logged_requests(seen)
+        gets = [r for r in reqs if r["method"] == "GET" and r["path"] == "/sse"]
+        posts = [r for r in reqs if r["method"] == "POST" and r["path"].startswith("/messages")]
+        assert gets and posts, reqs
+        assert all(r["x_test"] == "sse-header" for r in gets + posts), reqs
+        # the server goes away: the stream ends, tools withdrawn, the error shown
+        proc.terminate()
+        proc.wait(10)
+        cd.wait_tools(lambda t: not any(x["source"] == f"mcp:{name}" for x in t.values()),
+                      timeout=20)
+        down = cd.wait_server(name, lambda s: s["state"] in ("restarting", "starting"), timeout=5)
+        assert down["last_error"]
+        # why, in the log (the state's last_error is soon the failing restarts')
+        ended = wait_log(cd, f"MCP server {name}: the connection ended: ")
+        assert "SSE stream" in ended, ended
+        frames, got = call_tool(cd, fake_llm, "echo", {"text": "nobody home"})
+        assert not of_type(frames, "tool_call") or of_type(frames, "tool_result")[0]["is_error"]
+        # and it comes back on the same port: reconnected with backoff
+        proc = start_sse_server(port, log, seen)
+        back = cd.wait_running(name, timeout=60)
+        assert back["restarts"] >= 1 and back["transport"] == "sse"
+        cd.wait_tools(lambda t: t.get("echo", {}).get("source") == f"mcp:{name}")
+        frames, got = call_tool(cd, fake_llm, "echo", {"text": "again"})
+        assert got == "echo: again"
+        return logged_requests(seen)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+        cd.send("DELETE", f"/api/mcp/servers/{name}")
+        assert not any(t["source"] == f"mcp:{name}" for t in cd.tools().values())
+        if cd.server("fake"):
+            cd.send("POST", "/api/mcp/servers/fake/enable")
+            cd.wait_running("fake")
+
+
+def test_sse_server_found_by_the_probe(cd, fake_llm, tmp_root):
+    """Only `url`: the initialize POST gets 405, so companiond falls back to GET
+    the event stream (the spec's backwards compatibility)."""
+    reqs = run_sse_server_scenario(cd, fake_llm, tmp_root, "legacy", {})
+    probes = [r for r in reqs if r["method"] == "POST" and r["path"] == "/sse"]
+    assert probes, reqs
+
+
+def test_sse_server_configured_explicitly(cd, fake_llm, tmp_root):
+    """`"transport": "sse"` skips the probe: no POST to the stream URL at all."""
+    reqs = run_sse_server_scenario(cd, fake_llm, tmp_root, "legacy2", {"transport": "sse"})
+    assert not [r for r in reqs if r["method"] == "POST" and r["path"] == "/sse"], reqs
+
+
+def test_type_sse_is_accepted(cd):
+    """Other clients write `"type": "sse"`: the same as `transport`."""
+    cd.add_server("typed", {"url": f"http://127.0.0.1:{free_port()}/sse", "type": "sse",
+                            "startupTimeoutSeconds": 2})
+    s = cd.wait_server("typed", lambda s: s["last_error"], what="an error")
+    assert s["transport"] == "sse"
+    assert s["last_error"].startswith("GET http://127.0.0.1:"), s  # no probe POST
+    cd.send("DELETE", "/api/mcp/servers/typed")
+    r = cd.send("POST", "/api/mcp/servers", {"name": "t", "server": {"command": "x", "transport": "sse"}})
+    assert r.status_code == 400 and "needs url" in r.json()["error"]
+    r = cd.send("POST", "/api/mcp/servers", {"name": "t", "server": {"url": "http://127.0.0.1:1/", "transport": "carrier-pigeon"}})
+    assert r.status_code == 400 and "transport must be" in r.json()["error"]
+
+
+class BadSse:
+    """A loopback HTTP server that speaks the SSE transport badly: GET /<mode>
+    answers an event stream per mode, POST /msg answers 202, POST elsewhere 405."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import threading
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _stream(self, body, then_wait):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+                if then_wait:
+                    time.sleep(then_wait)
+                self.close_connection = True
+
+            def do_GET(self):
+                mode = self.path.strip("/")
+                if mode == "foreign":
+                    self._stream(b"event: endpoint\ndata: http://evil.example:9/msg\n\n", 5)
+                elif mode == "silent":
+                    self._stream(b": nothing to say\n\n", 10)
+                elif mode == "garbage":
+                    self._stream(b"event: endpoint\ndata: /msg\n\nthis is not an event stream\n\n", 5)
+                elif mode == "notjson":
+                    self._stream(b"event: endpoint\ndata: /msg\n\nevent: message\ndata: {oops\n\n", 5)
+                elif mode == "html":
+                    body = b"<html>hello</html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                else:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                code = 202 if self.path == "/msg" else 405
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, mode):
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/{mode}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_sse_servers_that_do_not_work(cd, fake_llm):
+    bad = BadSse()
+    cases = {
+        # mode: (extra config, what last_error must say)
+        "foreign": ({"transport": "sse"}, "another origin"),
+        "silent": ({"transport": "sse"}, "no endpoint event"),
+        "garbage": ({"transport": "sse"}, "malformed"),
+        "notjson": ({}, "not JSON-RPC"),  # found by the probe (405), then bad data
+        "html": ({"transport": "sse"}, "instead of an event stream"),
+        "nothing": ({}, "answered HTTP 404"),  # 405, then 404 to the GET
+    }
+    try:
+        for mode, (extra, said) in cases.items():
+            cd.add_server(f"bad-{mode}", {"url": bad.url(mode), "startupTimeoutSeconds": 2, **extra})
+        for mode, (extra, said) in cases.items():
+            s = cd.wait_server(f"bad-{mode}", lambda s: s["last_error"], what="an error")
+            assert said in s["last_error"], (mode, s["last_error"])
+            assert s["state"] in ("restarting", "starting"), s
+            assert s["tools"] == []
+        s = cd.server("bad-nothing")
+        assert "legacy HTTP+SSE transport failed" in s["last_error"], s
+        # the registry holds only the working server's tools, and turns still work
+        if cd.server("fake") is None:  # (this test run alone)
+            cd.add_server("fake", stdio_server(env={"GIVEN": "yes"}))
+        cd.wait_running("fake")
+        sources = {t["source"] for t in cd.tools().values()}
+        assert sources <= {"mcp:fake"}, sources
+        frames, got = call_tool(cd, fake_llm, "echo", {"text": "still fine"})
+        assert got == "echo: still fine"
+    finally:
+        for mode in cases:
+            cd.send("DELETE", f"/api/mcp/servers/bad-{mode}")
+        bad.close()
 
 
 def alive(pid):

@@ -1,5 +1,6 @@
 //! The MCP client side: one supervisor task per configured server. It starts
-//! the server (a child process over stdio, or a Streamable HTTP session),
+//! the server (a child process over stdio, a Streamable HTTP session, or the
+//! legacy HTTP+SSE transport of `crate::sse`),
 //! lists its tools, publishes them into every character's tool registry with
 //! `source` `mcp:<server>`, re-lists them on `notifications/tools/list_changed`,
 //! and when the connection ends withdraws them and starts the server again
@@ -12,6 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
 use crate::config::{ServerConfig, Transport};
+use crate::sse::{EndSlot, SseTransport};
 
 /// First pause before a restart; doubled after each failure up to [`MAX_BACKOFF`].
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -38,7 +41,7 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A connection that lasted this long resets the pause to [`FIRST_BACKOFF`].
 const STABLE_AFTER: Duration = Duration::from_secs(30);
-/// How often a Streamable HTTP server is pinged (a stdio server's end is seen at once).
+/// How often an HTTP server is pinged (a stdio server's end is seen at once).
 const PING_EVERY: Duration = Duration::from_secs(5);
 /// A ping not answered within this ends the connection (then the restart rules apply).
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
@@ -133,6 +136,10 @@ pub struct Server {
     group: Mutex<Option<Group>>,
     /// The tools offered to the model (after the allowlist).
     pub(crate) offered: Mutex<Vec<RegisteredTool>>,
+    /// Why the SSE stream of the current connection ended (the SSE transports).
+    sse_end: EndSlot,
+    /// The last connection of a `url` server fell back to the legacy HTTP+SSE transport.
+    via_sse: AtomicBool,
     stop: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -152,9 +159,31 @@ impl Server {
             stderr: Arc::default(),
             group: Mutex::default(),
             offered: Mutex::default(),
+            sse_end: EndSlot::default(),
+            via_sse: AtomicBool::new(false),
             stop: CancellationToken::new(),
             task: Mutex::default(),
         })
+    }
+
+    /// The transport it speaks, as the listing shows it: `stdio`, `http`
+    /// (Streamable HTTP) or `sse` (the legacy HTTP+SSE transport, configured or
+    /// found by the probe).
+    pub fn transport_name(&self) -> &'static str {
+        match self.config.transport() {
+            Transport::Stdio => "stdio",
+            Transport::Sse => "sse",
+            Transport::Http if self.via_sse.load(Ordering::Relaxed) => "sse",
+            Transport::Http => "http",
+        }
+    }
+
+    /// Why the SSE stream ended, if it did (taken: said once).
+    fn take_sse_end(&self) -> Option<String> {
+        self.sse_end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// `mcp:<name>`, the registry source of its tools.
@@ -297,7 +326,7 @@ pub(crate) trait Publish: Send + Sync {
     fn withdraw(&self, server: &Server);
 }
 
-fn trim_float(v: f64) -> String {
+pub(crate) fn trim_float(v: f64) -> String {
     let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
@@ -370,6 +399,7 @@ pub fn cap_chars(text: &str, cap: usize) -> String {
 }
 
 /// The client side's handler: tells the supervisor about `tools/list_changed`.
+#[derive(Clone)]
 struct Handler {
     changed: mpsc::UnboundedSender<()>,
     info: ClientConfig,
@@ -402,8 +432,12 @@ fn client_info() -> ClientConfig {
 
 type Running = RunningService<RoleClient, Handler>;
 
-/// Start the server and initialize the session.
-async fn connect(server: &Server, handler: Handler) -> Result<(Running, Option<u32>), String> {
+/// Start the server and initialize the session, by `deadline`.
+async fn connect(
+    server: &Server,
+    handler: Handler,
+    deadline: tokio::time::Instant,
+) -> Result<(Running, Option<u32>), String> {
     let cfg = &server.config;
     match cfg.transport() {
         Transport::Stdio => {
@@ -461,32 +495,128 @@ async fn connect(server: &Server, handler: Handler) -> Result<(Running, Option<u
                     .map_err(|e| format!("header {k}: {e}"))?;
                 headers.insert(name, value);
             }
-            let loopback = url::Url::parse(&url)
-                .ok()
-                .and_then(|u| u.host_str().map(is_loopback_host))
-                .unwrap_or(false);
-            let mut builder =
-                reqwest013::Client::builder().tls_backend_preconfigured(tls_config()?);
-            if loopback {
-                builder = builder.no_proxy();
-            }
-            let client = builder
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            let client = http_client(&url, false)?;
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            let running = handler
-                .serve(transport)
+            let first = match handler.clone().serve(transport).await {
+                Ok(running) => {
+                    server.via_sse.store(false, Ordering::Relaxed);
+                    return Ok((running, None));
+                }
+                Err(e) => format!("initialize failed: {}", chain(&e)),
+            };
+            // The spec's backwards compatibility: an `initialize` POST answered
+            // with a 4xx means a server of the legacy HTTP+SSE transport. rmcp's
+            // error does not carry the status, so a POST of our own reads it (only
+            // when rmcp failed: a working Streamable HTTP server costs nothing).
+            let (parsed, sse_headers) = sse_target(cfg)?;
+            let client = http_client(&url, true)?;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Some(status) = crate::sse::legacy_sign(&client, &parsed, &sse_headers, left).await
+            else {
+                return Err(first);
+            };
+            server.via_sse.store(true, Ordering::Relaxed);
+            let running = serve_sse(server, handler, client, &parsed, sse_headers, deadline)
                 .await
-                .map_err(|e| format!("initialize failed: {}", chain(&e)))?;
+                .map_err(|e| {
+                    format!(
+                        "not a Streamable HTTP server (initialize answered HTTP {status}), \
+                         and the legacy HTTP+SSE transport failed: {e}"
+                    )
+                })?;
+            Ok((running, None))
+        }
+        Transport::Sse => {
+            let url = cfg.url.clone().unwrap_or_default();
+            let (parsed, headers) = sse_target(cfg)?;
+            let client = http_client(&url, true)?;
+            let running = serve_sse(server, handler, client, &parsed, headers, deadline).await?;
             Ok((running, None))
         }
     }
 }
 
+/// The URL and headers of an SSE server, checked.
+fn sse_target(cfg: &ServerConfig) -> Result<(url::Url, reqwest013::header::HeaderMap), String> {
+    let url =
+        url::Url::parse(cfg.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))?;
+    let mut headers = reqwest013::header::HeaderMap::new();
+    for (k, v) in &cfg.headers {
+        let name = reqwest013::header::HeaderName::try_from(k.as_str())
+            .map_err(|e| format!("header {k}: {e}"))?;
+        let value = reqwest013::header::HeaderValue::try_from(v.as_str())
+            .map_err(|e| format!("header {k}: {e}"))?;
+        headers.insert(name, value);
+    }
+    Ok((url, headers))
+}
+
+/// Open the SSE stream, then `initialize` over it.
+async fn serve_sse(
+    server: &Server,
+    handler: Handler,
+    client: reqwest013::Client,
+    url: &url::Url,
+    headers: reqwest013::header::HeaderMap,
+    deadline: tokio::time::Instant,
+) -> Result<Running, String> {
+    // A little before the supervisor's own limit, so that the error says what was missing.
+    let wait = deadline
+        .saturating_duration_since(tokio::time::Instant::now())
+        .saturating_sub(Duration::from_millis(200));
+    let transport = SseTransport::connect(
+        client,
+        url,
+        headers,
+        wait,
+        server.config.timeout(),
+        server.sse_end.clone(),
+    )
+    .await?;
+    handler.serve(transport).await.map_err(|e| {
+        let mut m = format!("initialize failed: {}", chain(&e));
+        if let Some(why) = server.take_sse_end() {
+            m.push_str(": ");
+            m.push_str(&why);
+        }
+        m
+    })
+}
+
+/// The HTTP client of a `url` server: rustls, no proxy for a loopback URL.
+/// `same_origin_redirects` (the SSE transport) follows redirects only within
+/// the URL's origin (a stream moved elsewhere, with the configured headers, is refused).
+fn http_client(url: &str, same_origin_redirects: bool) -> Result<reqwest013::Client, String> {
+    let loopback = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(is_loopback_host))
+        .unwrap_or(false);
+    let mut builder = reqwest013::Client::builder().tls_backend_preconfigured(tls_config()?);
+    if loopback {
+        builder = builder.no_proxy();
+    }
+    if same_origin_redirects {
+        builder = builder.redirect(reqwest013::redirect::Policy::custom(|attempt| {
+            let same = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            if same && attempt.previous().len() < 5 {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        }));
+    }
+    builder
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
 /// An error with its causes (`a: b: c`), each said once.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -583,8 +713,10 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
             info: client_info(),
         };
         let started = Instant::now();
-        let attempt = tokio::time::timeout(server.config.startup_timeout(), async {
-            let (running, pid) = connect(server, handler).await?;
+        server.take_sse_end();
+        let deadline = tokio::time::Instant::now() + server.config.startup_timeout();
+        let attempt = tokio::time::timeout_at(deadline, async {
+            let (running, pid) = connect(server, handler, deadline).await?;
             list_tools(server, &running).await?;
             Ok::<_, String>((running, pid))
         });
@@ -614,8 +746,8 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
                 let mut ct = Some(running.cancellation_token());
                 let mut done = tokio::spawn(running.waiting());
                 let peer = server.peer();
-                // A Streamable HTTP server that went away is noticed by a ping.
-                let http = server.config.transport() == Transport::Http;
+                // An HTTP server that went away (or hangs) is noticed by a ping.
+                let http = server.config.transport() != Transport::Stdio;
                 let mut ping = tokio::time::interval(PING_EVERY);
                 ping.tick().await;
                 let ended = loop {
@@ -628,9 +760,10 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
                             break false;
                         }
                         r = &mut done => {
-                            let why = match r {
-                                Ok(reason) => format!("the connection ended ({reason:?})"),
-                                Err(e) => format!("the connection ended: {e}"),
+                            let why = match (server.take_sse_end(), r) {
+                                (Some(sse), _) => format!("the connection ended: {sse}"),
+                                (None, Ok(reason)) => format!("the connection ended ({reason:?})"),
+                                (None, Err(e)) => format!("the connection ended: {e}"),
                             };
                             server.note_error(&why);
                             break true;
@@ -653,7 +786,10 @@ async fn supervise(server: &Server, hub: &dyn Publish) {
                             )
                             .await;
                             if !matches!(answered, Ok(Ok(_))) {
-                                server.note_error("the server did not answer a ping");
+                                match server.take_sse_end() {
+                                    Some(sse) => server.note_error(&format!("the connection ended: {sse}")),
+                                    None => server.note_error("the server did not answer a ping"),
+                                }
                                 if let Some(ct) = ct.take() {
                                     ct.cancel();
                                 }

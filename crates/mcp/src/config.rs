@@ -31,7 +31,8 @@ pub struct ServersFile {
 }
 
 /// One MCP server: either a child process speaking stdio (`command`, `args`,
-/// `env`, `cwd`) or a Streamable HTTP endpoint (`url`, `headers`).
+/// `env`, `cwd`) or an HTTP endpoint (`url`, `headers`): Streamable HTTP, or the
+/// legacy HTTP+SSE transport (found by the probe, or `transport: "sse"`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerConfig {
@@ -48,16 +49,23 @@ pub struct ServerConfig {
     /// Working directory of the child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// Streamable HTTP endpoint (`http`/`https`).
+    /// HTTP endpoint (`http`/`https`): Streamable HTTP, or the legacy HTTP+SSE
+    /// stream URL (the one answering GET with the `endpoint` event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Extra HTTP headers (e.g. `Authorization`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
-    /// Transport hint other applications write (`stdio`, `http`, `streamable-http`);
-    /// companiond decides by `command` / `url`.
+    /// Transport hint other applications write (`stdio`, `http`, `streamable-http`,
+    /// `sse`); companiond decides by `command` / `url`, except that `sse` (when
+    /// `transport` is absent) means the legacy HTTP+SSE transport.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// `sse`: speak the legacy HTTP+SSE transport to `url` without the probe.
+    /// `stdio`, `http` and `streamable-http` are accepted and change nothing
+    /// (a `url` gets Streamable HTTP, with the SSE fallback on a 4xx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
     /// `false` keeps the server stopped (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
@@ -83,19 +91,35 @@ pub struct ServerConfig {
 }
 
 /// How a server is reached.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
+    /// A child process over standard input/output.
     Stdio,
+    /// Streamable HTTP; on a 4xx to `initialize`, the legacy HTTP+SSE transport.
     Http,
+    /// The legacy HTTP+SSE transport (MCP 2024-11-05) only: `transport: "sse"`.
+    Sse,
 }
+
+/// The values `transport` accepts.
+const TRANSPORTS: &[&str] = &["stdio", "http", "streamable-http", "sse"];
 
 impl ServerConfig {
     pub fn transport(&self) -> Transport {
         if self.command.is_some() {
             Transport::Stdio
+        } else if self.wants_sse() {
+            Transport::Sse
         } else {
             Transport::Http
         }
+    }
+    /// `transport: "sse"`, or `type: "sse"` when `transport` is absent.
+    fn wants_sse(&self) -> bool {
+        self.transport
+            .as_deref()
+            .or(self.kind.as_deref())
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("sse"))
     }
     pub fn is_enabled(&self) -> bool {
         self.enabled.unwrap_or(true) && !self.disabled.unwrap_or(false)
@@ -136,7 +160,9 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), String> {
         match (&self.command, &self.url) {
             (Some(_), Some(_)) => return Err("give either command or url, not both".into()),
-            (None, None) => return Err("give command (stdio) or url (Streamable HTTP)".into()),
+            (None, None) => {
+                return Err("give command (stdio) or url (Streamable HTTP or SSE)".into())
+            }
             (Some(c), None) if c.trim().is_empty() => return Err("command is empty".into()),
             (None, Some(u)) => {
                 let parsed = url::Url::parse(u).map_err(|e| format!("url: {e}"))?;
@@ -145,6 +171,17 @@ impl ServerConfig {
                 }
             }
             _ => {}
+        }
+        if let Some(t) = &self.transport {
+            if !TRANSPORTS.iter().any(|k| t.trim().eq_ignore_ascii_case(k)) {
+                return Err(format!(
+                    "transport must be one of {}",
+                    TRANSPORTS.join(", ")
+                ));
+            }
+        }
+        if self.command.is_some() && self.wants_sse() {
+            return Err("the sse transport needs url, not command".into());
         }
         for (field, v) in [
             ("timeoutSeconds", self.timeout_seconds),
@@ -210,4 +247,40 @@ pub fn new_token() -> String {
     let mut b = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut b);
     hex::encode(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(v: serde_json::Value) -> ServerConfig {
+        serde_json::from_value(v).expect("a server entry")
+    }
+
+    #[test]
+    fn transport_follows_command_url_and_the_sse_hints() {
+        use serde_json::json;
+        let s = server(json!({"command": "python3"}));
+        assert_eq!(s.transport(), Transport::Stdio);
+        let s = server(json!({"url": "http://127.0.0.1:8000/mcp"}));
+        assert_eq!(s.transport(), Transport::Http);
+        let s = server(json!({"url": "http://127.0.0.1:8000/sse", "transport": "sse"}));
+        assert_eq!(s.transport(), Transport::Sse);
+        assert!(s.validate().is_ok());
+        let s = server(json!({"url": "http://127.0.0.1:8000/sse", "type": "SSE"}));
+        assert_eq!(s.transport(), Transport::Sse);
+        // `transport` wins over the other clients' `type`.
+        let s = server(json!({"url": "http://h/sse", "type": "sse", "transport": "http"}));
+        assert_eq!(s.transport(), Transport::Http);
+        let s = server(json!({"url": "http://h/mcp", "type": "streamable-http"}));
+        assert_eq!(s.transport(), Transport::Http);
+        let s = server(json!({"url": "http://h/mcp", "transport": "websocket"}));
+        assert!(s.validate().is_err_and(|e| e.contains("transport must be")));
+        let s = server(json!({"command": "x", "transport": "sse"}));
+        assert!(s.validate().is_err_and(|e| e.contains("needs url")));
+        // the field survives a round trip through the file
+        let s = server(json!({"url": "http://h/sse", "transport": "sse"}));
+        let v = serde_json::to_value(&s).expect("serializes");
+        assert_eq!(v["transport"], "sse");
+    }
 }

@@ -14,7 +14,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::client::{Publish, Server, Status};
-use crate::config::{ServerConfig, ServersFile, Transport, SERVERS_FILE};
+use crate::config::{ServerConfig, ServersFile, SERVERS_FILE};
 use crate::error::McpError;
 
 /// The MCP family's state, provided at start.
@@ -33,7 +33,8 @@ pub struct Mcp {
 #[derive(Serialize, ToSchema)]
 pub struct ServerView {
     pub name: String,
-    /// `stdio` or `http`.
+    /// `stdio`, `http` (Streamable HTTP) or `sse` (the legacy HTTP+SSE
+    /// transport, configured or found by the probe).
     pub transport: String,
     pub enabled: bool,
     /// `mcp:<name>`, the `source` of its tools in `GET /api/tools`.
@@ -82,10 +83,7 @@ impl Mcp {
             .iter()
             .map(|s| ServerView {
                 name: s.name.clone(),
-                transport: match s.config.transport() {
-                    Transport::Stdio => "stdio".into(),
-                    Transport::Http => "http".into(),
-                },
+                transport: s.transport_name().into(),
                 enabled: s.config.is_enabled(),
                 source: s.source(),
                 tools: s.offered_names(),

@@ -1,7 +1,8 @@
 //! MCP both ways (docs/mcp.md).
 //!
 //! * Client: MCP servers configured in `config/mcp_servers.json` (the
-//!   `mcpServers` shape; stdio child processes and Streamable HTTP endpoints)
+//!   `mcpServers` shape; stdio child processes, Streamable HTTP endpoints and,
+//!   as their fallback, the legacy HTTP+SSE transport)
 //!   feed the runtime tool registry of core with `source` `mcp:<server>`; the
 //!   model's calls come back here through `companiond_core::tools::ToolBackend`
 //!   (installed for the prefix `mcp:` with `ToolHub::set_backend`), so core's
@@ -13,8 +14,9 @@
 //!   that trait, which it installs at start.
 //!
 //! Modules: [`config`] (the files), `client` (supervisors, calls), `family`
-//! (the family state `Mcp`, publication into the registries), `endpoint` (the
-//! `/mcp` server), `http` (thin handlers), `error`.
+//! (the family state `Mcp`, publication into the registries), `sse` (the
+//! legacy HTTP+SSE client transport), `endpoint` (the `/mcp` server), `http`
+//! (thin handlers), `error`.
 
 pub mod client;
 pub mod config;
@@ -22,6 +24,7 @@ mod endpoint;
 mod error;
 pub mod family;
 mod http;
+mod sse;
 
 use std::sync::Arc;
 
