@@ -29,6 +29,8 @@ pub enum SystemError {
     InvalidSeconds(String),
     /// `days` of the token-usage query is not an integer.
     InvalidDays(String),
+    /// A query string that does not parse.
+    InvalidQuery(String),
     /// The seven-day tutorial `state` is not an object.
     InvalidState(String),
     /// The seven-day tutorial `expectedRevision` is not a non-negative integer.
@@ -186,6 +188,7 @@ impl SystemError {
             | InvalidSignal(_)
             | InvalidSeconds(_)
             | InvalidDays(_)
+            | InvalidQuery(_)
             | InvalidState(_)
             | InvalidExpectedRevision(_)
             | InvalidTargetPage(_)
@@ -255,6 +258,7 @@ impl SystemError {
             InvalidSignal(_) => "invalid_signal",
             InvalidSeconds(_) => "invalid_seconds",
             InvalidDays(_) => "invalid_days",
+            InvalidQuery(_) => "invalid_query",
             InvalidState(_) => "invalid_state",
             InvalidExpectedRevision(_) => "invalid_expected_revision",
             InvalidTargetPage(_) => "invalid_target_page",
@@ -325,6 +329,7 @@ impl SystemError {
             | InvalidSignal(m)
             | InvalidSeconds(m)
             | InvalidDays(m)
+            | InvalidQuery(m)
             | InvalidState(m)
             | InvalidExpectedRevision(m)
             | InvalidTargetPage(m)
@@ -480,6 +485,7 @@ impl SystemError {
             InvalidSignal(s("an activity field has the wrong type or range")),
             InvalidSeconds(s("seconds must be a non-negative integer")),
             InvalidDays(s("days must be an integer")),
+            InvalidQuery(s("invalid query: unknown variant")),
             InvalidState(s("state must be an object")),
             InvalidExpectedRevision(s("expectedRevision must be a non-negative integer")),
             InvalidTargetPage(s("target_page is required")),

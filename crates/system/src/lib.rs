@@ -131,7 +131,7 @@ const HANDOFF_CONSUME: &str = "invalid_handoff_token invalid_expected_page inval
 // What a route and its alias (the original pages' path) read and answer.
 
 fn proxy_image_docs(api: Api) -> Api {
-    api.query::<http::bodies::ImagePathQuery>()
+    api.query::<http::queries::ImagePathQuery>()
         .ok_file("image/*")
         .errors(PATHS)
         .errors("remote_url_unsupported not_an_image too_large")
@@ -169,6 +169,7 @@ fn consume_handoff_docs(api: Api) -> Api {
 /// The system routes; each states what it reads and answers (docs/system.md § OpenAPI).
 pub fn api(state: &AppState) -> Api {
     use http::bodies::*;
+    use http::queries::*;
     use http::{
         autostart, changelog, desktop, emotion, files, handoff, platform, proactive, status,
         translate, tutorial,

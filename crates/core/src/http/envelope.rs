@@ -7,7 +7,8 @@
 
 use std::marker::PhantomData;
 
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -288,6 +289,40 @@ where
             Ok(v) => Ok(JsonBody(v, PhantomData)),
             Err((status, msg)) => Err(E::reject(status, "invalid_body", &msg)),
         }
+    }
+}
+
+/// A query string parsed into `T`: the same type documents the route's
+/// parameters (`Api::query::<T>()`, `T: IntoParams`), so the document and the
+/// parser cannot differ. A query that does not parse (a number that is not one,
+/// a value out of its set) is answered by `T`'s family ([`QueryRejection`]).
+/// Unknown parameters are ignored; a missing query is an empty one.
+pub struct QueryOf<T>(pub T);
+
+/// How the family of a query type answers a query that does not parse.
+pub trait QueryRejection {
+    /// The family's error (its `IntoResponse` picks status and envelope).
+    type Error: IntoResponse;
+    /// The error for a query that does not parse; `message` says why.
+    fn rejected(message: String) -> Self::Error;
+}
+
+/// Parse a query string as `T`.
+pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, String> {
+    serde_urlencoded::from_str(query.unwrap_or("")).map_err(|e| format!("invalid query: {e}"))
+}
+
+impl<S, T> FromRequestParts<S> for QueryOf<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + QueryRejection,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parse_query(parts.uri.query())
+            .map(QueryOf)
+            .map_err(|m| T::rejected(m).into_response())
     }
 }
 

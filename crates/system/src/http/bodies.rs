@@ -9,7 +9,7 @@
 #![allow(dead_code)]
 
 use serde_json::{Map, Value};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 /// `POST /api/pending-notices/ack`.
 #[derive(ToSchema)]
@@ -234,57 +234,4 @@ pub struct HandoffConsumeBody {
     expected_page: String,
     #[schema(max_length = 120)]
     consumer_id: Option<String>,
-}
-
-/// `GET /api/token-usage`.
-#[derive(IntoParams)]
-pub struct TokenUsageQuery {
-    /// Days of statistics (clamped to 0..=90).
-    #[param(default = 7)]
-    days: Option<i64>,
-}
-
-/// `GET /api/changelog`.
-#[derive(IntoParams)]
-pub struct ChangelogQuery {
-    /// Only entries newer than this version.
-    since: Option<String>,
-    /// The language (`en`, `zh-CN`, ...; the best available is used).
-    lang: Option<String>,
-}
-
-/// `GET /api/survey`.
-#[derive(IntoParams)]
-pub struct SurveyQuery {
-    /// The language (the best available is used).
-    lang: Option<String>,
-}
-
-/// `GET /api/file-exists`.
-#[derive(IntoParams)]
-pub struct FileExistsQuery {
-    /// A path relative to the application folder, or an absolute one (required:
-    /// none answers 400 `missing_path`).
-    path: String,
-}
-
-/// `GET /api/find-first-image`.
-#[derive(IntoParams)]
-pub struct FirstImageQuery {
-    /// A folder under the approved roots (required: none answers 400 `missing_path`).
-    folder: String,
-}
-
-/// `GET /api/meme/proxy-image`.
-#[derive(IntoParams)]
-pub struct MemeUrlQuery {
-    /// A public http(s) image URL.
-    url: String,
-}
-
-/// `GET /api/platform/proxy-image`.
-#[derive(IntoParams)]
-pub struct ImagePathQuery {
-    /// A local or workshop image under the approved roots.
-    image_path: String,
 }

@@ -1,7 +1,10 @@
 //! `/api/changelog`, `/api/survey` and `/api/survey/submit`.
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
+use companiond_core::envelope::QueryOf;
+
+use super::queries::*;
 use axum::Json;
 use companiond_core::task::blocking;
 use companiond_core::AppState;
@@ -9,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::{body_object, query};
+use super::body_object;
 use crate::error::{SysResult, SystemError};
 use crate::{changelog, survey};
 
@@ -49,9 +52,12 @@ pub struct SurveySubmitted {
 }
 
 /// `GET /api/changelog?since=&lang=`.
-pub async fn changelog(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<Changelog>> {
-    let since = query(&q, "since").unwrap_or_default();
-    let lang = query(&q, "lang").unwrap_or_default();
+pub async fn changelog(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<ChangelogQuery>,
+) -> SysResult<Json<Changelog>> {
+    let since = q.since.unwrap_or_default();
+    let lang = q.lang.unwrap_or_default();
     let bundle = st.bundle_dir().to_path_buf();
     let entries =
         blocking(move || Ok::<_, SystemError>(changelog::changelog(&bundle, &since, &lang)))
@@ -63,8 +69,11 @@ pub async fn changelog(State(st): State<AppState>, q: RawQuery) -> SysResult<Jso
 }
 
 /// `GET /api/survey?lang=`.
-pub async fn survey(State(st): State<AppState>, q: RawQuery) -> SysResult<Json<SurveyAnswer>> {
-    let lang = query(&q, "lang").unwrap_or_default();
+pub async fn survey(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<SurveyQuery>,
+) -> SysResult<Json<SurveyAnswer>> {
+    let lang = q.lang.unwrap_or_default();
     let survey = survey::current(&st, lang).await?.and_then(|s| match s {
         Value::Object(m) => Some(m),
         _ => None,

@@ -2,7 +2,10 @@
 //! `/api/platform/proxy-image`.
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
+use companiond_core::envelope::QueryOf;
+
+use super::queries::*;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,7 +15,6 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::query;
 use crate::error::{SysResult, SystemError};
 use crate::files;
 use crate::state::SystemState;
@@ -58,9 +60,9 @@ pub struct NoImage {
 /// `GET /api/file-exists?path=`.
 pub async fn file_exists(
     State(st): State<AppState>,
-    q: RawQuery,
+    QueryOf(q): QueryOf<FileExistsQuery>,
 ) -> Result<Json<FileExists>, Response> {
-    let path = query(&q, "path").unwrap_or_default();
+    let path = q.path;
     let bundle = st.bundle_dir().to_path_buf();
     let exists = blocking(move || files::file_exists(&path, &bundle))
         .await
@@ -71,9 +73,9 @@ pub async fn file_exists(
 /// `GET /api/find-first-image?folder=`.
 pub async fn find_first_image(
     Ext(sys): Ext<SystemState>,
-    q: RawQuery,
+    QueryOf(q): QueryOf<FirstImageQuery>,
 ) -> SysResult<Json<FirstImage>> {
-    let folder = query(&q, "folder").unwrap_or_default();
+    let folder = q.folder;
     let roots = sys.roots.clone();
     let found = blocking(move || files::find_first_image(&roots, &folder)).await?;
     Ok(Json(match found {
@@ -91,9 +93,14 @@ pub async fn find_first_image(
 }
 
 /// `GET /api/meme/proxy-image?url=`: the image bytes, cached for a day.
-pub async fn meme_proxy(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Response> {
-    let url =
-        query(&q, "url").ok_or_else(|| SystemError::MissingUrl("query url is required".into()))?;
+pub async fn meme_proxy(
+    Ext(sys): Ext<SystemState>,
+    QueryOf(q): QueryOf<MemeUrlQuery>,
+) -> SysResult<Response> {
+    if q.url.is_empty() {
+        return Err(SystemError::MissingUrl("query url is required".into()));
+    }
+    let url = q.url;
     let img = sys.meme.fetch(&url).await?;
     let mut resp = (StatusCode::OK, img.body).into_response();
     let h = resp.headers_mut();
@@ -117,10 +124,16 @@ pub async fn meme_proxy(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Re
 
 /// `GET /api/platform/proxy-image?image_path=` (also `/api/steam/proxy-image`): a
 /// local or workshop image from an approved root, streamed.
-pub async fn platform_proxy_image(Ext(sys): Ext<SystemState>, q: RawQuery) -> SysResult<Response> {
-    let raw = query(&q, "image_path")
-        .filter(|p| !p.trim().is_empty())
-        .ok_or_else(|| SystemError::MissingPath("query image_path is required".into()))?;
+pub async fn platform_proxy_image(
+    Ext(sys): Ext<SystemState>,
+    QueryOf(q): QueryOf<ImagePathQuery>,
+) -> SysResult<Response> {
+    let raw = q.image_path;
+    if raw.trim().is_empty() {
+        return Err(SystemError::MissingPath(
+            "query image_path is required".into(),
+        ));
+    }
     let roots = sys.roots.clone();
     let img = blocking(move || files::proxy_image(&roots, &raw)).await?;
     let file = tokio::fs::File::open(&img.path)

@@ -11,6 +11,7 @@ pub mod files;
 pub mod handoff;
 pub mod platform;
 pub mod proactive;
+pub mod queries;
 pub mod status;
 pub mod translate;
 pub mod tutorial;
@@ -18,7 +19,7 @@ pub mod tutorial;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRequest, FromRequestParts, RawQuery, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::no_store;
 use companiond_core::{AppState, Ext};
@@ -32,14 +33,6 @@ const MAX_BODY: usize = 256 * 1024;
 
 pub async fn add_no_store(r: Response) -> Response {
     no_store(r)
-}
-
-/// The first value of `key` in the query string.
-fn query(q: &RawQuery, key: &str) -> Option<String> {
-    let raw = q.0.as_deref()?;
-    url::form_urlencoded::parse(raw.as_bytes())
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
 }
 
 /// Read a JSON object body (empty = `{}`); 413 past `limit`, 400 for bad JSON or a non-object.

@@ -2,7 +2,10 @@
 //! `/api/activity_signal`.
 
 use axum::body::Body;
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
+use companiond_core::envelope::QueryOf;
+
+use super::queries::*;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,7 +18,7 @@ use serde_json::Value;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::ToSchema;
 
-use super::{body_object, query};
+use super::body_object;
 use crate::error::{SysResult, SystemError};
 use crate::state::SystemState;
 use crate::{activity, status, token_usage};
@@ -95,15 +98,9 @@ pub async fn status(State(st): State<AppState>) -> Response {
 /// `GET /api/token-usage?days=`.
 pub async fn token_usage(
     State(st): State<AppState>,
-    q: RawQuery,
+    QueryOf(q): QueryOf<TokenUsageQuery>,
 ) -> SysResult<Json<token_usage::Statistics>> {
-    let days = match query(&q, "days") {
-        None => token_usage::DEFAULT_DAYS,
-        Some(d) => d
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| SystemError::InvalidDays("days must be an integer".into()))?,
-    };
+    let days = q.days.unwrap_or(token_usage::DEFAULT_DAYS);
     let now = now_millis() / 1000;
     let usage = st.usage.clone();
     let stats = blocking(move || {
