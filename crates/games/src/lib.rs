@@ -32,6 +32,7 @@ use error::Reason;
 use games::logs::LogRead;
 use games::{GameInputRouter, Games};
 use http::doc::*;
+use http::queries::*;
 use icebreaker::Icebreaker;
 
 /// This family as the binary lists it: its routes and its start-up work.

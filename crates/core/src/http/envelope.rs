@@ -307,9 +307,87 @@ pub trait QueryRejection {
     fn rejected(message: String) -> Self::Error;
 }
 
-/// Parse a query string as `T`.
+/// Parse a query string as `T`. A parameter given twice takes its last value,
+/// as the original application's server did.
 pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, String> {
-    serde_urlencoded::from_str(query.unwrap_or("")).map_err(|e| format!("invalid query: {e}"))
+    let raw = query.unwrap_or("");
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for (k, v) in url::form_urlencoded::parse(raw.as_bytes()) {
+        match pairs.iter_mut().find(|(key, _)| *key == k) {
+            Some(p) => p.1 = v.into_owned(),
+            None => pairs.push((k.into_owned(), v.into_owned())),
+        }
+    }
+    let deduped = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&pairs)
+        .finish();
+    serde_urlencoded::from_str(&deduped).map_err(|e| format!("invalid query: {e}"))
+}
+
+/// Lenient readers of query values for `#[serde(default, deserialize_with = ..)]`:
+/// values are trimmed and a blank one counts as absent.
+pub mod lenient {
+    use serde::{Deserialize, Deserializer};
+
+    /// A trimmed text; blank is `None`.
+    pub fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        let s = Option::<String>::deserialize(d)?;
+        Ok(s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
+    }
+
+    /// An integer (surrounding blanks allowed); blank is `None`, anything else
+    /// that is not an integer an error.
+    pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        match text(d)? {
+            None => Ok(None),
+            Some(s) => s
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| serde::de::Error::custom(format!("{s:?} is not an integer"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod query_tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct Q {
+        #[serde(default, deserialize_with = "lenient::int")]
+        limit: Option<i64>,
+        #[serde(default, deserialize_with = "lenient::text")]
+        name: Option<String>,
+    }
+
+    #[test]
+    fn lenient_last_wins() {
+        let q = |s| parse_query::<Q>(Some(s));
+        assert_eq!(
+            q("limit=1&limit=%205&name=+a+").ok(),
+            Some(Q {
+                limit: Some(5),
+                name: Some("a".into())
+            })
+        );
+        assert_eq!(
+            q("limit=&name=").ok(),
+            Some(Q {
+                limit: None,
+                name: None
+            })
+        );
+        assert_eq!(
+            parse_query::<Q>(None).ok(),
+            Some(Q {
+                limit: None,
+                name: None
+            })
+        );
+        assert!(q("limit=abc").is_err_and(|e| e.contains("not an integer")));
+        assert!(q("limit=99999999999999999999").is_err());
+    }
 }
 
 impl<S, T> FromRequestParts<S> for QueryOf<T>

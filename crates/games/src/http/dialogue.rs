@@ -3,7 +3,7 @@
 //! `chat`, `quick-lines` and `passive-guard` answer their own degraded
 //! envelopes instead of the family's failure envelope.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::Json;
 use companiond_core::frames::{Marks, Origin, ServerFrame};
 use companiond_core::sessions::SessionManager;
@@ -14,7 +14,8 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
 use super::extract::{FamilyCall, GameType, JsonObject, PlayableGameType, RouteCall};
-use super::input::{opt_bool, opt_object, opt_str, parse_query, require_persona, session_of};
+use super::input::{opt_bool, opt_object, opt_str, require_persona, session_of};
+use super::queries::*;
 use super::stale::{StaleSession, StaleState, VoiceSource};
 use crate::error::{Answer, Failure, Reason};
 use crate::games::chat::{self, ChatLine, ChatRequest, NoLine};
@@ -25,6 +26,7 @@ use crate::games::passive_guard::{self, GuardRequest, NoVerdict, Verdict};
 use crate::games::quick_lines::{self, QuickLines, QuickLinesRequest};
 use crate::games::{character, Games};
 use crate::text::clean_line;
+use companiond_core::envelope::QueryOf;
 
 /// Longest game line for speak / mirror.
 const MAX_SPOKEN_CHARS: usize = 240;
@@ -685,14 +687,11 @@ pub async fn passive_guard(
 pub async fn character(
     State(st): State<AppState>,
     _: GameType,
-    RawQuery(raw): RawQuery,
+    QueryOf(q): QueryOf<PersonaNameQuery>,
 ) -> Result<Json<GameCharacter>, Failure> {
-    let q = parse_query(raw.as_deref());
     let persona = q
-        .get("persona_name")
-        .map(|p| p.trim())
-        .filter(|p| !p.is_empty() && st.characters.exists(p))
-        .map(str::to_string)
+        .persona_name
+        .filter(|p| st.characters.exists(p))
         .or_else(|| st.characters.resolve(None))
         .ok_or_else(|| Failure::new(Reason::MissingPersonaName))?;
     Ok(Json(GameCharacter {

@@ -22,54 +22,6 @@ pub struct GameTypePath(
     #[param(pattern = "^[A-Za-z0-9_-]{1,64}$", max_length = 64, example = "soccer")] String,
 );
 
-/// The character of a read (`persona_name`, alias `lanlan_name`; else the current one).
-#[derive(Deserialize, IntoParams)]
-pub struct PersonaQuery {
-    /// The character (default: the current one).
-    #[param(example = "Mika")]
-    persona_name: Option<String>,
-    /// Alias of `persona_name`.
-    lanlan_name: Option<String>,
-}
-
-/// The icebreaker state and game-character reads: `persona_name`, else the current one.
-#[derive(Deserialize, IntoParams)]
-pub struct PersonaNameQuery {
-    /// The character (default: the current one).
-    #[param(example = "Mika")]
-    persona_name: Option<String>,
-}
-
-/// `GET /api/game/logs` and `/api/game/logs/view`.
-#[derive(Deserialize, IntoParams)]
-pub struct LogsQuery {
-    /// The session to read; without it, the list of sessions.
-    session_id: Option<String>,
-    /// Only logs of this game type.
-    #[param(pattern = "^[A-Za-z0-9_-]{1,64}$")]
-    game_type: Option<String>,
-    /// Entries after this sequence number (a negative cursor reads from 0).
-    since: Option<i64>,
-    /// At most this many entries (clamped to 1..=1000).
-    #[param(minimum = 1, maximum = 1000, default = 300)]
-    limit: Option<i64>,
-}
-
-/// `GET /api/game/{game_type}/leaderboard`.
-#[derive(Deserialize, IntoParams)]
-pub struct LeaderboardQuery {
-    /// Rows of the page (clamped to 0..=100).
-    #[param(minimum = 0, maximum = 100, default = 10)]
-    limit: Option<i64>,
-    /// Rows skipped (clamped to 0..=100000).
-    #[param(minimum = 0, maximum = 100000, default = 0)]
-    offset: Option<i64>,
-    /// Whose best to report in `your_best`.
-    persona_name: Option<String>,
-    /// Else the best of this round's session.
-    session_id: Option<String>,
-}
-
 /// `POST /api/game/logs`: one entry of an enabled log. Fields beside the named
 /// ones become the entry's `details` when `details` is absent.
 #[derive(Deserialize, ToSchema)]

@@ -2,7 +2,7 @@
 //! `/api/game/route/active`: the life of a game route (see
 //! [`crate::games::lifecycle`]).
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::no_store;
@@ -13,9 +13,9 @@ use utoipa::ToSchema;
 
 use super::extract::{EndReason, GameType, JsonObject, PlayableGameType, RouteCall};
 use super::input::{
-    opt_int, opt_str, parse_query, persona_of, query_persona, require_persona, session_of,
-    MAX_SAFE_INT,
+    opt_int, opt_str, persona_of, query_persona, require_persona, session_of, MAX_SAFE_INT,
 };
+use super::queries::*;
 use crate::error::{Failure, Reason};
 use crate::games::game_routes::{Archive, EndedRoute, Miss, RouteState, Signals};
 use crate::games::lifecycle::{
@@ -23,6 +23,7 @@ use crate::games::lifecycle::{
 };
 use crate::games::Games;
 use crate::text::truncate_chars;
+use companiond_core::envelope::QueryOf;
 
 /// Longest voice transcript taken into a game.
 const MAX_TRANSCRIPT_CHARS: usize = 2000;
@@ -201,11 +202,11 @@ pub async fn state(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     game_type: Result<GameType, Failure>,
-    RawQuery(raw): RawQuery,
+    QueryOf(q): QueryOf<PersonaQuery>,
 ) -> Response {
     let answer = || -> Result<Json<StateAnswer>, Failure> {
         let GameType(game_type) = game_type?;
-        let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
+        let persona = query_persona(&st, &q)?;
         let state = games.game_routes.state(&persona, &game_type);
         Ok(Json(StateAnswer { ok: true, state }))
     };
@@ -216,10 +217,10 @@ pub async fn state(
 pub async fn active(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    RawQuery(raw): RawQuery,
+    QueryOf(q): QueryOf<PersonaQuery>,
 ) -> Response {
     let answer = || -> Result<Json<ActiveRoute>, Failure> {
-        let persona = query_persona(&st, &parse_query(raw.as_deref()))?;
+        let persona = query_persona(&st, &q)?;
         Ok(Json(match games.game_routes.active_of(&persona) {
             Some((game_type, session_id)) => ActiveRoute {
                 ok: true,

@@ -1,7 +1,7 @@
 //! `/api/icebreaker/*`: the new-user icebreaker (onboarding) routes. The rules
 //! are in docs/games.md, section Icebreaker.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::Json;
 use companiond_core::{now_secs, AppState, Ext};
 use serde::Serialize;
@@ -9,9 +9,8 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::extract::FamilyCall;
-use super::input::{
-    opt_bool, opt_str, parse_query, persona_or_current, query_text, require_persona, session_of,
-};
+use super::input::{opt_bool, opt_str, persona_or_current, require_persona, session_of};
+use super::queries::*;
 use super::stale::{StaleSession, StaleState, VoiceSource};
 use crate::error::{Failure, Reason};
 use crate::icebreaker::choices::{self, ChoiceRecord, ChoiceWriteFailed};
@@ -21,6 +20,7 @@ use crate::icebreaker::{
     MAX_CONTEXT_CHARS, MAX_SPOKEN_CHARS, SOURCE,
 };
 use crate::text::{clean_line, truncate_chars};
+use companiond_core::envelope::QueryOf;
 
 fn stale(persona: &str, method: &'static str, state: IceState) -> StaleSession {
     StaleSession::new(persona, method, StaleState::Onboarding(state))
@@ -210,10 +210,9 @@ pub async fn end(
 pub async fn state(
     State(st): State<AppState>,
     Ext(icebreaker): Ext<Icebreaker>,
-    RawQuery(raw): RawQuery,
+    QueryOf(q): QueryOf<PersonaNameQuery>,
 ) -> Result<Json<IceStateAnswer>, Failure> {
-    let q = parse_query(raw.as_deref());
-    let persona = match query_text(&q, "persona_name") {
+    let persona = match q.persona_name {
         Some(p) => Some(truncate_chars(&p, 128)),
         None => st.characters.resolve(None),
     };

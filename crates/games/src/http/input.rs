@@ -2,12 +2,11 @@
 //! with the family's `invalid_body` failure, query strings, the character and
 //! session of a request, the `{game_type}` path segment.
 
-use std::collections::HashMap;
-
 use axum::body::Body;
 use companiond_core::AppState;
 use serde_json::{Map, Value};
 
+use super::queries::PersonaQuery;
 use crate::error::{Failure, Reason};
 use crate::text::truncate_chars;
 
@@ -143,13 +142,6 @@ pub fn opt_object(
     Ok(None)
 }
 
-/// Parse a raw query string into key → value (last wins).
-pub fn parse_query(raw: Option<&str>) -> HashMap<String, String> {
-    url::form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect()
-}
-
 /// Normalise the `{game_type}` path segment: trimmed, lower-cased, 1..=64 characters of
 /// `[a-z0-9_-]`.
 pub fn game_type_of(raw: &str) -> Result<String, Failure> {
@@ -214,32 +206,16 @@ fn current_persona(st: &AppState) -> Result<String, Failure> {
         .ok_or_else(|| Failure::new(Reason::MissingPersonaName))
 }
 
-/// A trimmed, non-empty query value.
-pub fn query_text(q: &HashMap<String, String>, key: &str) -> Option<String> {
-    q.get(key)
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
 /// The character of a query (`persona_name`, else `lanlan_name`, cut to 128
 /// characters); when the first present is blank, the current one.
-pub fn query_persona(st: &AppState, q: &HashMap<String, String>) -> Result<String, Failure> {
+pub fn query_persona(st: &AppState, q: &PersonaQuery) -> Result<String, Failure> {
     match q
-        .get("persona_name")
-        .or_else(|| q.get("lanlan_name"))
+        .persona_name
+        .as_ref()
+        .or(q.lanlan_name.as_ref())
         .map(|s| s.trim())
     {
         Some(p) if !p.is_empty() => Ok(truncate_chars(p, MAX_ID_CHARS)),
         _ => current_persona(st),
-    }
-}
-
-/// An integer query value; anything else is HTTP 400 `invalid_query`.
-pub fn query_int(q: &HashMap<String, String>, key: &str) -> Result<Option<i64>, Failure> {
-    match q.get(key).map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(s) => s.parse::<i64>().map(Some).map_err(|_| {
-            Failure::new(Reason::InvalidQuery).with("error", format!("{key} must be an integer"))
-        }),
     }
 }

@@ -1,19 +1,19 @@
 //! `/api/game/{game_type}/leaderboard`: the badminton leaderboard (other game
 //! types read an empty page and cannot submit).
 
-use axum::extract::RawQuery;
 use axum::response::Response;
 use companiond_core::envelope::no_store;
 use companiond_core::Ext;
 
 use super::extract::{GameType, JsonObject};
-use super::input::{parse_query, query_int, query_text};
+use super::queries::*;
 use crate::error::{Failure, Reason};
 use crate::games::kind::GameKind;
 use crate::games::leaderboard::{empty_page, Page, PageQuery, Submitted, MAX_OFFSET, MAX_PAGE};
 use crate::games::Games;
 use crate::text::truncate_chars;
 use axum::Json;
+use companiond_core::envelope::QueryOf;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -21,21 +21,20 @@ use utoipa::ToSchema;
 pub async fn page(
     Ext(games): Ext<Games>,
     game_type: Result<GameType, Failure>,
-    RawQuery(raw): RawQuery,
+    QueryOf(q): QueryOf<LeaderboardQuery>,
 ) -> Response {
     let answer = async {
         let GameType(game_type) = game_type?;
-        let q = parse_query(raw.as_deref());
-        let limit = query_int(&q, "limit")?.unwrap_or(10).clamp(0, MAX_PAGE);
-        let offset = query_int(&q, "offset")?.unwrap_or(0).clamp(0, MAX_OFFSET);
+        let limit = q.limit.unwrap_or(10).clamp(0, MAX_PAGE);
+        let offset = q.offset.unwrap_or(0).clamp(0, MAX_OFFSET);
         if !GameKind::of(&game_type).has_leaderboard() {
             return Ok(Json(BoardPage::of(empty_page(limit, offset))));
         }
         games
             .board
             .page(PageQuery {
-                persona_name: query_text(&q, "persona_name").map(|p| truncate_chars(&p, 80)),
-                session_id: query_text(&q, "session_id").map(|s| truncate_chars(&s, 120)),
+                persona_name: q.persona_name.map(|p| truncate_chars(&p, 80)),
+                session_id: q.session_id.map(|s| truncate_chars(&s, 120)),
                 limit,
                 offset,
             })

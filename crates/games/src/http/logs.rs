@@ -1,7 +1,6 @@
 //! `/api/game/logs`, `/api/game/logs/view`, `/api/game/logs/enable`: the game
 //! diagnostic logs.
 
-use axum::extract::RawQuery;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,32 +11,32 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::extract::JsonObject;
-use super::input::{
-    game_type_of, opt_str, parse_query, persona_of, query_int, query_text, session_of,
-};
+use super::input::{game_type_of, opt_str, persona_of, session_of};
+use super::queries::*;
 use crate::error::{Failure, Reason};
 use crate::games::logs::{NewEntry, ReadQuery, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::games::Games;
 use crate::text::truncate_chars;
+use companiond_core::envelope::QueryOf;
 
 /// The read of a query: integers only (else HTTP 400 `invalid_query`); a negative
 /// cursor is 0 and the limit is clamped to 1..=[`MAX_LIMIT`], before any conversion.
-fn read_query(raw: Option<&str>) -> Result<ReadQuery, Failure> {
-    let q = parse_query(raw);
-    let since = query_int(&q, "since")?.map(|s| s.max(0).unsigned_abs());
-    let limit = query_int(&q, "limit")?
+fn read_query(q: LogsQuery) -> Result<ReadQuery, Failure> {
+    let since = q.since.map(|s| s.max(0).unsigned_abs());
+    let limit = q
+        .limit
         .map(|l| {
             usize::try_from(l.max(1))
                 .unwrap_or(MAX_LIMIT)
                 .min(MAX_LIMIT)
         })
         .unwrap_or(DEFAULT_LIMIT);
-    let game_type = match query_text(&q, "game_type") {
+    let game_type = match q.game_type {
         Some(g) => Some(game_type_of(&g)?),
         None => None,
     };
     Ok(ReadQuery {
-        session_id: query_text(&q, "session_id"),
+        session_id: q.session_id,
         game_type,
         since,
         limit,
@@ -45,8 +44,8 @@ fn read_query(raw: Option<&str>) -> Result<ReadQuery, Failure> {
 }
 
 /// `GET /api/game/logs`: a session's entries since a cursor, or the session list.
-pub async fn read(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
-    match read_query(raw.as_deref()) {
+pub async fn read(Ext(games): Ext<Games>, QueryOf(q): QueryOf<LogsQuery>) -> Response {
+    match read_query(q) {
         Ok(q) => no_store(ok_json(games.logs.read(&q))),
         Err(f) => f.into_response(),
     }
@@ -54,8 +53,8 @@ pub async fn read(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
 
 /// `GET /api/game/logs/view`: the same as an HTML page. A query it cannot
 /// read is HTTP 400 in the family envelope (never a 200 that is no page).
-pub async fn view(Ext(games): Ext<Games>, RawQuery(raw): RawQuery) -> Response {
-    match read_query(raw.as_deref()) {
+pub async fn view(Ext(games): Ext<Games>, QueryOf(q): QueryOf<LogsQuery>) -> Response {
+    match read_query(q) {
         Ok(q) => no_store(
             (
                 StatusCode::OK,

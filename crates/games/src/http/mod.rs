@@ -44,4 +44,5 @@ pub mod icebreaker;
 mod input;
 pub mod leaderboard;
 pub mod logs;
+pub mod queries;
 pub mod stale;
