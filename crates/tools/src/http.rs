@@ -4,8 +4,9 @@
 //! body is read). Errors use the request-validation envelope `{detail}`:
 //! 403 forbidden, 404 `unknown role: <role>`, 422 schema errors.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use companiond_core::envelope::{lenient, QueryOf, QueryRejection};
 use companiond_core::envelope::{no_store, ok_json, DetailEnvelope, JsonBody};
 use companiond_core::guards::LoopbackPeer;
 use companiond_core::AppState;
@@ -138,10 +139,17 @@ pub struct ClearBody {
 
 /// `GET /api/tools` query.
 #[derive(Deserialize, IntoParams)]
-#[allow(dead_code)]
 pub struct ListQuery {
     /// One character (404 when there is none of that name); absent or empty: every character.
-    role: Option<String>,
+    #[serde(default, deserialize_with = "lenient::text")]
+    pub role: Option<String>,
+}
+
+impl QueryRejection for ListQuery {
+    type Error = ToolsError;
+    fn rejected(message: String) -> ToolsError {
+        ToolsError::Invalid(message)
+    }
 }
 
 /// `200` with the answer (never cached), or the error's envelope.
@@ -200,14 +208,12 @@ pub async fn clear(_peer: Loopback, State(st): State<AppState>, body: Body) -> R
 }
 
 /// `GET /api/tools[?role=]`: `{ok, tools_by_role}`, written straight to bytes.
-pub async fn list(_peer: Loopback, State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let role = q.as_deref().and_then(|q| {
-        url::form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "role")
-            .map(|(_, v)| v.into_owned())
-            .filter(|v| !v.is_empty())
-    });
-    match registry::list_body(&st, role.as_deref()) {
+pub async fn list(
+    _peer: Loopback,
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<ListQuery>,
+) -> Response {
+    match registry::list_body(&st, q.role.as_deref()) {
         Ok(body) => no_store((
             [(
                 axum::http::header::CONTENT_TYPE,

@@ -2,9 +2,10 @@
 //! `/api/config/character_reserved_fields`, `/api/config/platform_language`,
 //! `/api/config/user_language` and `/api/config/set_proxy_mode`.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
+use companiond_core::envelope::{lenient, QueryOf, QueryRejection};
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
@@ -17,12 +18,20 @@ use crate::{conversation, page, proxy};
 
 /// Which character `page_config` describes (default: the current one).
 #[derive(Deserialize, IntoParams)]
-#[allow(dead_code)] // read from the raw query by `page_config`
 pub struct PageConfigQuery {
     /// The character.
-    persona_name: Option<String>,
+    #[serde(default, deserialize_with = "lenient::text")]
+    pub persona_name: Option<String>,
     /// The original application's name of `persona_name`.
-    lanlan_name: Option<String>,
+    #[serde(default, deserialize_with = "lenient::text")]
+    pub lanlan_name: Option<String>,
+}
+
+impl QueryRejection for PageConfigQuery {
+    type Error = ConfigError;
+    fn rejected(message: String) -> ConfigError {
+        ConfigError::bad_code(message, "invalid_query")
+    }
 }
 
 /// What a page needs to start: the character, its model, the master's names
@@ -90,13 +99,14 @@ pub struct ProxyMode {
 }
 
 /// `GET /api/config/page_config?persona_name=` (no-store).
-pub async fn page_config(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let q = q.unwrap_or_default();
-    let requested = url::form_urlencoded::parse(q.as_bytes())
-        .find(|(k, _)| k == "persona_name" || k == "lanlan_name")
-        .map(|(_, v)| v.trim().to_string())
-        .filter(|v| !v.is_empty());
-    let name = requested.unwrap_or_else(|| st.characters.current());
+pub async fn page_config(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<PageConfigQuery>,
+) -> Response {
+    let name = q
+        .persona_name
+        .or(q.lanlan_name)
+        .unwrap_or_else(|| st.characters.current());
     let exists = st.characters.exists(&name);
     let profile = st.characters.profile(&name).unwrap_or_else(|| json!({}));
     let bundle_static = st.bundle_dir().join("static");

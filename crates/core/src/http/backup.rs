@@ -9,7 +9,11 @@
 //! it before anything else reads the folder (`server::run`).
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, State};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::envelope::{lenient, QueryOf, QueryRejection};
 use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -25,6 +29,24 @@ use crate::state::AppState;
 
 /// A refused backup or restore.
 #[derive(Debug)]
+/// `GET /api/backup`: what the ZIP keeps beside the data.
+#[derive(Deserialize, IntoParams)]
+pub struct BackupQuery {
+    /// `true` (or `1`) keeps the `*ApiKey` values.
+    #[serde(default, deserialize_with = "lenient::flag")]
+    pub secrets: bool,
+    /// `true` (or `1`) keeps the snapshots and the trash.
+    #[serde(default, deserialize_with = "lenient::flag")]
+    pub snapshots: bool,
+}
+
+impl QueryRejection for BackupQuery {
+    type Error = BackupError;
+    fn rejected(message: String) -> BackupError {
+        BackupError::Invalid(message)
+    }
+}
+
 pub enum BackupError {
     /// 400 `backup_invalid`: not a companiond backup, or a member outside the folder.
     Invalid(String),
@@ -70,16 +92,10 @@ impl DocumentedError for BackupError {
 /// `GET /api/backup[?secrets=true]`: `application/zip`, streamed from a
 /// temporary file that is unlinked as soon as it is open (the data stays
 /// readable through the open handle; nothing is left after the answer).
-async fn download(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let on = |key: &str| {
-        q.as_deref().is_some_and(|q| {
-            url::form_urlencoded::parse(q.as_bytes())
-                .any(|(k, v)| k == key && matches!(v.as_ref(), "true" | "1"))
-        })
-    };
+async fn download(State(st): State<AppState>, QueryOf(q): QueryOf<BackupQuery>) -> Response {
     let include = crate::backup::Include {
-        secrets: on("secrets"),
-        snapshots: on("snapshots"),
+        secrets: q.secrets,
+        snapshots: q.snapshots,
     };
     let dir = st.data_dir().to_path_buf();
     let made = tokio::task::spawn_blocking(move || {
@@ -215,6 +231,7 @@ pub fn api(state: &AppState) -> Api {
             download,
         )
         .id("download_backup")
+        .query::<BackupQuery>()
         .fails::<BackupError>()
         .guarded_route(
             Method::POST,

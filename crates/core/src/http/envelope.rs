@@ -335,6 +335,11 @@ pub mod lenient {
         Ok(s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
     }
 
+    /// A switch: on for `true` or `1`, off for anything else or nothing.
+    pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        Ok(matches!(text(d)?.as_deref(), Some("true" | "1")))
+    }
+
     /// An integer (surrounding blanks allowed); blank is `None`, anything else
     /// that is not an integer an error.
     pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
@@ -346,6 +351,37 @@ pub mod lenient {
                 .map_err(|_| serde::de::Error::custom(format!("{s:?} is not an integer"))),
         }
     }
+}
+
+impl<S, T> FromRequestParts<S> for QueryOf<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + QueryRejection,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parse_query(parts.uri.query())
+            .map(QueryOf)
+            .map_err(|m| T::rejected(m).into_response())
+    }
+}
+
+/// Add `Cache-Control: no-store` to any response.
+pub fn no_store(r: impl IntoResponse) -> Response {
+    let mut resp = r.into_response();
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store, no-cache, must-revalidate"),
+    );
+    resp.headers_mut()
+        .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// `200` with a JSON body.
+pub fn ok_json(v: impl Serialize) -> Response {
+    Json(v).into_response()
 }
 
 #[cfg(test)]
@@ -388,35 +424,4 @@ mod query_tests {
         assert!(q("limit=abc").is_err_and(|e| e.contains("not an integer")));
         assert!(q("limit=99999999999999999999").is_err());
     }
-}
-
-impl<S, T> FromRequestParts<S> for QueryOf<T>
-where
-    S: Send + Sync,
-    T: DeserializeOwned + QueryRejection,
-{
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parse_query(parts.uri.query())
-            .map(QueryOf)
-            .map_err(|m| T::rejected(m).into_response())
-    }
-}
-
-/// Add `Cache-Control: no-store` to any response.
-pub fn no_store(r: impl IntoResponse) -> Response {
-    let mut resp = r.into_response();
-    resp.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-store, no-cache, must-revalidate"),
-    );
-    resp.headers_mut()
-        .insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
-    resp
-}
-
-/// `200` with a JSON body.
-pub fn ok_json(v: impl Serialize) -> Response {
-    Json(v).into_response()
 }
