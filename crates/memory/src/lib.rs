@@ -36,6 +36,7 @@ use companiond_core::{Api, AppState};
 mod error;
 pub mod extract;
 mod fence;
+pub mod fold;
 mod http;
 pub mod index;
 mod legacy;
@@ -331,6 +332,8 @@ fn catch_up(state: &AppState) {
                 }
                 Err(e) => tracing::warn!("cannot index the memory of {name}: {e}"),
             }
+            // A history past its bound (or a fold a stop cut short) is folded.
+            fold::schedule(&state, &name);
         }
     });
 }
@@ -470,6 +473,15 @@ pub fn api(state: &AppState) -> Api {
         .id("search")
         .query::<SearchQuery>()
         .ok::<SearchAnswer>()
+        .fails::<MemoryError>()
+        .get(
+            "/api/memory/archive",
+            "the entries folded out of a character's recent history, newest first, read-only (query: character, before, limit)",
+            http::archive,
+        )
+        .id("list_archive")
+        .query::<ArchiveQuery>()
+        .ok::<fold::ArchivePage>()
         .fails::<MemoryError>()
         .guarded(
             Method::POST,

@@ -105,6 +105,8 @@ impl MemoryRecall for Recall {
     fn after_turn(&self, character: &str) {
         if let Some(state) = self.state() {
             extract::note_activity(&state, character);
+            // A history past its bound is folded (docs/memory.md § Folding).
+            crate::fold::schedule(&state, character);
             // Picks up a changed embedding model; nothing when all is embedded.
             vectors::schedule(&state, character);
         }
