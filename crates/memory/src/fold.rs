@@ -372,9 +372,11 @@ fn archive(
 ) -> Result<i64, String> {
     let tx = conn.transaction().map_err(db_err)?;
     let fold: i64 = tx
-        .query_row("SELECT COALESCE(MAX(fold), 0) + 1 FROM memory_archive", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT COALESCE(MAX(fold), 0) + 1 FROM memory_archive",
+            [],
+            |r| r.get(0),
+        )
         .map_err(db_err)?;
     // The file's lines not archived yet, by content, oldest row first.
     let mut live: std::collections::HashMap<String, std::collections::VecDeque<(i64, i64)>> =
@@ -578,7 +580,11 @@ pub fn page(
     }
     let more = items.len() > limit;
     items.truncate(limit);
-    let next = if more { items.last().map(|e| e.id) } else { None };
+    let next = if more {
+        items.last().map(|e| e.id)
+    } else {
+        None
+    };
     Ok((total as usize, items, next))
 }
 
@@ -704,7 +710,8 @@ mod tests {
         };
         let hits = index::search_lines(&c, &q).unwrap();
         assert!(
-            hits.iter().any(|h| h.text == "line 7 about topic7" && h.ts == ts_before),
+            hits.iter()
+                .any(|h| h.text == "line 7 about topic7" && h.ts == ts_before),
             "{hits:?}"
         );
         // Syncs after the fold keep the archive; a second fold of the same plan does nothing.
@@ -759,7 +766,10 @@ mod tests {
         assert_eq!(kept[0]["data"]["content"], "Second.");
         assert_eq!(archived(&c).unwrap(), 300);
         assert_eq!(
-            count(&c, "SELECT count(*) FROM memory_lines WHERE speaker = 'system'"),
+            count(
+                &c,
+                "SELECT count(*) FROM memory_lines WHERE speaker = 'system'"
+            ),
             1
         );
         let _ = std::fs::remove_dir_all(d);
