@@ -60,6 +60,8 @@ pub const KEEP_ENTRIES: usize = 100;
 pub const KEEP_BYTES: usize = 256 * 1024;
 /// Fewest entries a fold keeps: a chat turn's context.
 pub const MIN_KEEP: usize = companiond_core::sessions::CONTEXT_MESSAGES;
+/// Fewest bytes of one stored entry (`{"type":"ai","data":{"content":""}}`).
+const MIN_ENTRY_BYTES: usize = 30;
 /// The `source` of the summary entry at the head of a folded history.
 pub const SUMMARY_SOURCE: &str = "summary";
 /// Most characters of a summary kept.
@@ -163,6 +165,27 @@ impl<'a> Layout<'a> {
     }
 }
 
+/// The text of the summary entry heading the history at `path`, read from
+/// the file's first line (the stored layout: one entry per line), so a turn
+/// pays a few kilobytes whatever the history; `None` when there is none or
+/// the file is in another layout.
+pub fn head_summary(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).ok()?;
+    // A summary is at most SUMMARY_MAX_CHARS characters (4 bytes each, escaped).
+    let mut buf = Vec::new();
+    f.take((SUMMARY_MAX_CHARS * 8 + 256) as u64)
+        .read_to_end(&mut buf)
+        .ok()?;
+    let rest = buf.strip_prefix(b"[\n")?;
+    let line = &rest[..memchr::memchr(b'\n', rest)?];
+    let line = line.strip_suffix(b",").unwrap_or(line);
+    let v: Value = serde_json::from_slice(line).ok()?;
+    Entry::parse(&v)
+        .filter(|e| e.speaker == Speaker::System && e.source.as_deref() == Some(SUMMARY_SOURCE))
+        .map(|e| e.text().to_string())
+}
+
 /// How a fold ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Folded {
@@ -182,6 +205,13 @@ pub fn schedule(state: &AppState, name: &str) {
         }
         let path = st.history.path(&name);
         let over = tokio::task::spawn_blocking(move || {
+            // A file too small to hold more than MAX_ENTRIES entries is not read.
+            let len = std::fs::metadata(&path)
+                .map(|m| m.len() as usize)
+                .unwrap_or(0);
+            if len <= MAX_ENTRIES * MIN_ENTRY_BYTES {
+                return Ok(false);
+            }
             let bytes = index::read_history(&path)?;
             Ok::<_, String>(Layout::of(&bytes).is_some_and(|l| l.to_fold(bytes.len()) > 0))
         })

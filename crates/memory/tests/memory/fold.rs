@@ -171,6 +171,12 @@ async fn a_history_past_the_bound_is_folded_into_a_summary_and_stays_reachable()
     let s2 = memory_server(Some(&s.data)).await;
     let (reply, _) = turn(&s2, C, "Still there?").await;
     assert_eq!(reply, "ok");
+    // The summary reaches the turn's memory text.
+    let system = last_system_prompt(&llm);
+    assert!(
+        system.contains("Summary of your earlier conversations:\nThey counted messages together."),
+        "{system}"
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = stored_entries(&s2);
     assert_eq!(after.len(), KEEP_ENTRIES + 3);
