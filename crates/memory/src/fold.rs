@@ -286,6 +286,10 @@ pub async fn run(
     if cancel.is_cancelled() {
         return Err("cancelled".into());
     }
+    // Cloud storage may have gone into maintenance while the model worked.
+    if companiond_core::fence::mode(state.data_dir()) != "normal" {
+        return Ok(nothing);
+    }
     let summarised = summary.is_some();
     let head = summary.or(old_summary);
 
@@ -298,6 +302,9 @@ pub async fn run(
         _ = cancel.cancelled() => return Err("cancelled".into()),
         g = lock.lock_owned() => g,
     };
+    if companiond_core::fence::mode(state.data_dir()) != "normal" {
+        return Ok(nothing);
+    }
     let (n2, notices, rt2) = (name.to_string(), state.notices.clone(), rt.clone());
     let archived = tokio::task::spawn_blocking(move || -> Result<usize, String> {
         let conn = rt2.index.get(&n2, &dir, Some(&notices))?;
