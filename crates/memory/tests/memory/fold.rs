@@ -228,3 +228,93 @@ async fn without_a_summary_model_the_lines_are_archived_as_they_are() {
         "{hits:?}"
     );
 }
+
+/// A stop between a fold's archive commit and its file write (simulated: the
+/// archive rows and the note of the fold are put in the index of a stopped
+/// server, the history left whole) loses nothing and archives nothing twice:
+/// the restarted server undoes the half-done fold and folds again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_cut_short_is_redone_once_after_a_restart() {
+    let llm = MockLlm::start("ok").await;
+    let s = memory_server(None).await;
+    s.configure_llm(&llm.base()).await;
+    s.merge_core_config(json!({"summaryModelUrl": "", "correctionModelUrl": ""}))
+        .await;
+    let n = MAX_ENTRIES + 20;
+    save_lines(&s, n).await;
+    let db = s.data.join("memory").join(C).join("time_indexed.db");
+    s.stop();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // The half-done fold: the first `k` entries archived, the note committed.
+    let bytes = std::fs::read(recent_path(&s, C)).unwrap();
+    let k = 50;
+    let mut end = 0;
+    let mut seen = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'\n' {
+            seen += 1;
+            if seen == k + 1 {
+                end = i - 1; // before the comma ending entry k-1
+                break;
+            }
+        }
+    }
+    assert_eq!(bytes[end], b',');
+    let entries: Vec<Value> = serde_json::from_slice(&bytes).unwrap();
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        // The history is indexed (as after a turn; this server had none).
+        let lines: i64 = c
+            .query_row("SELECT count(*) FROM memory_lines", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(lines, 0);
+        for e in &entries {
+            companiond_memory::index::insert_line(
+                &c,
+                e["type"].as_str().unwrap(),
+                e["data"]["content"].as_str().unwrap(),
+                1,
+            )
+            .unwrap();
+        }
+        let ids: Vec<i64> = c
+            .prepare("SELECT id FROM memory_lines ORDER BY id LIMIT ?1")
+            .unwrap()
+            .query_map([k as i64], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            c.execute(
+                "INSERT INTO memory_archive(fold, line, raw, ts) VALUES (7, ?1, ?2, 1)",
+                rusqlite::params![id, entries[i].to_string()],
+            )
+            .unwrap();
+        }
+        c.execute(
+            "INSERT INTO memory_meta(key, value) VALUES ('fold_pending', ?1)",
+            [format!("7:{end}:{}", crc32fast::hash(&bytes[..end]))],
+        )
+        .unwrap();
+    }
+
+    // The restart (its start-up fold check) settles and folds again.
+    let s2 = memory_server(Some(&s.data)).await;
+    let kept = wait_folded(&s2).await;
+    assert_eq!(kept.len(), KEEP_ENTRIES);
+    let archive = archive_all(&s2).await;
+    assert_eq!(archive.len(), n - KEEP_ENTRIES, "each entry archived once");
+    for (i, a) in archive.iter().rev().enumerate() {
+        assert_eq!(a["entry"], entries[i]);
+        assert_ne!(a["fold"], 7);
+    }
+    let hits = search_line(&s2, "word2").await;
+    assert_eq!(
+        hits.iter()
+            .filter(|h| *h == "message 2 mentions word2")
+            .count(),
+        1,
+        "{hits:?}"
+    );
+}
