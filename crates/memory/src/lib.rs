@@ -16,7 +16,9 @@
 //! * long-term memory: [`stores`] (facts, reflections, persona in the original
 //!   application's shapes), [`index`] (the SQLite time index with FTS5
 //!   search), [`extract`] (extraction off the hot path), [`longterm`]
-//!   (listing, search, correct, forget) and [`recall`] (the chat turn's side).
+//!   (listing, search, correct, forget) and [`recall`] (the chat turn's side);
+//! * [`fold`]: `recent.json` stays a working window; past its bound the oldest
+//!   entries are summarised and move to the time index's archive.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
