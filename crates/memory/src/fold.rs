@@ -242,12 +242,22 @@ pub fn start(
                     "recent history folded"
                 ),
                 Ok(_) => {}
+                Err(e) if cancel_seen(e) => {
+                    tracing::debug!(character = %n, "fold of the recent history cancelled")
+                }
                 Err(e) => tracing::warn!(character = %n, "cannot fold the recent history: {e}"),
             }
             r
         },
     )?;
     Ok(rx)
+}
+
+/// Why a fold stopped when its task was cancelled (a rename, a cloud import).
+const CANCELLED: &str = "cancelled";
+
+fn cancel_seen(e: &str) -> bool {
+    e == CANCELLED
 }
 
 /// Fold `name`'s history now if it passed the bound.
@@ -284,7 +294,7 @@ pub async fn run(
     drop(bytes);
     let summary = summarise(state, name, old_summary.as_deref(), &texts, cancel).await;
     if cancel.is_cancelled() {
-        return Err("cancelled".into());
+        return Err(CANCELLED.into());
     }
     // Cloud storage may have gone into maintenance while the model worked.
     if companiond_core::fence::mode(state.data_dir()) != "normal" {
@@ -296,10 +306,14 @@ pub async fn run(
     // Commit: archive first, then the file, under the locks every writer takes.
     let rt = MemoryRuntime::of(state);
     let dir = unit::character_dir(state.data_dir(), name)?;
-    let _no_rename = rt.rename_lock.read().await;
+    // A rename holds this lock while it drains this task: give way to it.
+    let _no_rename = tokio::select! {
+        _ = cancel.cancelled() => return Err(CANCELLED.into()),
+        g = rt.rename_lock.read() => g,
+    };
     let lock = state.history.lock(name);
     let _g = tokio::select! {
-        _ = cancel.cancelled() => return Err("cancelled".into()),
+        _ = cancel.cancelled() => return Err(CANCELLED.into()),
         g = lock.lock_owned() => g,
     };
     if companiond_core::fence::mode(state.data_dir()) != "normal" {
