@@ -403,8 +403,12 @@ fn commit(conn: &mut Connection, dir: &Path, c: Commit<'_>) -> Result<usize, Str
             .map_err(|e| format!("cannot write the history: {e}"))
     })();
     if let Err(e) = written {
-        // The file is as it was: the archive rows go again.
-        settle(conn, &bytes)?;
+        // Settled against the file as it is now: the archive rows go again
+        // when it was not replaced (a failure after the rename keeps them);
+        // unreadable, the note stays for the next sync.
+        if let Ok(now) = index::read_history(&path) {
+            settle(conn, &now)?;
+        }
         return Err(e);
     }
     // The index follows the new file (the summary line; the note goes).
