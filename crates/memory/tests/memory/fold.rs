@@ -187,6 +187,11 @@ async fn a_history_past_the_bound_is_folded_into_a_summary_and_stays_reachable()
         hits.contains(&"message 3 mentions word3".to_string()),
         "{hits:?}"
     );
+    // A folded line that matches a new message is recalled into its turn.
+    let (reply, _) = turn(&s2, C, "Do you remember word5?").await;
+    assert_eq!(reply, "ok");
+    let system = last_system_prompt(&llm);
+    assert!(system.contains("message 5 mentions word5"), "{system}");
     assert_eq!(summary_requests(&llm), 1);
 }
 
