@@ -323,3 +323,51 @@ async fn a_fold_cut_short_is_redone_once_after_a_restart() {
         "{hits:?}"
     );
 }
+
+/// The archive travels with the character unit: uploaded after a fold and
+/// downloaded on another device, the folded lines are in its archive and
+/// found by its search, and the window is the folded one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_archive_travels_with_the_cloud_unit() {
+    let families: &[companiond_core::server::Family] =
+        &[companiond_memory::FAMILY, companiond_cloudsave::FAMILY];
+    let llm = MockLlm::start("ok").await;
+    let s = server_with(families, None).await;
+    s.configure_llm(&llm.base()).await;
+    s.merge_core_config(json!({"summaryModelUrl": "", "correctionModelUrl": ""}))
+        .await;
+    save_lines(&s, MAX_ENTRIES + 10).await;
+    turn(&s, C, "Fold, please").await;
+    let kept = wait_folded(&s).await;
+    let archive = archive_all(&s).await;
+    assert_eq!(archive.len(), MAX_ENTRIES + 12 - KEEP_ENTRIES);
+    let (st, b) = s
+        .post("/api/cloudsave/character/Companion/upload", json!({}))
+        .await;
+    assert_eq!(st, 200, "{b}");
+
+    let cloud = s.data.join("cloud").to_string_lossy().into_owned();
+    let other = TestServer::start_with(
+        families,
+        TestOptions {
+            edit: Some(Box::new(move |o| o.cloud = cloud)),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(archive_all(&other).await.is_empty());
+    let (st, b) = other
+        .post(
+            "/api/cloudsave/character/Companion/download",
+            json!({"overwrite": true, "force": true}),
+        )
+        .await;
+    assert_eq!(st, 200, "{b}");
+    assert_eq!(stored_entries(&other), kept);
+    assert_eq!(archive_all(&other).await, archive);
+    let hits = search_line(&other, "word4").await;
+    assert!(
+        hits.contains(&"message 4 mentions word4".to_string()),
+        "{hits:?}"
+    );
+}
