@@ -367,28 +367,34 @@ fn main() {
         );
     }
     if want("history_append") {
-        // One character's history grown to 10,000 lines; each icebreaker
-        // context line is one append (the chat turn's append path).
-        let name = heavy_user::character_name(0);
-        let path = data.join("memory").join(&name).join("recent.json");
-        std::fs::write(&path, heavy_user::long_history(10_000)).expect("history");
-        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        let start = serde_json::json!({"persona_name": name, "session_id": "bench"});
-        post_ok(&s.addr, "/api/icebreaker/route/start", &start);
-        post_row(
-            "history_append",
-            &format!("10,000 lines ({size} bytes)"),
-            &s.addr,
-            "/api/icebreaker/context",
-            |i| {
-                serde_json::json!({"persona_name": name, "session_id": "bench", "role": "user",
-                    "text": format!("bench line {i}"), "request_id": format!("bench-{i}")})
-                .to_string()
-            },
-        );
-        let lines: Vec<serde_json::Value> =
-            serde_json::from_slice(&std::fs::read(&path).expect("read back")).expect("json");
-        assert_eq!(lines.len(), 10_000 + calls(), "every append landed");
+        // One character's history at 10 lines, at the fold's bound (a folded
+        // history never holds more: docs/memory.md § Folding) and grown to
+        // 10,000 lines (a history before the fold); each icebreaker context
+        // line is one append (the chat turn's append path).
+        let bound = companiond_memory::fold::MAX_ENTRIES;
+        for (k, lines) in [(0, 10), (2, bound), (3, 10_000)] {
+            let name = heavy_user::character_name(k);
+            let path = data.join("memory").join(&name).join("recent.json");
+            std::fs::write(&path, heavy_user::long_history(lines)).expect("history");
+            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            let session = format!("bench-{k}");
+            let start = serde_json::json!({"persona_name": name, "session_id": session});
+            post_ok(&s.addr, "/api/icebreaker/route/start", &start);
+            post_row(
+                "history_append",
+                &format!("{lines} lines ({size} bytes)"),
+                &s.addr,
+                "/api/icebreaker/context",
+                |i| {
+                    serde_json::json!({"persona_name": name, "session_id": session, "role": "user",
+                        "text": format!("bench line {i}"), "request_id": format!("bench-{k}-{i}")})
+                    .to_string()
+                },
+            );
+            let stored: Vec<serde_json::Value> =
+                serde_json::from_slice(&std::fs::read(&path).expect("read back")).expect("json");
+            assert_eq!(stored.len(), lines + calls(), "every append landed");
+        }
     }
     if want("recent_save") {
         // The memory browser's save of a 10,000-entry history: read the

@@ -1,4 +1,5 @@
-// Memory: the review / powerful-memory toggles and the recent-history editor.
+// Memory: the review / powerful-memory toggles, the recent-history editor, its
+// archive (read-only) and the snapshots.
 // Editing follows docs/memory.md: read (content + fingerprint + identity_token),
 // edit, save with both tokens and source_index per kept entry. A 409
 // RECENT_FILE_CONFLICT means someone else changed the file: say so, never retry.
@@ -164,6 +165,43 @@ async function loadSnapshots() {
     el('td', { class: 'actions' }, confirmButton('Restore', 'Really restore?', () => restoreSnapshot(name, s))))));
 }
 
+// The archive: entries folded out of the recent history (docs/memory.md § Folding),
+// newest first, one page of 50 at a time.
+let archiveBefore = null;
+
+const WHO = { human: 'You', user: 'You', ai: 'Character', assistant: 'Character', system: 'Note' };
+
+async function loadArchive(more = false) {
+  const name = selectedCharacter();
+  const body = $('mem-arch');
+  const button = $('mem-arch-more');
+  if (!more) { archiveBefore = null; body.replaceChildren(); }
+  button.hidden = true;
+  if (!name) { $('mem-arch-info').textContent = ''; return; }
+  const before = more && archiveBefore ? `&before=${archiveBefore}` : '';
+  const r = await api.get(`/api/memory/archive?character=${encodeURIComponent(name)}&limit=50${before}`);
+  if (!r.ok) {
+    say('mem-arch-result', `The archive could not be read: ${api.explain(r)}`, 'error');
+    return;
+  }
+  say('mem-arch-result', '', 'info');
+  const items = r.body.items || [];
+  $('mem-arch-info').textContent = r.body.total
+    ? `${r.body.total} archived message${r.body.total === 1 ? '' : 's'}.`
+    : 'Nothing archived yet.';
+  body.append(...items.map((it) => {
+    const e = it.entry || {};
+    const kind = e.type || e.role || '';
+    const text = contentText(e.data ? e.data.content : e.content);
+    return el('tr', {},
+      el('td', {}, new Date(it.ts).toLocaleString()),
+      el('td', {}, WHO[kind] || kind),
+      el('td', {}, text));
+  }));
+  archiveBefore = r.body.next_before || null;
+  button.hidden = !archiveBefore;
+}
+
 async function restoreSnapshot(name, s) {
   const r = await api.post('/api/memory/snapshots/restore', { character: name, id: s.id });
   if (!r.ok) { say('mem-snaps-result', `Not restored: ${api.explain(r)}`, 'error'); return; }
@@ -181,7 +219,8 @@ export default {
     app = a;
     $('mem-review').addEventListener('change', () => setToggle('mem-review', '/api/memory/review_config', 'Automatic review'));
     $('mem-powerful').addEventListener('change', () => setToggle('mem-powerful', '/api/memory/powerful_memory_config', 'Powerful memory'));
-    $('mem-file').addEventListener('change', async () => { await loadFile(); await loadSnapshots(); });
+    $('mem-file').addEventListener('change', async () => { await loadFile(); await loadSnapshots(); await loadArchive(); });
+    $('mem-arch-more').addEventListener('click', () => loadArchive(true));
     $('mem-reload').addEventListener('click', async () => { await loadFile(); say('mem-result', 'Reloaded the latest version.', 'info'); });
     $('mem-add').addEventListener('click', () => {
       if (!doc) return;
@@ -199,5 +238,6 @@ export default {
     await loadFileList();
     if (!dirty || !doc || doc.filename !== $('mem-file').value) await loadFile();
     await loadSnapshots();
+    await loadArchive();
   },
 };

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::{AppState, Ext};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
@@ -473,6 +473,61 @@ pub(crate) async fn persona_get(State(st): State<AppState>, RawQuery(q): RawQuer
             success: true,
             character: name,
             persona: s.persona,
+        })
+    }
+    .await;
+    no_store(r.map(Json))
+}
+
+/// The query of `GET /api/memory/archive`.
+#[derive(Deserialize, IntoParams, ToSchema)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ArchiveQuery {
+    /// The character (non-empty).
+    #[param(example = "Companion")]
+    character: String,
+    /// Only entries older than this one (`next_before` of the previous page).
+    #[param(minimum = 1)]
+    before: Option<i64>,
+    #[param(minimum = 1, maximum = 200, default = 50)]
+    limit: Option<u32>,
+}
+
+/// Most entries of one archive page.
+const ARCHIVE_MAX_LIMIT: u32 = 200;
+
+/// `GET /api/memory/archive`: the entries folded out of `recent.json`,
+/// newest first, read-only.
+pub(crate) async fn archive(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let r: Result<crate::fold::ArchivePage, MemoryError> = async {
+        let q: ArchiveQuery = serde_urlencoded::from_str(q.as_deref().unwrap_or(""))
+            .map_err(|e| bad(format!("bad query: {e}")))?;
+        let name = q.character.trim().to_string();
+        if name.is_empty() {
+            return Err(bad("query parameter character is required"));
+        }
+        if q.before.is_some_and(|b| b < 1) {
+            return Err(bad("before must be a positive integer"));
+        }
+        let limit = q.limit.unwrap_or(50);
+        if !(1..=ARCHIVE_MAX_LIMIT).contains(&limit) {
+            return Err(bad(format!(
+                "limit must be an integer from 1 to {ARCHIVE_MAX_LIMIT}"
+            )));
+        }
+        longterm::character(&st, &name)?;
+        let before = q.before;
+        let (total, items, next_before) = longterm::with_index(&st, &name, move |conn, _| {
+            crate::fold::page(conn, before, limit as usize)
+        })
+        .await
+        .map_err(MemoryError::Storage)?;
+        Ok(crate::fold::ArchivePage {
+            success: true,
+            character: name,
+            total,
+            items,
+            next_before,
         })
     }
     .await;

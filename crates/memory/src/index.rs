@@ -20,7 +20,9 @@
 //! words with plural forms folded; CJK text one character per token, searched
 //! by character bigrams), pruned by document frequency ([`plan`]). The index mirrors
 //! the files: lines follow `recent.json` (an append is indexed as new lines,
-//! any other change by a multiset diff), docs follow the JSON stores.
+//! any other change by a multiset diff), docs follow the JSON stores. Lines
+//! folded out of `recent.json` stay, marked in `memory_archive`
+//! ([`crate::fold`]); the diff leaves them alone.
 //!
 //! Connections are cached per character ([`Handles`]); everything here is
 //! blocking and runs on the blocking pool.
@@ -504,7 +506,7 @@ pub fn plan(conn: &Connection, fts: &str, text: &str) -> Result<Plan, String> {
     Ok(Plan::Ranked(join(&scored[..keep])))
 }
 
-fn line_ref(speaker: &str, text: &str) -> String {
+pub(crate) fn line_ref(speaker: &str, text: &str) -> String {
     stores::content_hash(&format!("{speaker}\n{text}"))
 }
 
@@ -520,7 +522,7 @@ pub struct Line {
 }
 
 /// The bytes of `recent.json` (empty when it does not exist).
-fn read_history(path: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read_history(path: &Path) -> Result<Vec<u8>, String> {
     match std::fs::read(path) {
         Ok(b) => Ok(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -529,7 +531,7 @@ fn read_history(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// The text lines of stored history elements: `(speaker, text)`.
-fn lines_of(raws: &[&RawValue]) -> Vec<(String, String)> {
+pub(crate) fn lines_of(raws: &[&RawValue]) -> Vec<(String, String)> {
     raws.iter()
         .filter_map(|raw| serde_json::from_str::<Value>(raw.get()).ok())
         .filter_map(|v| companiond_core::history::Entry::parse(&v))
@@ -550,7 +552,7 @@ fn lines_of(raws: &[&RawValue]) -> Vec<(String, String)> {
 type ReadLines = (Vec<(String, String)>, Option<usize>);
 
 /// Where `raw` (a slice of `buf`) ends in `buf`.
-fn end_in(buf: &[u8], raw: &RawValue) -> usize {
+pub(crate) fn end_in(buf: &[u8], raw: &RawValue) -> usize {
     raw.get().as_ptr() as usize - buf.as_ptr() as usize + raw.get().len()
 }
 
@@ -686,7 +688,7 @@ pub fn insert_line(conn: &Connection, speaker: &str, text: &str, ts: i64) -> Res
     insert_line_ref(conn, &line_ref(speaker, text), speaker, text, ts)
 }
 
-fn insert_line_ref(
+pub(crate) fn insert_line_ref(
     conn: &Connection,
     r: &str,
     speaker: &str,
@@ -741,6 +743,9 @@ pub struct LineSync {
 pub fn sync_lines(conn: &mut Connection, dir: &Path, now: i64) -> Result<LineSync, String> {
     let path = dir.join(unit::RECENT);
     let bytes = read_history(&path)?;
+    // A fold cut short (a kill between its archive commit and its file
+    // write) is undone or completed first (crate::fold).
+    crate::fold::settle(conn, &bytes)?;
     if let Some(done) = sync_appended(conn, &bytes, now)? {
         return Ok(done);
     }
@@ -766,11 +771,16 @@ pub fn sync_lines(conn: &mut Connection, dir: &Path, now: i64) -> Result<LineSyn
             report.added += 1;
         }
     } else {
-        // Multiset diff: keep lines still present (and their times).
+        // Multiset diff: keep lines still present (and their times). Lines
+        // folded out of the file into the archive are not the file's: they
+        // stay whatever the file holds (crate::fold).
         let mut have: HashMap<String, Vec<i64>> = HashMap::new();
         {
             let mut st = tx
-                .prepare("SELECT id, ref FROM memory_lines ORDER BY id")
+                .prepare(
+                    "SELECT id, ref FROM memory_lines WHERE id NOT IN
+                     (SELECT line FROM memory_archive WHERE line IS NOT NULL) ORDER BY id",
+                )
                 .map_err(db_err)?;
             let rows = st
                 .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))

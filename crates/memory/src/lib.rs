@@ -16,7 +16,9 @@
 //! * long-term memory: [`stores`] (facts, reflections, persona in the original
 //!   application's shapes), [`index`] (the SQLite time index with FTS5
 //!   search), [`extract`] (extraction off the hot path), [`longterm`]
-//!   (listing, search, correct, forget) and [`recall`] (the chat turn's side).
+//!   (listing, search, correct, forget) and [`recall`] (the chat turn's side);
+//! * [`fold`]: `recent.json` stays a working window; past its bound the oldest
+//!   entries are summarised and move to the time index's archive.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -36,6 +38,7 @@ use companiond_core::{Api, AppState};
 mod error;
 pub mod extract;
 mod fence;
+pub mod fold;
 mod http;
 pub mod index;
 mod legacy;
@@ -331,6 +334,8 @@ fn catch_up(state: &AppState) {
                 }
                 Err(e) => tracing::warn!("cannot index the memory of {name}: {e}"),
             }
+            // A history past its bound (or a fold a stop cut short) is folded.
+            fold::schedule(&state, &name);
         }
     });
 }
@@ -470,6 +475,15 @@ pub fn api(state: &AppState) -> Api {
         .id("search")
         .query::<SearchQuery>()
         .ok::<SearchAnswer>()
+        .fails::<MemoryError>()
+        .get(
+            "/api/memory/archive",
+            "the entries folded out of a character's recent history, newest first, read-only (query: character, before, limit)",
+            http::archive,
+        )
+        .id("list_archive")
+        .query::<ArchiveQuery>()
+        .ok::<fold::ArchivePage>()
         .fails::<MemoryError>()
         .guarded(
             Method::POST,

@@ -28,6 +28,8 @@ pub const TOOL: &str = "recall_memory";
 pub const CONTEXT_CHARS: usize = 3000;
 /// Of which the persona may use at most.
 pub const PERSONA_CHARS: usize = 1500;
+/// Most characters of the folded history's summary in a turn's memory text.
+pub const SUMMARY_CHARS: usize = 2000;
 /// Facts and reflections added to a turn at most.
 pub const CONTEXT_ITEMS: usize = 8;
 /// History lines matching the new message added to a turn at most (recall
@@ -105,6 +107,8 @@ impl MemoryRecall for Recall {
     fn after_turn(&self, character: &str) {
         if let Some(state) = self.state() {
             extract::note_activity(&state, character);
+            // A history past its bound is folded (docs/memory.md § Folding).
+            crate::fold::schedule(&state, character);
             // Picks up a changed embedding model; nothing when all is embedded.
             vectors::schedule(&state, character);
         }
@@ -179,7 +183,8 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
     let line_query = text.clone();
     // Bounded: a slow or failing embedding endpoint leaves the turn to BM25.
     let qv = vectors::query_vector(state, &text, vectors::TURN_TIMEOUT).await;
-    let found = with_index(state, name, move |conn, _| {
+    let found = with_index(state, name, move |conn, dir| {
+        let summary = crate::fold::head_summary(&dir.join(crate::unit::RECENT));
         let persona = index::search_docs(
             conn,
             &Query {
@@ -242,10 +247,10 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
         } else {
             Vec::new()
         };
-        Ok((persona, relevant, semantic, recent, lines))
+        Ok((summary, persona, relevant, semantic, recent, lines))
     })
     .await;
-    let (mut persona, relevant, semantic, recent, lines) = match found {
+    let (summary, mut persona, relevant, semantic, recent, lines) = match found {
         Ok(f) => f,
         Err(e) => {
             tracing::debug!("no memory context for {name}: {e}");
@@ -254,6 +259,7 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
     };
     Some(render(
         name,
+        summary.as_deref(),
         &mut persona,
         &[&relevant, &semantic, &recent],
         &lines,
@@ -261,11 +267,24 @@ pub async fn context(state: &AppState, name: &str, user_text: &str) -> Option<St
     .filter(|s| !s.is_empty())
 }
 
-/// `ranked`: the lists fused into "things you remember" (BM25, vector, recency).
-/// `lines`: history lines matching the message (oldest first in the text).
-fn render(name: &str, persona: &mut [Hit], ranked: &[&[Hit]], lines: &[Hit]) -> String {
+/// `summary`: the summary of the history folded out of `recent.json`
+/// ([`crate::fold`]). `ranked`: the lists fused into "things you remember"
+/// (BM25, vector, recency). `lines`: history lines matching the message
+/// (oldest first in the text).
+fn render(
+    name: &str,
+    summary: Option<&str>,
+    persona: &mut [Hit],
+    ranked: &[&[Hit]],
+    lines: &[Hit],
+) -> String {
     persona.sort_by_key(|h| h.ts);
     let mut out = String::new();
+    if let Some(s) = summary.map(str::trim).filter(|s| !s.is_empty()) {
+        out.push_str("Summary of your earlier conversations:\n");
+        out.extend(s.chars().take(SUMMARY_CHARS));
+        out.push('\n');
+    }
     let mut used = 0usize;
     let mut seen: Vec<String> = Vec::new();
     for (entity, title) in [
@@ -315,6 +334,8 @@ fn render(name: &str, persona: &mut [Hit], ranked: &[&[Hit]], lines: &[Hit]) -> 
     }
     let mut said: Vec<&Hit> = lines
         .iter()
+        // Lines by the user or the character (not summaries or notes).
+        .filter(|h| h.who != "system")
         .filter(|h| !seen.contains(&crate::stores::normalised(&h.text)))
         .collect();
     said.sort_by_key(|h| h.ts);

@@ -57,13 +57,15 @@ CREATE INDEX IF NOT EXISTS time_indexed_compressed_ts ON time_indexed_compressed
 ";
 
 /// The schema of `time_indexed.db`: 1 the original application's tables
-/// ([`TIME_INDEX_SCHEMA`]), 2 companiond's search tables ([`crate::index::SCHEMA`]).
+/// ([`TIME_INDEX_SCHEMA`]), 2 companiond's search tables ([`crate::index::SCHEMA`]),
+/// 3 the archive of lines folded out of `recent.json` ([`crate::fold::SCHEMA`]).
 /// The original reads the file without looking at `user_version`.
 pub const TIME_INDEX_DB: Schema = Schema {
     name: "time_indexed.db",
     steps: &[
         Step::Sql(TIME_INDEX_SCHEMA),
         Step::Sql(crate::index::SCHEMA),
+        Step::Sql(crate::fold::SCHEMA),
     ],
 };
 

@@ -6,6 +6,7 @@ mod common;
 
 mod embeddings;
 mod fence;
+mod fold;
 mod legacy;
 mod longterm;
 mod model_servers;

@@ -125,6 +125,21 @@ async fn the_long_term_routes_state_params_and_answers() {
     let hit = resolve(&doc, &answer["properties"]["items"]["items"]);
     assert!(property_names(hit).contains(&"score".to_string()));
 
+    // The archive of the folded history: its query is stated and required.
+    let archive = &doc["paths"]["/api/memory/archive"]["get"];
+    let params = archive["parameters"].as_array().expect("parameters");
+    let param = |n: &str| params.iter().find(|p| p["name"] == n).expect(n).clone();
+    assert_eq!(param("character")["required"], true);
+    assert_eq!(param("limit")["schema"]["maximum"], 200);
+    assert_eq!(param("limit")["schema"]["minimum"], 1);
+    assert_eq!(param("before")["schema"]["minimum"], 1);
+    let answer = ok_of(&doc, "/api/memory/archive", "get");
+    let (st, real) = s.get(&format!("/api/memory/archive?character={C}")).await;
+    assert_eq!(st, 200, "{real}");
+    let mut documented = property_names(answer);
+    documented.retain(|k| k != "next_before");
+    assert_eq!(keys(&real), documented);
+
     // A CSRF-guarded write names its body and the token scheme.
     let correct = &doc["paths"]["/api/memory/correct"]["post"];
     assert!(correct["security"][0].get("csrf").is_some());
