@@ -200,7 +200,7 @@ pub struct Folded {
 /// the storage fence is up or the character is being renamed.
 pub fn schedule(state: &AppState, name: &str) {
     crate::spawn_for(state, name, move |st, name| async move {
-        if companiond_core::fence::mode(st.data_dir()) != "normal" {
+        if !companiond_core::fence::is_normal(st.data_dir()) {
             return;
         }
         let path = st.history.path(&name);
@@ -297,7 +297,7 @@ pub async fn run(
         return Err(CANCELLED.into());
     }
     // Cloud storage may have gone into maintenance while the model worked.
-    if companiond_core::fence::mode(state.data_dir()) != "normal" {
+    if !companiond_core::fence::is_normal(state.data_dir()) {
         return Ok(nothing);
     }
     let summarised = summary.is_some();
@@ -316,7 +316,7 @@ pub async fn run(
         _ = cancel.cancelled() => return Err(CANCELLED.into()),
         g = lock.lock_owned() => g,
     };
-    if companiond_core::fence::mode(state.data_dir()) != "normal" {
+    if !companiond_core::fence::is_normal(state.data_dir()) {
         return Ok(nothing);
     }
     let (n2, notices, rt2) = (name.to_string(), state.notices.clone(), rt.clone());
