@@ -2,15 +2,13 @@
 //! call the domain, answer its typed result. The routes are listed in
 //! [`crate::api`].
 
-use std::collections::HashMap;
-
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path as UrlPath, RawQuery, State};
+use axum::extract::{Path as UrlPath, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::{no_store, JsonBody};
+use companiond_core::envelope::{lenient, no_store, JsonBody, QueryOf, QueryRejection};
 use companiond_core::{AppState, Ext};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,12 +46,11 @@ pub(crate) async fn recent_files(
 }
 
 /// The query of `GET /api/memory/recent_file`.
-#[derive(IntoParams)]
-#[allow(dead_code)] // read by hand from the raw query; this states its shape
+#[derive(Deserialize, IntoParams)]
 pub(crate) struct RecentFileQuery {
     /// Logical file name `recent_<character>.json` (from `recent_files`).
-    #[param(example = "recent_Companion.json")]
-    filename: String,
+    #[param(example = "recent_Companion.json", required = true)]
+    filename: Option<String>,
 }
 
 /// The body of `POST /api/memory/recent_file/save`: the fields the one-pass
@@ -95,14 +92,9 @@ pub(crate) struct SaveEntry {
 pub(crate) async fn recent_file(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
-    RawQuery(q): RawQuery,
+    QueryOf(q): QueryOf<RecentFileQuery>,
 ) -> Response {
-    let filename = q.as_deref().and_then(|q| {
-        url::form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "filename")
-            .map(|(_, v)| v.into_owned())
-    });
-    let Some(filename) = filename else {
+    let Some(filename) = q.filename else {
         return MemoryError::BadRequest("query parameter filename is required".into())
             .into_response();
     };
@@ -285,37 +277,49 @@ const MAX_QUERY_CHARS: usize = 1000;
 /// Longest corrected text.
 const MAX_TEXT_CHARS: usize = 2000;
 
-fn params(q: Option<String>) -> HashMap<String, String> {
-    let mut m = HashMap::new();
-    if let Some(q) = q {
-        for (k, v) in url::form_urlencoded::parse(q.as_bytes()) {
-            m.entry(k.into_owned()).or_insert_with(|| v.into_owned());
-        }
-    }
-    m
-}
-
 fn bad(msg: impl Into<String>) -> MemoryError {
     MemoryError::BadRequest(msg.into())
 }
 
-fn character_param(m: &HashMap<String, String>) -> Result<String, MemoryError> {
-    match m.get("character").map(|s| s.trim()) {
-        Some(c) if !c.is_empty() => Ok(c.to_string()),
-        _ => Err(bad("query parameter character is required")),
+/// Every memory query that does not parse is a 400 in the family's envelope.
+macro_rules! rejected_as_bad_request {
+    ($($t:ty),* $(,)?) => {$(
+        impl QueryRejection for $t {
+            type Error = MemoryError;
+            fn rejected(message: String) -> MemoryError {
+                MemoryError::BadRequest(message)
+            }
+        }
+    )*};
+}
+
+rejected_as_bad_request!(
+    RecentFileQuery,
+    ListQuery,
+    CharacterQuery,
+    SearchQuery,
+    ArchiveQuery
+);
+
+/// The character of a query (required, non-empty).
+fn character_param(character: &str) -> Result<String, MemoryError> {
+    match character.trim() {
+        "" => Err(bad("query parameter character is required")),
+        c => Ok(c.to_string()),
     }
 }
 
+/// An integer within `range`, `default` when absent.
 fn int_param(
-    m: &HashMap<String, String>,
+    v: Option<i64>,
     key: &str,
     default: usize,
     range: std::ops::RangeInclusive<usize>,
 ) -> Result<usize, MemoryError> {
-    let Some(v) = m.get(key) else {
+    let Some(v) = v else {
         return Ok(default);
     };
-    match v.trim().parse::<usize>() {
+    match usize::try_from(v) {
         Ok(n) if range.contains(&n) => Ok(n),
         _ => Err(bad(format!(
             "{key} must be an integer from {} to {}",
@@ -325,105 +329,134 @@ fn int_param(
     }
 }
 
-/// `q`, `since`, `until`, `offset`, `limit` (the window is checked and ordered).
-fn query_params(m: &HashMap<String, String>, max_limit: usize) -> Result<Query, MemoryError> {
-    let text = m.get("q").cloned().unwrap_or_default();
-    if text.chars().count() > MAX_QUERY_CHARS {
-        return Err(bad(format!(
-            "q is longer than {MAX_QUERY_CHARS} characters"
-        )));
-    }
-    let time = |k: &str, end: bool| -> Result<Option<i64>, MemoryError> {
-        match m.get(k).map(|s| s.trim()) {
-            None | Some("") => Ok(None),
-            Some(s) => timefmt::bound(s, end).map(Some).ok_or_else(|| {
-                bad(format!(
-                    "{k} must be a date (YYYY-MM-DD), an ISO date-time or seconds since the epoch"
-                ))
-            }),
+/// The search window of a listing or a search: `q`, `since`, `until`,
+/// `offset`, `limit` (checked and ordered).
+struct Window<'a> {
+    q: Option<&'a str>,
+    since: Option<&'a str>,
+    until: Option<&'a str>,
+    offset: Option<i64>,
+    limit: Option<i64>,
+}
+
+impl Window<'_> {
+    fn query(&self, max_limit: usize) -> Result<Query, MemoryError> {
+        let text = self.q.unwrap_or_default().to_string();
+        if text.chars().count() > MAX_QUERY_CHARS {
+            return Err(bad(format!(
+                "q is longer than {MAX_QUERY_CHARS} characters"
+            )));
         }
-    };
-    let since = time("since", false)?;
-    let until = time("until", true)?;
-    if let (Some(a), Some(b)) = (since, until) {
-        if a > b {
-            return Err(bad("since is after until"));
+        let time = |k: &str, v: Option<&str>, end: bool| -> Result<Option<i64>, MemoryError> {
+            match v {
+                None => Ok(None),
+                Some(s) => timefmt::bound(s, end).map(Some).ok_or_else(|| {
+                    bad(format!(
+                        "{k} must be a date (YYYY-MM-DD), an ISO date-time or seconds since the epoch"
+                    ))
+                }),
+            }
+        };
+        let since = time("since", self.since, false)?;
+        let until = time("until", self.until, true)?;
+        if let (Some(a), Some(b)) = (since, until) {
+            if a > b {
+                return Err(bad("since is after until"));
+            }
         }
+        Ok(Query {
+            text,
+            since,
+            until,
+            offset: int_param(self.offset, "offset", 0, 0..=100_000)?,
+            limit: int_param(self.limit, "limit", 50.min(max_limit), 1..=max_limit)?,
+        })
     }
-    Ok(Query {
-        text,
-        since,
-        until,
-        offset: int_param(m, "offset", 0, 0..=100_000)?,
-        limit: int_param(m, "limit", 50.min(max_limit), 1..=max_limit)?,
-    })
 }
 
 /// The query of the facts and reflections listings.
-#[derive(IntoParams)]
-#[allow(dead_code)] // read by hand from the raw query; this states its shape
+#[derive(Deserialize, IntoParams)]
 pub(crate) struct ListQuery {
     /// The character (non-empty).
     #[param(example = "Companion")]
+    #[param(required = true)]
+    #[serde(default)]
     character: String,
     /// Free text (at most 1,000 characters); empty = the whole window, newest first.
     q: Option<String>,
     /// Window start: a date (`YYYY-MM-DD`), an ISO date-time or seconds since the epoch.
+    #[serde(default, deserialize_with = "lenient::text")]
     since: Option<String>,
     /// Window end (same forms; a date includes its whole day).
+    #[serde(default, deserialize_with = "lenient::text")]
     until: Option<String>,
-    #[param(minimum = 0, maximum = 100000, default = 0)]
-    offset: Option<u32>,
-    #[param(minimum = 1, maximum = 200, default = 50)]
-    limit: Option<u32>,
+    #[param(minimum = 0, maximum = 100000, default = 0, value_type = Option<u32>)]
+    #[serde(default, deserialize_with = "lenient::int")]
+    offset: Option<i64>,
+    #[param(minimum = 1, maximum = 200, default = 50, value_type = Option<u32>)]
+    #[serde(default, deserialize_with = "lenient::int")]
+    limit: Option<i64>,
     /// List the archive (superseded and forgotten-by-correction entries).
-    #[param(default = false)]
-    archived: Option<bool>,
+    #[param(default = false, value_type = Option<bool>)]
+    #[serde(default, deserialize_with = "lenient::text")]
+    archived: Option<String>,
 }
 
 /// The query of `GET /api/memory/persona`.
-#[derive(IntoParams)]
-#[allow(dead_code)]
+#[derive(Deserialize, IntoParams)]
 pub(crate) struct CharacterQuery {
     /// The character (non-empty).
     #[param(example = "Companion")]
+    #[param(required = true)]
+    #[serde(default)]
     character: String,
 }
 
 /// The query of `GET /api/memory/search`.
-#[derive(IntoParams)]
-#[allow(dead_code)]
+#[derive(Deserialize, IntoParams)]
 pub(crate) struct SearchQuery {
     /// The character (non-empty).
     #[param(example = "Companion")]
+    #[param(required = true)]
+    #[serde(default)]
     character: String,
     /// Free text (at most 1,000 characters).
     #[param(example = "tea")]
     q: Option<String>,
     /// Window start: a date (`YYYY-MM-DD`), an ISO date-time or seconds since the epoch.
+    #[serde(default, deserialize_with = "lenient::text")]
     since: Option<String>,
     /// Window end (same forms).
+    #[serde(default, deserialize_with = "lenient::text")]
     until: Option<String>,
-    #[param(minimum = 0, maximum = 100000, default = 0)]
-    offset: Option<u32>,
-    #[param(minimum = 1, maximum = 100, default = 50)]
-    limit: Option<u32>,
+    #[param(minimum = 0, maximum = 100000, default = 0, value_type = Option<u32>)]
+    #[serde(default, deserialize_with = "lenient::int")]
+    offset: Option<i64>,
+    #[param(minimum = 1, maximum = 100, default = 50, value_type = Option<u32>)]
+    #[serde(default, deserialize_with = "lenient::int")]
+    limit: Option<i64>,
     /// Comma-separated kinds: `fact`, `reflection`, `persona`, `line`.
     #[param(default = "fact,reflection")]
     kinds: Option<String>,
 }
 
 /// Facts or reflections of a character, paged.
-async fn list_kind(st: &AppState, kind: Kind, q: Option<String>) -> Response {
+async fn list_kind(st: &AppState, kind: Kind, q: ListQuery) -> Response {
     let r: Result<longterm::Listing, MemoryError> = async {
-        let m = params(q);
-        let name = character_param(&m)?;
-        let archived = match m.get("archived").map(|s| s.trim()) {
-            None | Some("" | "false" | "0") => false,
+        let name = character_param(&q.character)?;
+        let archived = match q.archived.as_deref() {
+            None | Some("false" | "0") => false,
             Some("true" | "1") => true,
             Some(_) => return Err(bad("archived must be true or false")),
         };
-        let query = query_params(&m, 200)?;
+        let query = Window {
+            q: q.q.as_deref(),
+            since: q.since.as_deref(),
+            until: q.until.as_deref(),
+            offset: q.offset,
+            limit: q.limit,
+        }
+        .query(200)?;
         longterm::list(
             st,
             &name,
@@ -440,14 +473,17 @@ async fn list_kind(st: &AppState, kind: Kind, q: Option<String>) -> Response {
 }
 
 /// `GET /api/memory/facts`.
-pub(crate) async fn facts_list(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn facts_list(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<ListQuery>,
+) -> Response {
     list_kind(&st, Kind::Fact, q).await
 }
 
 /// `GET /api/memory/reflections`.
 pub(crate) async fn reflections_list(
     State(st): State<AppState>,
-    RawQuery(q): RawQuery,
+    QueryOf(q): QueryOf<ListQuery>,
 ) -> Response {
     list_kind(&st, Kind::Reflection, q).await
 }
@@ -464,10 +500,12 @@ pub(crate) struct PersonaAnswer {
 }
 
 /// `GET /api/memory/persona?character=`.
-pub(crate) async fn persona_get(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn persona_get(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<CharacterQuery>,
+) -> Response {
     let r: Result<PersonaAnswer, MemoryError> = async {
-        let m = params(q);
-        let name = character_param(&m)?;
+        let name = character_param(&q.character)?;
         let s = longterm::load(&st, &name).await?;
         Ok(PersonaAnswer {
             success: true,
@@ -485,6 +523,8 @@ pub(crate) async fn persona_get(State(st): State<AppState>, RawQuery(q): RawQuer
 pub(crate) struct ArchiveQuery {
     /// The character (non-empty).
     #[param(example = "Companion")]
+    #[param(required = true)]
+    #[serde(default)]
     character: String,
     /// Only entries older than this one (`next_before` of the previous page).
     #[param(minimum = 1)]
@@ -498,14 +538,12 @@ const ARCHIVE_MAX_LIMIT: u32 = 200;
 
 /// `GET /api/memory/archive`: the entries folded out of `recent.json`,
 /// newest first, read-only.
-pub(crate) async fn archive(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn archive(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<ArchiveQuery>,
+) -> Response {
     let r: Result<crate::fold::ArchivePage, MemoryError> = async {
-        let q: ArchiveQuery = serde_urlencoded::from_str(q.as_deref().unwrap_or(""))
-            .map_err(|e| bad(format!("bad query: {e}")))?;
-        let name = q.character.trim().to_string();
-        if name.is_empty() {
-            return Err(bad("query parameter character is required"));
-        }
+        let name = character_param(&q.character)?;
         if q.before.is_some_and(|b| b < 1) {
             return Err(bad("before must be a positive integer"));
         }
@@ -549,15 +587,24 @@ pub(crate) struct SearchAnswer {
 }
 
 /// `GET /api/memory/search`.
-pub(crate) async fn search(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn search(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<SearchQuery>,
+) -> Response {
     let r: Result<SearchAnswer, MemoryError> = async {
-        let m = params(q);
-        let name = character_param(&m)?;
-        let query = query_params(&m, 100)?;
+        let name = character_param(&q.character)?;
+        let query = Window {
+            q: q.q.as_deref(),
+            since: q.since.as_deref(),
+            until: q.until.as_deref(),
+            offset: q.offset,
+            limit: q.limit,
+        }
+        .query(100)?;
         let mut kinds: Vec<&'static str> = Vec::new();
-        for k in m
-            .get("kinds")
-            .map(String::as_str)
+        for k in q
+            .kinds
+            .as_deref()
             .unwrap_or("fact,reflection")
             .split(',')
             .map(str::trim)
@@ -741,10 +788,12 @@ pub(crate) async fn extract_now(
 }
 
 /// `GET /api/memory/snapshots?character=`: a character's snapshots, newest first.
-pub(crate) async fn snapshots_list(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn snapshots_list(
+    State(st): State<AppState>,
+    QueryOf(q): QueryOf<CharacterQuery>,
+) -> Response {
     let r = async {
-        let m = params(q);
-        let name = character_param(&m)?;
+        let name = character_param(&q.character)?;
         undo::list(&st, &name).await
     }
     .await;

@@ -40,6 +40,7 @@ pub struct SurveyQuery {
 pub struct FileExistsQuery {
     /// A path relative to the application folder, or an absolute one (required:
     /// none answers 400 `missing_path`).
+    #[param(required = true)]
     #[serde(default)]
     pub path: String,
 }
@@ -48,6 +49,7 @@ pub struct FileExistsQuery {
 #[derive(Deserialize, IntoParams)]
 pub struct FirstImageQuery {
     /// A folder under the approved roots (required: none answers 400 `missing_path`).
+    #[param(required = true)]
     #[serde(default)]
     pub folder: String,
 }
@@ -56,6 +58,7 @@ pub struct FirstImageQuery {
 #[derive(Deserialize, IntoParams)]
 pub struct MemeUrlQuery {
     /// A public http(s) image URL.
+    #[param(required = true)]
     #[serde(default)]
     pub url: String,
 }
@@ -64,6 +67,7 @@ pub struct MemeUrlQuery {
 #[derive(Deserialize, IntoParams)]
 pub struct ImagePathQuery {
     /// A local or workshop image under the approved roots.
+    #[param(required = true)]
     #[serde(default)]
     pub image_path: String,
 }
