@@ -2,6 +2,7 @@ use clap::Parser;
 use companiond_core::options::{Cli, Command};
 
 fn main() {
+    companiond_core::alloc::tune();
     let cli = Cli::parse();
     match &cli.command {
         Some(Command::Backup(a)) => std::process::exit(companiond_core::backup::run_backup(a)),

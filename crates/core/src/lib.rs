@@ -19,6 +19,7 @@
 //!
 //! [`server`] assembles both into the application and serves it.
 
+pub mod alloc;
 pub mod backup;
 pub mod cards;
 pub mod characters;

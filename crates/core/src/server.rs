@@ -212,6 +212,7 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
         "companiond listening on http://{local} (data dir {})",
         state.data_dir().display()
     );
+    crate::alloc::spawn_trimmer();
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {

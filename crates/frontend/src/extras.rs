@@ -5,9 +5,10 @@
 
 use std::sync::Mutex;
 
-use axum::extract::{Path as UrlPath, RawQuery, State};
+use axum::extract::{Path as UrlPath, State};
 use axum::response::Response;
 use axum::Json;
+use companiond_core::envelope::QueryOf;
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::{AppState, Ext};
 use serde::{Deserialize, Serialize};
@@ -56,10 +57,16 @@ pub(crate) struct MusicDomains {
 }
 
 /// `?query=`: what to search.
-#[derive(IntoParams)]
-#[allow(dead_code)]
+#[derive(Deserialize, IntoParams)]
 pub(crate) struct MusicQuery {
     query: Option<String>,
+}
+
+impl companiond_core::envelope::QueryRejection for MusicQuery {
+    type Error = crate::error::FrontendError;
+    fn rejected(message: String) -> crate::error::FrontendError {
+        crate::error::FrontendError::BadRequest(message)
+    }
 }
 
 /// Music search is unavailable: `success:false` with `error` `EMPTY_QUERY` or
@@ -447,8 +454,8 @@ pub(crate) async fn workshop_meta(UrlPath(_name): UrlPath<String>) -> Json<Works
     })
 }
 
-pub(crate) async fn music_search(RawQuery(q): RawQuery) -> Json<MusicSearch> {
-    let query = crate::pages::query_param(q.as_deref().unwrap_or(""), "query").unwrap_or_default();
+pub(crate) async fn music_search(QueryOf(q): QueryOf<MusicQuery>) -> Json<MusicSearch> {
+    let query = q.query.unwrap_or_default();
     let (error, message) = if query.trim().is_empty() {
         ("EMPTY_QUERY", None)
     } else {

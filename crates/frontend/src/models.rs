@@ -10,15 +10,16 @@
 
 use std::path::{Path, PathBuf};
 
-use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::extract::{Path as UrlPath, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::Json;
+use companiond_core::envelope::QueryOf;
 use companiond_core::envelope::{JsonBody, SuccessError};
 use companiond_core::static_files::serve_contained;
 use companiond_core::AppState;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
@@ -49,10 +50,16 @@ pub struct Live2dModel {
 }
 
 /// `?simple=`: `true`, `1` or `yes` lists the names only.
-#[derive(IntoParams)]
-#[allow(dead_code)]
+#[derive(Deserialize, IntoParams)]
 pub(crate) struct SimpleQuery {
     simple: Option<String>,
+}
+
+impl companiond_core::envelope::QueryRejection for SimpleQuery {
+    type Error = crate::error::FrontendError;
+    fn rejected(message: String) -> crate::error::FrontendError {
+        crate::error::FrontendError::BadRequest(message)
+    }
 }
 
 /// The Live2D models: a bare array, or with `?simple=true` their names.
@@ -402,10 +409,11 @@ pub async fn live2d_path_of(st: &AppState, name: &str) -> Option<String> {
 
 pub(crate) async fn live2d_models(
     State(st): State<AppState>,
-    RawQuery(q): RawQuery,
+    QueryOf(q): QueryOf<SimpleQuery>,
 ) -> Json<Live2dModels> {
     let models = live2d_all(&st).await;
-    let simple = crate::pages::query_param(q.as_deref().unwrap_or(""), "simple")
+    let simple = q
+        .simple
         .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
     if simple {
         return Json(Live2dModels::Names(Live2dNames {

@@ -11,8 +11,10 @@ use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use companiond_core::envelope::parse_query;
 use companiond_core::AppState;
 use minijinja::Environment;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::render;
@@ -198,44 +200,20 @@ impl Pages {
             m.insert("initial_chat_host_kind".into(), json!(s));
         }
         if c.lanlan_query {
-            let name = query_param(query.unwrap_or(""), "lanlan_name").unwrap_or_default();
+            let name = parse_query::<PageQuery>(query)
+                .unwrap_or_default()
+                .lanlan_name
+                .unwrap_or_default();
             m.insert("lanlan_name".into(), json!(name));
         }
         m
     }
 }
 
-/// The first value of `key` in a query string, percent- and `+`-decoded.
-pub fn query_param(query: &str, key: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (decode(k) == key).then(|| decode(v))
-    })
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// The query a page is rendered with (the chat page's `lanlan_name`).
+#[derive(Deserialize, Default)]
+struct PageQuery {
+    lanlan_name: Option<String>,
 }
 
 /// The page routes (pages, not operations: not in `/openapi.json`).
@@ -288,14 +266,13 @@ mod tests {
 
     #[test]
     fn query() {
-        assert_eq!(
-            query_param("a=1&lanlan_name=%E7%8C%AB+x", "lanlan_name").as_deref(),
-            Some("猫 x")
-        );
-        assert_eq!(
-            query_param("lanlan_name=%zz%", "lanlan_name").as_deref(),
-            Some("%zz%")
-        );
-        assert_eq!(query_param("", "lanlan_name"), None);
+        let name = |q| {
+            parse_query::<PageQuery>(Some(q))
+                .ok()
+                .and_then(|p| p.lanlan_name)
+        };
+        assert_eq!(name("a=1&lanlan_name=%E7%8C%AB+x").as_deref(), Some("猫 x"));
+        assert_eq!(name("lanlan_name=%zz%").as_deref(), Some("%zz%"));
+        assert_eq!(name(""), None);
     }
 }

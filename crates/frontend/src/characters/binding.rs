@@ -1,8 +1,9 @@
 //! The model bound to a character (Live2D, VRM, MMD or PNGTuber) and the
 //! Live2D model a page shows for it.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::Json;
+use companiond_core::envelope::QueryOf;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -44,10 +45,16 @@ pub(crate) struct BindBody {
 }
 
 /// `?catgirl_name=`: whose model (default: the current character).
-#[derive(IntoParams)]
-#[allow(dead_code)]
+#[derive(Deserialize, IntoParams)]
 pub(crate) struct ModelOf {
     catgirl_name: Option<String>,
+}
+
+impl companiond_core::envelope::QueryRejection for ModelOf {
+    type Error = crate::error::FrontendError;
+    fn rejected(message: String) -> crate::error::FrontendError {
+        crate::error::FrontendError::BadRequest(message)
+    }
 }
 
 /// The Live2D model a character shows (the default model, `is_fallback`, when
@@ -225,10 +232,9 @@ fn set_idle(set: &mut Map<String, Value>, idle: Option<&Value>, one: &str) {
 
 pub(crate) async fn current_live2d_model(
     State(st): State<AppState>,
-    RawQuery(q): RawQuery,
+    QueryOf(q): QueryOf<ModelOf>,
 ) -> Json<CurrentLive2d> {
-    let q = q.unwrap_or_default();
-    let asked = crate::pages::query_param(&q, "catgirl_name").unwrap_or_default();
+    let asked = q.catgirl_name.unwrap_or_default();
     let name = st
         .characters
         .resolve(Some(&asked))
