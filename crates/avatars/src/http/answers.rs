@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
-use super::param;
 use crate::mmd::{
     AnimationEntry, AnimationUploaded, MmdConfig, ModelEntry, ModelUploaded, UserAnimation,
     ZipImported,
@@ -181,14 +180,26 @@ pub struct SaveMapping {
     pub mapping: Map<String, Value>,
 }
 
-impl MappingQuery {
-    /// From the query string (a non-string `model` counts as absent).
-    pub fn read(q: &Map<String, Value>) -> Self {
-        MappingQuery {
-            model: q.get("model").and_then(Value::as_str).map(str::to_string),
-        }
+/// A non-blank string field of the JSON body, else the query's non-blank value.
+fn body_or_query(body: &Value, key: &str, query: Option<String>) -> Option<String> {
+    match body.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        _ => query.filter(|s| !s.trim().is_empty()),
     }
 }
+
+macro_rules! rejected_as_invalid_query {
+    ($($t:ty),* $(,)?) => {$(
+        impl companiond_core::envelope::QueryRejection for $t {
+            type Error = crate::error::AvatarError;
+            fn rejected(message: String) -> crate::error::AvatarError {
+                crate::error::AvatarError::invalid("invalid_query", message)
+            }
+        }
+    )*};
+}
+
+rejected_as_invalid_query!(MappingQuery, UrlParam, PackageKey);
 
 /// `url` in the query or the JSON body (the body wins when both are given).
 #[derive(Deserialize, IntoParams, ToSchema)]
@@ -200,10 +211,10 @@ pub struct UrlParam {
 }
 
 impl UrlParam {
-    /// Each field: a non-blank string from the JSON body, else from the query.
-    pub fn read(q: &Map<String, Value>, body: &Value) -> Self {
+    /// The query's fields under the JSON body's (a non-blank body string wins).
+    pub fn under(self, body: &Value) -> Self {
         UrlParam {
-            url: param(q, body, "url"),
+            url: body_or_query(body, "url", self.url),
         }
     }
 }
@@ -227,12 +238,12 @@ pub struct PackageKey {
 }
 
 impl PackageKey {
-    /// Each field: a non-blank string from the JSON body, else from the query.
-    pub fn read(q: &Map<String, Value>, body: &Value) -> Self {
+    /// The query's fields under the JSON body's (a non-blank body string wins).
+    pub fn under(self, body: &Value) -> Self {
         PackageKey {
-            folder: param(q, body, "folder"),
-            url: param(q, body, "url"),
-            name: param(q, body, "name"),
+            folder: body_or_query(body, "folder", self.folder),
+            url: body_or_query(body, "url", self.url),
+            name: body_or_query(body, "name", self.name),
         }
     }
 

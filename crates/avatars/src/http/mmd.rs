@@ -1,7 +1,8 @@
 //! `/api/model/mmd/…`: uploads, listings, emotion mappings and deletes.
 
-use axum::extract::{Multipart, RawQuery, Request};
+use axum::extract::{Multipart, Request};
 use axum::response::{IntoResponse, Response};
+use companiond_core::envelope::QueryOf;
 use serde_json::Value;
 
 use companiond_core::envelope::JsonBody;
@@ -12,7 +13,7 @@ use super::answers::{
     ModelDeleted, ModelList, ModelUploadedAnswer, SaveMapping, UrlParam, UserAnimationList,
     ZipImportedAnswer,
 };
-use super::{done, fresh, multipart, multipart_error, query_map, refused};
+use super::{done, fresh, multipart, multipart_error, refused};
 use crate::error::AvatarError;
 use crate::mmd::Mmd;
 use crate::Avatars;
@@ -111,8 +112,7 @@ pub async fn config(Ext(av): Ext<Avatars>) -> Response {
 }
 
 /// `GET /api/model/mmd/emotion_mapping?model=`: `{}` when none is stored.
-pub async fn emotion_mapping(Ext(av): Ext<Avatars>, q: RawQuery) -> Response {
-    let q = MappingQuery::read(&query_map(q));
+pub async fn emotion_mapping(Ext(av): Ext<Avatars>, QueryOf(q): QueryOf<MappingQuery>) -> Response {
     fresh(
         av.mmd
             .emotion_mapping(q.model.as_deref())
@@ -151,8 +151,12 @@ fn save_mapping(mut body: Value) -> Result<SaveMapping, AvatarError> {
 }
 
 /// `DELETE /api/model/mmd/model` with `url` in the query or the JSON body.
-pub async fn delete_model(Ext(av): Ext<Avatars>, q: RawQuery, body: JsonBody<Value>) -> Response {
-    let Some(url) = UrlParam::read(&query_map(q), &body.0).url else {
+pub async fn delete_model(
+    Ext(av): Ext<Avatars>,
+    QueryOf(q): QueryOf<UrlParam>,
+    body: JsonBody<Value>,
+) -> Response {
+    let Some(url) = q.under(&body.0).url else {
         return AvatarError::invalid("missing_url", "url is required").into_response();
     };
     let deleted = av.mmd.delete_model(&url).await;
@@ -166,10 +170,10 @@ pub async fn delete_model(Ext(av): Ext<Avatars>, q: RawQuery, body: JsonBody<Val
 /// `DELETE /api/model/mmd/animation` with `url` in the query or the JSON body.
 pub async fn delete_animation(
     Ext(av): Ext<Avatars>,
-    q: RawQuery,
+    QueryOf(q): QueryOf<UrlParam>,
     body: JsonBody<Value>,
 ) -> Response {
-    let Some(url) = UrlParam::read(&query_map(q), &body.0).url else {
+    let Some(url) = q.under(&body.0).url else {
         return AvatarError::invalid("missing_url", "url is required").into_response();
     };
     let deleted = av.mmd.delete_animation(&url).await;

@@ -9,10 +9,9 @@ pub mod pngtuber;
 
 use std::time::Duration;
 
-use axum::extract::{Multipart, RawQuery, Request};
+use axum::extract::{Multipart, Request};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::{Map, Value};
 
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::multipart::{with_drain_cap, DrainCap};
@@ -55,25 +54,4 @@ async fn multipart(req: Request) -> Result<Multipart, AvatarError> {
 
 fn multipart_error(e: impl std::fmt::Display) -> AvatarError {
     AvatarError::invalid("invalid_multipart", format!("invalid multipart body: {e}"))
-}
-
-/// The query string as a map (never fails: malformed pairs are read leniently).
-fn query_map(q: RawQuery) -> Map<String, Value> {
-    let mut m = Map::new();
-    if let Some(raw) = q.0 {
-        for (k, v) in url::form_urlencoded::parse(raw.as_bytes()) {
-            m.entry(k.into_owned())
-                .or_insert(Value::String(v.into_owned()));
-        }
-    }
-    m
-}
-
-/// A non-blank string parameter from the JSON body, else from the query.
-fn param(q: &Map<String, Value>, body: &Value, key: &str) -> Option<String> {
-    let pick = |v: Option<&Value>| match v {
-        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
-        _ => None,
-    };
-    pick(body.get(key)).or_else(|| pick(q.get(key)))
 }

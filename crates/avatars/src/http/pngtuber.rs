@@ -1,16 +1,17 @@
 //! `/api/model/pngtuber/…`: package upload, listing and delete.
 
-use axum::extract::{RawQuery, Request};
+use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
+use companiond_core::envelope::QueryOf;
 use serde_json::Value;
 
 use companiond_core::envelope::{no_store, JsonBody};
 use companiond_core::Ext;
 
 use super::answers::{Message, PackageKey, PackageList, PackageUploadedAnswer};
-use super::{done, multipart, multipart_error, query_map, refused};
+use super::{done, multipart, multipart_error, refused};
 use crate::error::AvatarError;
 use crate::Avatars;
 
@@ -73,8 +74,12 @@ pub async fn models(Ext(av): Ext<Avatars>) -> Response {
 
 /// `DELETE /api/model/pngtuber/model` by `folder`, `url` or `name` (query or
 /// JSON body, in that order of preference).
-pub async fn delete(Ext(av): Ext<Avatars>, q: RawQuery, body: JsonBody<Value>) -> Response {
-    let key = PackageKey::read(&query_map(q), &body.0).key();
+pub async fn delete(
+    Ext(av): Ext<Avatars>,
+    QueryOf(q): QueryOf<PackageKey>,
+    body: JsonBody<Value>,
+) -> Response {
+    let key = q.under(&body.0).key();
     let Some(key) = key else {
         return AvatarError::invalid("missing_identifier", "missing PNGTuber model identifier")
             .into_response();
