@@ -181,11 +181,16 @@ def test_edit_history_and_refuse_a_conflict(page, server):
     assert [e["data"]["content"] for e in content] == ["你好", "你好！我是小雪。", "A note I added"]
     assert [e["type"] for e in content] == ["human", "ai", "human"]
 
-    # the memory toggles
+    # the extraction's state, then the memory toggles
+    status = page.locator("#mem-extract-status")
+    expect(status).not_to_be_empty()
+    expect(status).not_to_contain_text("Off:")
     review = page.locator("#mem-review")
     expect(review).to_be_checked()
     review.click()
     expect(page.locator("#mem-toggle-result")).to_have_text("Automatic review is now off.")
+    expect(status).to_contain_text("Off: ")
+    assert server.get("/api/memory/extraction", params={"character": "小雪"}).json()["enabled"] is False
     assert server.get("/api/memory/review_config").json()["enabled"] is False
     shot(page, "memory")
 

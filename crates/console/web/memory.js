@@ -40,6 +40,7 @@ async function setToggle(id, path, label) {
     return;
   }
   say('mem-toggle-result', `${label} is now ${r.body.enabled ? 'on' : 'off'}.`, 'ok');
+  await loadExtraction();
 }
 
 async function loadFileList() {
@@ -165,6 +166,34 @@ async function loadSnapshots() {
     el('td', { class: 'actions' }, confirmButton('Restore', 'Really restore?', () => restoreSnapshot(name, s))))));
 }
 
+// How the background extraction fares (GET /api/memory/extraction).
+async function loadExtraction() {
+  const name = selectedCharacter();
+  if (!name) { say('mem-extract-status', '', 'info'); return; }
+  const r = await api.get(`/api/memory/extraction?character=${encodeURIComponent(name)}`);
+  if (!r.ok) { say('mem-extract-status', `The extraction status could not be read: ${api.explain(r)}`, 'error'); return; }
+  const b = r.body;
+  if (!b.enabled) { say('mem-extract-status', `Off: ${b.disabled_reason}.`, 'info'); return; }
+  if (b.running) { say('mem-extract-status', 'Extracting now…', 'info'); return; }
+  if (b.failures > 0) {
+    const wait = b.retry_in_ms > 0 ? ` The next try is in ${Math.ceil(b.retry_in_ms / 60000)} min.` : '';
+    say('mem-extract-status', `The last ${b.failures > 1 ? `${b.failures} extractions` : 'extraction'} failed (${new Date(b.last_error_at).toLocaleString()}): ${b.last_error}.${wait}`, 'error');
+    return;
+  }
+  say('mem-extract-status', b.last_success_at
+    ? `Working: last extraction ${new Date(b.last_success_at).toLocaleString()}.`
+    : 'Working: no extraction since companiond started.', 'ok');
+}
+
+async function extractNow() {
+  const name = selectedCharacter();
+  if (!name) return;
+  say('mem-extract-status', 'Extracting now…', 'info');
+  const r = await api.post('/api/memory/extract', { character: name });
+  await loadExtraction();
+  if (r.ok) say('mem-extract-status', `Extracted: ${r.body.added || 0} new fact(s).`, 'ok');
+}
+
 // The archive: entries folded out of the recent history (docs/memory.md § Folding),
 // newest first, one page of 50 at a time.
 let archiveBefore = null;
@@ -219,7 +248,8 @@ export default {
     app = a;
     $('mem-review').addEventListener('change', () => setToggle('mem-review', '/api/memory/review_config', 'Automatic review'));
     $('mem-powerful').addEventListener('change', () => setToggle('mem-powerful', '/api/memory/powerful_memory_config', 'Powerful memory'));
-    $('mem-file').addEventListener('change', async () => { await loadFile(); await loadSnapshots(); await loadArchive(); });
+    $('mem-file').addEventListener('change', async () => { await loadFile(); await loadSnapshots(); await loadExtraction(); await loadArchive(); });
+    $('mem-extract-now').addEventListener('click', extractNow);
     $('mem-arch-more').addEventListener('click', () => loadArchive(true));
     $('mem-reload').addEventListener('click', async () => { await loadFile(); say('mem-result', 'Reloaded the latest version.', 'info'); });
     $('mem-add').addEventListener('click', () => {
@@ -238,6 +268,7 @@ export default {
     await loadFileList();
     if (!dirty || !doc || doc.filename !== $('mem-file').value) await loadFile();
     await loadSnapshots();
+    await loadExtraction();
     await loadArchive();
   },
 };

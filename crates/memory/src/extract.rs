@@ -145,7 +145,7 @@ pub fn start(
             let sched = &MemoryRuntime::of(&st).extract;
             match &r {
                 Err(Failure::Model(e)) | Err(Failure::Storage(e)) => {
-                    let (failures, wait) = sched.failed(&n);
+                    let (failures, wait) = sched.failed(&n, e);
                     tracing::warn!(
                         character = %n,
                         failures,
@@ -971,8 +971,35 @@ pub struct Scheduler {
     quiet_ms: AtomicU64,
     every: AtomicUsize,
     generations: Mutex<HashMap<String, u64>>,
-    /// Consecutive failures per character and when the background may try again.
-    failures: Mutex<HashMap<String, (u32, std::time::Instant)>>,
+    /// Consecutive failures per character, when the background may try
+    /// again, and the last error.
+    failures: Mutex<HashMap<String, Failing>>,
+    /// When each character's last extraction succeeded (ms since the epoch).
+    successes: Mutex<HashMap<String, i64>>,
+}
+
+/// A character whose extractions fail.
+struct Failing {
+    count: u32,
+    retry_at: std::time::Instant,
+    last_error: String,
+    at_ms: i64,
+}
+
+/// How the background extraction of a character fares
+/// (`GET /api/memory/extraction`; since this server started).
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct Health {
+    /// Consecutive failed extractions (0 after a success).
+    pub failures: u32,
+    /// The background waits this long before it tries again (ms; 0: it does not wait).
+    pub retry_in_ms: u64,
+    /// Why the last extraction failed (`null` when the last one succeeded).
+    pub last_error: Option<String>,
+    /// When it failed (ms since the epoch).
+    pub last_error_at: Option<i64>,
+    /// When the last extraction succeeded (ms since the epoch).
+    pub last_success_at: Option<i64>,
 }
 
 /// The wait of the background extraction after `n` consecutive failures:
@@ -991,6 +1018,7 @@ impl Default for Scheduler {
             every: AtomicUsize::new(EVERY),
             generations: Mutex::default(),
             failures: Mutex::default(),
+            successes: Mutex::default(),
         }
     }
 }
@@ -1009,21 +1037,57 @@ impl Scheduler {
         self.every.store(every.max(1), Ordering::Relaxed);
     }
     /// Count a failed extraction of `name`: (consecutive failures, wait).
-    fn failed(&self, name: &str) -> (u32, Duration) {
+    fn failed(&self, name: &str, error: &str) -> (u32, Duration) {
         let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let e = f
-            .entry(name.to_string())
-            .or_insert((0, std::time::Instant::now()));
-        e.0 = e.0.saturating_add(1);
-        let wait = backoff(e.0);
-        e.1 = std::time::Instant::now() + wait;
-        (e.0, wait)
+        let e = f.entry(name.to_string()).or_insert(Failing {
+            count: 0,
+            retry_at: std::time::Instant::now(),
+            last_error: String::new(),
+            at_ms: 0,
+        });
+        e.count = e.count.saturating_add(1);
+        let wait = backoff(e.count);
+        e.retry_at = std::time::Instant::now() + wait;
+        e.last_error = error.chars().take(500).collect();
+        e.at_ms = companiond_core::now_millis();
+        (e.count, wait)
     }
     fn succeeded(&self, name: &str) {
         self.failures
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
+        self.successes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), companiond_core::now_millis());
+    }
+    /// How the extractions of `name` fared since the server started.
+    pub fn health(&self, name: &str) -> Health {
+        let mut h = Health {
+            last_success_at: self
+                .successes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(name)
+                .copied(),
+            ..Health::default()
+        };
+        if let Some(f) = self
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            h.failures = f.count;
+            h.retry_in_ms = f
+                .retry_at
+                .saturating_duration_since(std::time::Instant::now())
+                .as_millis() as u64;
+            h.last_error = Some(f.last_error.clone());
+            h.last_error_at = Some(f.at_ms);
+        }
+        h
     }
     /// Consecutive failed extractions of `name` (0 after a success).
     pub fn failures(&self, name: &str) -> u32 {
@@ -1031,7 +1095,7 @@ impl Scheduler {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
-            .map_or(0, |e| e.0)
+            .map_or(0, |e| e.count)
     }
     /// Is the background extraction of `name` waiting after failures?
     pub fn backing_off(&self, name: &str) -> bool {
@@ -1039,7 +1103,7 @@ impl Scheduler {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
-            .is_some_and(|e| e.1 > std::time::Instant::now())
+            .is_some_and(|e| e.retry_at > std::time::Instant::now())
     }
     fn bump(&self, name: &str) -> u64 {
         let mut g = self.generations.lock().unwrap_or_else(|e| e.into_inner());

@@ -787,6 +787,47 @@ pub(crate) async fn extract_now(
     }))
 }
 
+/// The answer of `GET /api/memory/extraction`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ExtractionStatus {
+    success: bool,
+    character: String,
+    /// Whether the background extraction may run (both memory switches on).
+    enabled: bool,
+    /// Why it may not (`null` when enabled).
+    disabled_reason: Option<String>,
+    /// An extraction of this character runs right now.
+    running: bool,
+    #[serde(flatten)]
+    health: extract::Health,
+}
+
+/// `GET /api/memory/extraction?character=`: how the character's background
+/// extraction fares (failures, back-off, last error and success).
+pub(crate) async fn extraction_status(
+    State(st): State<AppState>,
+    Ext(rt): Ext<MemoryRuntime>,
+    QueryOf(q): QueryOf<CharacterQuery>,
+) -> Response {
+    let r = async {
+        let name = character_param(&q.character)?;
+        longterm::character(&st, &name)?;
+        let disabled_reason = extract::allowed(&st).await.err();
+        Ok::<_, MemoryError>(ExtractionStatus {
+            success: true,
+            enabled: disabled_reason.is_none(),
+            disabled_reason,
+            running: rt
+                .tasks
+                .is_running(&name, crate::tasks::TaskKind::Extraction),
+            health: rt.extract.health(&name),
+            character: name,
+        })
+    }
+    .await;
+    no_store(r.map(Json))
+}
+
 /// `GET /api/memory/snapshots?character=`: a character's snapshots, newest first.
 pub(crate) async fn snapshots_list(
     State(st): State<AppState>,

@@ -507,6 +507,15 @@ pub fn api(state: &AppState) -> Api {
         .json_body::<ForgetBody>()
         .ok::<longterm::Forgotten>()
         .fails::<MemoryError>()
+        .get(
+            "/api/memory/extraction",
+            "how the character's background extraction fares (failures, back-off, last error)",
+            http::extraction_status,
+        )
+        .id("extraction_status")
+        .query::<CharacterQuery>()
+        .ok::<ExtractionStatus>()
+        .fails::<MemoryError>()
         .guarded(
             Method::POST,
             "/api/memory/extract",

@@ -193,6 +193,14 @@ impl TaskRegistry {
             .count()
     }
 
+    /// Is a task of `kind` running for `name`?
+    pub fn is_running(&self, name: &str, kind: TaskKind) -> bool {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.tasks
+            .get(name)
+            .is_some_and(|ts| ts.iter().any(|t| t.kind == kind))
+    }
+
     /// Running tasks of `name`.
     pub fn in_flight(&self, name: &str) -> usize {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());

@@ -192,3 +192,59 @@ async fn a_line_said_long_ago_is_recalled_without_extraction_after_a_restart() {
     assert!(system.contains("Zwiesel"), "{system}");
     assert!(system.contains("the user: My grandmother"), "{system}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extraction_failures_and_successes_show_in_its_status() {
+    let llm = MockLlm::start("ok").await;
+    let s = memory_server(None).await;
+    s.configure_llm(&llm.base()).await;
+    let b = extraction_status(&s).await;
+    assert_eq!(b["enabled"], true, "{b}");
+    assert_eq!(b["failures"], 0, "{b}");
+    assert!(
+        b["last_error"].is_null() && b["last_success_at"].is_null(),
+        "{b}"
+    );
+
+    turn(&s, C, "My cat is called Mochi.").await;
+    for n in 1..=2u64 {
+        llm.push_matching(MARK_EXTRACT, MockReply::Text("no JSON here at all".into()));
+        let (st, b) = s
+            .post_csrf("/api/memory/extract", json!({"character": C}))
+            .await;
+        assert_ne!(st, 200, "{b}");
+        let b = extraction_status(&s).await;
+        assert_eq!(b["failures"], n, "{b}");
+        assert!(
+            b["last_error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{b}"
+        );
+        assert!(b["last_error_at"].as_i64().is_some(), "{b}");
+        // No wait after the first failure; a minute after the second.
+        let wait = b["retry_in_ms"].as_u64().unwrap_or(0);
+        assert!(if n == 1 { wait == 0 } else { wait > 50_000 }, "{b}");
+    }
+    llm.push_matching(MARK_EXTRACT, MockReply::Text("{\"facts\": []}".into()));
+    let (st, b) = s
+        .post_csrf("/api/memory/extract", json!({"character": C}))
+        .await;
+    assert_eq!(st, 200, "{b}");
+    let b = extraction_status(&s).await;
+    assert_eq!(b["failures"], 0, "{b}");
+    assert!(b["last_error"].is_null(), "{b}");
+    assert!(b["last_success_at"].as_i64().is_some(), "{b}");
+    assert_eq!(b["running"], false, "{b}");
+
+    let (st, _) = s.get("/api/memory/extraction?character=Nobody").await;
+    assert_eq!(st, 404);
+    let (st, b) = s.get("/api/memory/extraction").await;
+    assert_eq!(st, 400, "{b}");
+}
+
+async fn extraction_status(s: &TestServer) -> Value {
+    let (st, b) = s
+        .get(&format!("/api/memory/extraction?character={C}"))
+        .await;
+    assert_eq!(st, 200, "{b}");
+    b
+}
