@@ -224,7 +224,11 @@ impl CloudSave {
     ) -> Result<Option<String>, CloudSaveError> {
         let data = self.state.data_dir().to_path_buf();
         let mem_dir = self.state.memory_dir(name);
-        let previous_profile = self.state.characters.profile(name);
+        let previous_profile = self
+            .state
+            .characters
+            .profile(name)
+            .map(companiond_core::characters::Profile::into_value);
 
         // 0. The local character as it was, kept as a snapshot the memory
         // routes can restore (docs/data.md § Snapshots). The memory was

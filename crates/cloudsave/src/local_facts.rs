@@ -160,7 +160,10 @@ impl LocalFactsCache {
                         if profiles_known {
                             Some(e.facts.clone())
                         } else {
-                            profile = state.characters.profile(name);
+                            profile = state
+                                .characters
+                                .profile(name)
+                                .map(companiond_core::characters::Profile::into_value);
                             match &profile {
                                 Some(p) if *p == e.profile => Some(e.facts.clone()),
                                 _ => None,
@@ -174,7 +177,12 @@ impl LocalFactsCache {
                 out.insert(name.clone(), f);
                 continue;
             }
-            let profile = match profile.or_else(|| state.characters.profile(name)) {
+            let profile = match profile.or_else(|| {
+                state
+                    .characters
+                    .profile(name)
+                    .map(companiond_core::characters::Profile::into_value)
+            }) {
                 Some(p) => p,
                 // Not (or no longer) a character.
                 None => continue,

@@ -25,7 +25,12 @@ impl CloudSave {
     /// `POST character/{name}/upload` (name already validated); an existing
     /// cloud unit is replaced only with `overwrite`.
     pub async fn upload(&self, name: &str, overwrite: bool) -> Result<Transferred, CloudSaveError> {
-        let Some(profile) = self.state.characters.profile(name) else {
+        let Some(profile) = self
+            .state
+            .characters
+            .profile(name)
+            .map(companiond_core::characters::Profile::into_value)
+        else {
             return Err(CloudSaveError::LocalNotFound);
         };
         let target = self.target().await?;

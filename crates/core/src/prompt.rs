@@ -13,7 +13,7 @@
 use serde_json::{Map, Value};
 
 use crate::cards::{field_text, reserved, CARD_KEY};
-use crate::characters::{MASTER_DOC, SYSTEM_RESERVED};
+use crate::characters::{Profile, MASTER_DOC, SYSTEM_RESERVED};
 use crate::state::AppState;
 
 /// The token budget of the lorebook when the card gives none.
@@ -59,12 +59,7 @@ impl Prompt {
     }
 }
 
-/// The default system prompt of a character.
-pub fn default_system(name: &str) -> String {
-    format!(
-        "You are {name}, a warm and playful desktop companion character. Keep answers short and natural."
-    )
-}
+pub use crate::characters::default_system_prompt as default_system;
 
 /// The master's name (`档案名` of the master profile), else [`DEFAULT_USER`].
 pub async fn master_name(st: &AppState) -> String {
@@ -86,7 +81,7 @@ pub async fn master_name(st: &AppState) -> String {
 /// The prompt of character `name`; `scan` are the latest messages, oldest
 /// first (the lorebook looks for its keys in the last `scan_depth` of them).
 pub async fn for_character(st: &AppState, name: &str, scan: &[String]) -> Prompt {
-    let profile = st.characters.profile(name).unwrap_or(Value::Null);
+    let profile = st.characters.profile(name).unwrap_or_default();
     let user = master_name(st).await;
     build(name, &profile, &user, scan)
 }
@@ -121,9 +116,9 @@ struct Macros {
 }
 
 impl Macros {
-    fn new(name: &str, profile: &Value, user: &str) -> Macros {
-        let nickname = reserved(profile, CARD_KEY)
-            .and_then(|c| c.get("data"))
+    fn new(name: &str, profile: &Profile, user: &str) -> Macros {
+        let nickname = profile
+            .card_data()
             .and_then(|d| d.get("nickname"))
             .and_then(Value::as_str)
             .filter(|s| !s.trim().is_empty());
@@ -168,34 +163,25 @@ impl Macros {
 }
 
 /// The prompt of a character from its profile (pure; see [`for_character`]).
-pub fn build(name: &str, profile: &Value, user: &str, scan: &[String]) -> Prompt {
+pub fn build(name: &str, profile: &Profile, user: &str, scan: &[String]) -> Prompt {
     let m = Macros::new(name, profile, user);
     let empty = Map::new();
-    let d = reserved(profile, CARD_KEY)
-        .and_then(|c| c.get("data"))
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
+    let d = profile.card_data().unwrap_or(&empty);
     let text = |v: Option<&Value>| {
         v.and_then(Value::as_str)
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
-    let system = text(profile.get("system_prompt"))
-        .or_else(|| text(reserved(profile, "system_prompt")))
-        .or_else(|| text(d.get("system_prompt")))
-        .unwrap_or_else(|| default_system(name));
+    let system = profile.system_prompt(name);
     let mut parts: Vec<String> = vec![m.apply(&system)];
     let (before, after) = match d.get("character_book") {
         Some(b) => lorebook(b, scan),
         None => (Vec::new(), Vec::new()),
     };
     parts.extend(before.iter().map(|e| m.apply(e)));
-    let description = text(profile.get("description"))
-        .or_else(|| text(profile.get("描述")))
-        .or_else(|| text(d.get("description")));
-    if let Some(s) = description {
-        parts.push(m.apply(&s));
+    if let Some(s) = profile.description() {
+        parts.push(m.apply(s));
     }
     if let Some(s) = text(d.get("personality")) {
         parts.push(m.apply(&format!("{{{{char}}}}'s personality: {s}")));
@@ -368,7 +354,7 @@ mod tests {
 
     #[test]
     fn macros_any_case_and_unicode() {
-        let m = Macros::new("Mika", &json!({}), "Ash");
+        let m = Macros::new("Mika", &Profile::default(), "Ash");
         assert_eq!(
             m.apply("{{Char}} 和 {{user}}: <USER>/<bot> {name}"),
             "Mika 和 Ash: Ash/Mika Mika"
@@ -381,7 +367,7 @@ mod tests {
         let profile = json!({"性别": "女", "Core Traits": ["calm", "kind"], "voice_id": "v1",
             "live2d": "yui", "pngtuber": {"idle_image": "a.png"}, "master_name": "x",
             "description": "A fox.", "_reserved": {"system_prompt": "Be {{char}}."}});
-        let p = build("Mika", &profile, "Ash", &[]);
+        let p = build("Mika", &Profile::from(profile), "Ash", &[]);
         assert_eq!(
             p.system,
             "Be Mika.\n\nA fox.\n\nAbout Mika:\n性别: 女\nCore Traits: calm; kind"
@@ -390,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_plain_profile_keeps_the_old_prompt() {
-        let p = build("Mika", &json!({}), "User", &[]);
+        let p = build("Mika", &Profile::default(), "User", &[]);
         assert_eq!(p.system, default_system("Mika"));
         assert_eq!(p.post_history, None);
     }

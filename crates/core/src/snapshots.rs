@@ -745,7 +745,7 @@ pub async fn trash_before_delete(state: &crate::AppState, character: &str) -> Op
                 character: &c,
                 kind: Kind::Delete,
                 files: &files,
-                profile: Some(profile),
+                profile: Some(profile.into_value()),
                 renamed_from: None,
                 restored: None,
             },

@@ -149,7 +149,14 @@ pub async fn rename(
 
     // The documents as they were, and the profile, kept as a snapshot that
     // follows the character to its new name (docs/data.md § Snapshots).
-    let (d, o, profile) = (data.clone(), old.clone(), state.characters.profile(&old));
+    let (d, o, profile) = (
+        data.clone(),
+        old.clone(),
+        state
+            .characters
+            .profile(&old)
+            .map(companiond_core::characters::Profile::into_value),
+    );
     let snap = tokio::task::spawn_blocking(move || {
         let files = snapshots::document_files();
         snapshots::before_change(

@@ -299,7 +299,10 @@ pub async fn restore(
     let stores_guard = stores_lock.lock().await;
     fence::check(&data, "snapshot_restore", &format!("memory/{target}"))?;
 
-    let current_profile = state.characters.profile(&target);
+    let current_profile = state
+        .characters
+        .profile(&target)
+        .map(companiond_core::characters::Profile::into_value);
     let (d, t, id2, m2) = (data.clone(), target.clone(), id.to_string(), meta.clone());
     let undo = companiond_core::task::blocking(move || {
         let names: Vec<&str> = m2.files.iter().map(|f| f.name.as_str()).collect();

@@ -108,7 +108,7 @@ pub async fn page_config(
         .or(q.lanlan_name)
         .unwrap_or_else(|| st.characters.current());
     let exists = st.characters.exists(&name);
-    let profile = st.characters.profile(&name).unwrap_or_else(|| json!({}));
+    let profile = st.characters.profile(&name).unwrap_or_default();
     let bundle_static = st.bundle_dir().join("static");
     let frontend_static = st.opts.frontend_dir.as_ref().map(|d| d.join("static"));
     let roots = page::Roots {

@@ -19,9 +19,11 @@ use crate::store::{self, Store, StoreError};
 
 mod index;
 pub mod names;
+mod profile;
 
 use index::{read_indexed, IndexedDoc};
 pub use names::*;
+pub use profile::{default_system_prompt, Avatar, Profile};
 
 /// The name of the character of a fresh data dir.
 pub const DEFAULT_CHARACTER: &str = "Companion";
@@ -235,8 +237,9 @@ impl Characters {
     pub fn current(&self) -> String {
         self.read().current().to_string()
     }
-    pub fn profile(&self, name: &str) -> Option<Value> {
-        self.read().profile(name)
+    /// The profile of `name`.
+    pub fn profile(&self, name: &str) -> Option<Profile> {
+        self.read().profile(name).map(Profile::from)
     }
     /// `name` if given and existing, else the current character.
     pub fn resolve(&self, name: Option<&str>) -> Option<String> {

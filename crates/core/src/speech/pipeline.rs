@@ -265,11 +265,11 @@ impl Voice {
     /// The provider the stored settings choose for `character`.
     pub async fn provider(&self, character: &str) -> Result<Option<Arc<dyn Provider>>, TtsError> {
         let cfg = self.st.llm.core_config().await;
-        let voice = self.st.characters.profile(character).and_then(|p| {
-            p.get("voice_id")
-                .and_then(|v| v.as_str())
-                .map(str::to_string)
-        });
+        let voice = self
+            .st
+            .characters
+            .profile(character)
+            .and_then(|p| p.voice_id().map(str::to_string));
         Ok(match config::resolve(&cfg, voice.as_deref())? {
             None => None,
             Some(Choice::OpenAi(target)) => Some(Arc::new(OpenAiSpeech {

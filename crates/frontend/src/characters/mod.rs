@@ -89,6 +89,7 @@ pub(crate) fn existing(st: &AppState, name: &str) -> Answer<()> {
 pub(crate) fn profile_of(st: &AppState, name: &str) -> Answer<Value> {
     st.characters
         .profile(name)
+        .map(companiond_core::characters::Profile::into_value)
         .ok_or_else(|| CharacterError::NotFound(name.to_string()).into())
 }
 

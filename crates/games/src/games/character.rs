@@ -1,45 +1,13 @@
 //! Game character info (`GET /api/game/{game_type}/character`): the model type
 //! and model paths of a character, read from its profile in the characters file.
 //!
-//! Lookup order for each field: `_reserved.avatar.<..>`, then `avatar.<..>`, then
-//! the legacy top-level profile fields. `model_type` falls back to `live2d`.
+//! The stored avatar is read by core's one accessor (`Profile::avatar`); this
+//! module turns its paths into URLs the game pages load.
 
 use companiond_core::AppState;
 use serde::Serialize;
-use serde_json::{json, Value};
 
 use crate::text::truncate_chars;
-
-/// The value reported when a profile names no model type.
-pub const FALLBACK_MODEL_TYPE: &str = "live2d";
-
-fn avatar_of(profile: &Value) -> Value {
-    profile
-        .get("_reserved")
-        .and_then(|r| r.get("avatar"))
-        .filter(|a| a.is_object())
-        .or_else(|| profile.get("avatar").filter(|a| a.is_object()))
-        .cloned()
-        .unwrap_or_else(|| json!({}))
-}
-
-fn string_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.get(*p)?;
-    }
-    cur.as_str().map(str::trim).filter(|s| !s.is_empty())
-}
-
-/// The first non-empty string among `candidates` (each a path into avatar or profile).
-fn find(avatar: &Value, profile: &Value, in_avatar: &[&[&str]], in_profile: &[&[&str]]) -> String {
-    in_avatar
-        .iter()
-        .find_map(|p| string_at(avatar, p))
-        .or_else(|| in_profile.iter().find_map(|p| string_at(profile, p)))
-        .map(|s| truncate_chars(s, 2048))
-        .unwrap_or_default()
-}
 
 fn unsafe_path(p: &str) -> bool {
     p.contains("..") || p.contains('\0') || p.contains('\\')
@@ -90,53 +58,15 @@ pub struct CharacterInfo {
 
 /// The game character info of `persona` (an existing character).
 pub fn info(st: &AppState, persona: &str) -> CharacterInfo {
-    let profile = st.characters.profile(persona).unwrap_or_else(|| json!({}));
-    let avatar = avatar_of(&profile);
-    let model_type = {
-        let t =
-            find(&avatar, &profile, &[&["model_type"]], &[&["model_type"]]).to_ascii_lowercase();
-        if t.is_empty() {
-            FALLBACK_MODEL_TYPE.to_string()
-        } else {
-            t
-        }
-    };
-    let live2d = find(
-        &avatar,
-        &profile,
-        &[&["live2d", "model_path"], &["live2d_path"], &["live2d"]],
-        &[&["live2d_path"], &["live2d"]],
-    );
-    let mmd = find(
-        &avatar,
-        &profile,
-        &[&["mmd", "model_path"], &["mmd_path"], &["mmd"]],
-        &[&["mmd_path"], &["mmd", "model_path"], &["mmd"]],
-    );
-    let vrm = find(
-        &avatar,
-        &profile,
-        &[&["vrm", "model_path"], &["vrm_path"], &["vrm"]],
-        &[&["vrm_path"], &["vrm", "model_path"], &["vrm"]],
-    );
-    let png = find(
-        &avatar,
-        &profile,
-        &[&["pngtuber", "idle_image"]],
-        &[&["pngtuber", "idle_image"]],
-    );
+    let profile = st.characters.profile(persona).unwrap_or_default();
+    let avatar = profile.avatar();
+    let model_type = avatar.model_type.clone();
     let (live2d_path, mmd_path, vrm_path) = (
-        model_url("live2d", &live2d),
-        model_url("mmd", &mmd),
-        model_url("vrm", &vrm),
+        model_url("live2d", &avatar.live2d),
+        model_url("mmd", &avatar.mmd),
+        model_url("vrm", &avatar.vrm),
     );
-    let stored_sub = find(
-        &avatar,
-        &profile,
-        &[&["live3d_sub_type"]],
-        &[&["live3d_sub_type"]],
-    )
-    .to_ascii_lowercase();
+    let stored_sub = avatar.live3d_sub_type.clone();
     let live3d_sub_type = if matches!(stored_sub.as_str(), "vrm" | "mmd") {
         stored_sub
     } else if matches!(model_type.as_str(), "vrm" | "mmd") {
@@ -159,7 +89,10 @@ pub fn info(st: &AppState, persona: &str) -> CharacterInfo {
         live2d_path,
         mmd_path,
         vrm_path,
-        pngtuber_path: model_url("pngtuber", &png),
-        language: find(&avatar, &profile, &[], &[&["language"]]),
+        pngtuber_path: model_url("pngtuber", &avatar.pngtuber_idle),
+        language: profile
+            .text("language")
+            .map(|l| truncate_chars(l, 2048))
+            .unwrap_or_default(),
     }
 }
