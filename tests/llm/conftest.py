@@ -30,6 +30,8 @@ import requests
 import websocket
 
 N_CTX = 1024
+# The longest streamed reply the model is let to write (see Proxy).
+REPLY_CAP = 48
 CSRF = "llm-tests-csrf"
 CHARACTER = "Companion"
 
@@ -66,7 +68,11 @@ class Llama:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
              "--n_ctx", str(n_ctx), "--chat_format", "chatml-function-calling",
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_threads", "2",
+             "--host", "127.0.0.1", "--port", str(self.port),
+             # One thread: ggml's threads wait for each other spinning, and on a
+             # shared 2-core machine a request took 5-58 s with two threads
+             # against 3-4 s with one (docs/models.md, "Tests").
+             "--n_threads", "1", "--n_threads_batch", "1",
              "--verbose", "false"],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 180
@@ -88,10 +94,17 @@ class Llama:
 
 
 class Proxy:
-    """Records each POST body, forwards it to ``target`` and streams the answer back."""
+    """Records each POST body, forwards it to ``target`` and streams the answer back.
 
-    def __init__(self, target):
+    ``reply_cap``: the streamed chat requests (the replies of chat turns) reach
+    the server with ``max_tokens`` at most that. What companiond sent is what is
+    recorded; only the model's reply is shorter, which the tests do not judge
+    (a reply of the window's quarter, 256 tokens, is most of a turn's time).
+    """
+
+    def __init__(self, target, reply_cap=REPLY_CAP):
         self.target = target
+        self.reply_cap = reply_cap
         self.requests = []
         proxy = self
 
@@ -107,10 +120,14 @@ class Proxy:
                 path = self.path[len("/v1"):] if self.path.startswith("/v1") else self.path
                 if raw:
                     try:
-                        proxy.requests.append({"path": path, "body": json.loads(raw),
-                                               "t": time.time()})
+                        body = json.loads(raw)
                     except ValueError:
-                        pass
+                        body = None
+                    if isinstance(body, dict):
+                        proxy.requests.append({"path": path, "body": body, "t": time.time()})
+                        if proxy.reply_cap and body.get("stream") and body.get("max_tokens"):
+                            capped = dict(body, max_tokens=min(body["max_tokens"], proxy.reply_cap))
+                            raw = json.dumps(capped).encode()
                 try:
                     r = requests.request(method, proxy.target + path, data=raw, stream=True,
                                          headers={"Content-Type": "application/json"},

@@ -140,7 +140,8 @@ def test_extraction_yields_facts_that_parse(companiond, proxy):
 
 def test_killing_the_server_mid_turn_keeps_the_users_line(root, tmp_path):
     llama = Llama(root)
-    proxy = Proxy(llama.base)
+    # Uncapped: the reply must still be streaming when the server is killed.
+    proxy = Proxy(llama.base, reply_cap=None)
     # No tools: the reply streams (llama.cpp answers tool rounds whole).
     c = Companiond(binary(), tmp_path, proxy.base,
                    {"contextWindow": N_CTX, "conversationTools": False})
@@ -174,10 +175,16 @@ def test_a_background_extraction_beside_a_chat_turn(companiond, proxy):
         companiond.turn(text)
     _, _, alone = companiond.turn("How are you today?")
     done = []
+    before = len(proxy.chat_requests())
     t = threading.Thread(target=lambda: done.append(
         companiond.post("/api/memory/extract", {"character": CHARACTER})))
     t.start()
-    time.sleep(0.5)
+    # The turn starts once the extraction's first call has gone out.
+    deadline = time.time() + 60
+    while not [r for r in proxy.chat_requests()[before:] if not r["body"].get("stream")]:
+        assert time.time() < deadline, "the extraction asked nothing in 60 s"
+        assert t.is_alive() or not done or done[0].status_code == 200, done[0].text
+        time.sleep(0.05)
     _, _, beside = companiond.turn("What should I cook tonight?")
     t.join(600)
     assert done and done[0].status_code == 200, done and done[0].text

@@ -67,6 +67,54 @@ pub fn reported_window(
         .map(|n| n.clamp(MIN_CONTEXT_WINDOW, MAX_CONTEXT_WINDOW))
 }
 
+/// What Ollama runs a model with when its `num_ctx` is not set: its docs
+/// (docs.ollama.com/context-length) give 4k below 24 GiB of VRAM and more above;
+/// companiond cannot see the VRAM, so it takes the smallest (docs/models.md).
+pub const OLLAMA_DEFAULT_NUM_CTX: usize = 4096;
+
+/// The window of a model Ollama reports in its `/api/show` answer: the
+/// `num_ctx` of its `parameters` (Modelfile lines such as `"num_ctx 8192"`, or an
+/// object) when set, else the model's `<arch>.context_length` from `model_info`
+/// capped to [`OLLAMA_DEFAULT_NUM_CTX`]; `None` when the answer holds neither
+/// (not Ollama, or not a model it knows).
+pub fn ollama_window(show: &Value) -> Option<usize> {
+    let positive = |n: u64| usize::try_from(n).ok().filter(|n| *n > 0);
+    let num_ctx = match show.get("parameters") {
+        Some(Value::String(lines)) => lines.lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some("num_ctx"), Some(n)) => n.trim_matches('"').parse::<u64>().ok(),
+                _ => None,
+            }
+        }),
+        Some(Value::Object(m)) => m.get("num_ctx").and_then(|v| match v {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse::<u64>().ok(),
+            _ => None,
+        }),
+        _ => None,
+    }
+    .and_then(positive);
+    let window = match num_ctx {
+        Some(n) => n,
+        None => {
+            let info = show.get("model_info")?.as_object()?;
+            let arch = info.get("general.architecture").and_then(Value::as_str);
+            let trained = arch
+                .and_then(|a| info.get(&format!("{a}.context_length")))
+                .or_else(|| {
+                    info.iter()
+                        .find(|(k, _)| k.ends_with(".context_length"))
+                        .map(|(_, v)| v)
+                })
+                .and_then(Value::as_u64)
+                .and_then(positive)?;
+            trained.min(OLLAMA_DEFAULT_NUM_CTX)
+        }
+    };
+    Some(window.clamp(MIN_CONTEXT_WINDOW, MAX_CONTEXT_WINDOW))
+}
+
 /// Tokens kept free for the answer of a call in a window of `window` tokens
 /// (also its `max_tokens`).
 pub fn reply_reserve(window: usize) -> usize {
@@ -180,6 +228,50 @@ mod tests {
         let models = json!({"data": [{"id": "a", "context_length": 32768}, {"id": "m"}]});
         assert_eq!(reported_window(None, Some(&models), "a"), Some(32768));
         assert_eq!(reported_window(None, Some(&models), "m"), None);
+    }
+
+    #[test]
+    fn windows_from_ollamas_show() {
+        // The shape of Ollama's `/api/show` answer (docs/api.md, "Show Model Information").
+        let show = json!({
+            "modelfile": "FROM llama3.2",
+            "parameters": "stop                           \"<|start_header_id|>\"\nnum_ctx                        8192",
+            "template": "{{ .Prompt }}",
+            "details": {"format": "gguf", "family": "llama"},
+            "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
+            "capabilities": ["completion", "tools"]
+        });
+        assert_eq!(ollama_window(&show), Some(8192));
+        // No num_ctx: the model's length capped to what Ollama runs by default.
+        let show = json!({
+            "parameters": "stop \"<|eot_id|>\"",
+            "model_info": {"general.architecture": "llama", "llama.context_length": 131072}
+        });
+        assert_eq!(ollama_window(&show), Some(OLLAMA_DEFAULT_NUM_CTX));
+        let small =
+            json!({"model_info": {"general.architecture": "gpt2", "gpt2.context_length": 1024}});
+        assert_eq!(ollama_window(&small), Some(1024));
+        let no_arch = json!({"model_info": {"qwen2.context_length": 2048}});
+        assert_eq!(ollama_window(&no_arch), Some(2048));
+        let object = json!({"parameters": {"num_ctx": "16384"}});
+        assert_eq!(ollama_window(&object), Some(16384));
+        // Garbage is no window, never a panic.
+        for bad in [
+            json!(null),
+            json!([]),
+            json!("num_ctx 4096"),
+            json!({"error": "model 'x' not found"}),
+            json!({"parameters": "num_ctx lots", "model_info": {"llama.context_length": "big"}}),
+            json!({"parameters": "num_ctx 0", "model_info": {"general.architecture": 7}}),
+            json!({"parameters": 12, "model_info": []}),
+            json!({"parameters": "num_ctx -5\nnum_ctx", "model_info": {"llama.context_length": -1}}),
+        ] {
+            assert_eq!(ollama_window(&bad), None, "{bad}");
+        }
+        let huge = json!({"parameters": "num_ctx 99999999999999999999"});
+        assert_eq!(ollama_window(&huge), None);
+        let tiny = json!({"parameters": "num_ctx 16"});
+        assert_eq!(ollama_window(&tiny), Some(MIN_CONTEXT_WINDOW));
     }
 
     #[test]

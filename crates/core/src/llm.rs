@@ -434,10 +434,17 @@ impl LlmClient {
         reported.unwrap_or(crate::context::DEFAULT_CONTEXT_WINDOW)
     }
 
-    /// Ask the server at `ep` for its context window (2 s per request).
+    /// Ask the server at `ep` for its context window: llama.cpp's `/props`,
+    /// Ollama's `/api/show`, then `/v1/models`, in that order of trust. The three
+    /// go out together, 2 s each at most; an answer that is not JSON, an error
+    /// status or a timeout is no answer, and the next source is read.
     async fn probe_window(&self, ep: &Endpoint) -> Option<usize> {
-        let get = |url: String| async move {
-            let mut req = self.client_for(&url).get(&url);
+        let ask = |url: String, body: Option<Value>| async move {
+            let client = self.client_for(&url);
+            let mut req = match &body {
+                Some(b) => client.post(&url).json(b),
+                None => client.get(&url),
+            };
             if !ep.api_key.is_empty() {
                 req = req.bearer_auth(&ep.api_key);
             }
@@ -453,13 +460,21 @@ impl LlmClient {
                 .ok()
                 .flatten()
         };
-        let root = ep.base_url.trim_end_matches("/v1").to_string();
-        let props = get(format!("{root}/props")).await;
-        if let Some(n) = crate::context::reported_window(props.as_ref(), None, &ep.model) {
-            return Some(n);
-        }
-        let models = get(format!("{}/models", ep.base_url)).await;
-        crate::context::reported_window(None, models.as_ref(), &ep.model)
+        let root = ep.base_url.trim_end_matches('/').trim_end_matches("/v1");
+        let (props, show, models) = tokio::join!(
+            ask(format!("{root}/props"), None),
+            ask(
+                format!("{root}/api/show"),
+                Some(json!({ "model": ep.model }))
+            ),
+            ask(
+                format!("{}/models", ep.base_url.trim_end_matches('/')),
+                None
+            ),
+        );
+        crate::context::reported_window(props.as_ref(), None, &ep.model)
+            .or_else(|| show.as_ref().and_then(crate::context::ollama_window))
+            .or_else(|| crate::context::reported_window(None, models.as_ref(), &ep.model))
     }
 
     /// The client for `url`: loopback hosts bypass any proxy.

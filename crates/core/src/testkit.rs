@@ -463,6 +463,20 @@ struct MockState {
 
 impl MockLlm {
     pub async fn start(default_text: &str) -> MockLlm {
+        let models = Router::new().route(
+            "/v1/models",
+            any(|| async {
+                axum::Json(
+                    json!({"object": "list", "data": [{"id": "test-model", "object": "model"}]}),
+                )
+            }),
+        );
+        MockLlm::start_with(default_text, models).await
+    }
+
+    /// A mock that also serves `extra`'s routes (an Ollama `/api/show`, a
+    /// `/v1/models` of its own: [`MockLlm::start`] adds only that one).
+    pub async fn start_with(default_text: &str, extra: Router) -> MockLlm {
         let script: Arc<Mutex<VecDeque<MockReply>>> = Arc::default();
         let matching: Arc<Mutex<Vec<(String, MockReply)>>> = Arc::default();
         let st = MockState {
@@ -472,8 +486,8 @@ impl MockLlm {
         };
         let router = Router::new()
             .route("/v1/chat/completions", any(mock_chat))
-            .route("/v1/models", any(|| async { axum::Json(json!({"object": "list", "data": [{"id": "test-model", "object": "model"}]})) }))
-            .with_state(st);
+            .with_state(st)
+            .merge(extra);
         MockLlm {
             upstream: Upstream::start(router).await,
             script,

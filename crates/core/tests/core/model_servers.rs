@@ -346,3 +346,100 @@ async fn the_tool_round_cap_ends_the_turn_with_an_error() {
         vec![json!({"type": "human", "data": {"content": "loop forever"}})]
     );
 }
+
+/// A model server that answers Ollama's `POST /api/show` with `show` (status,
+/// body, delay) and `/v1/models` with a 1024-token `context_length`, the next
+/// source after Ollama's.
+async fn ollama_like(status: u16, show: &'static str, delay: Duration) -> MockLlm {
+    let router = Router::new()
+        .route(
+            "/api/show",
+            post(move || async move {
+                tokio::time::sleep(delay).await;
+                (
+                    axum::http::StatusCode::from_u16(status).unwrap(),
+                    [("content-type", "application/json")],
+                    show,
+                )
+            }),
+        )
+        .route(
+            "/v1/models",
+            axum::routing::get(|| async {
+                axum::Json(json!({"object": "list", "data": [{"id": "test-model", "context_length": 1024}]}))
+            }),
+        );
+    MockLlm::start_with("fine", router).await
+}
+
+/// The `max_tokens` of a turn's request: a quarter of the window it was built in.
+async fn reserve_with(s: &TestServer, llm: &MockLlm) -> u64 {
+    s.configure_llm(&llm.base()).await;
+    assert_eq!(one_turn(s, "hello").await, "fine");
+    llm.chat_requests()[0]["max_tokens"].as_u64().unwrap()
+}
+
+// The shape of Ollama's answer (its docs/api.md, "Show Model Information"),
+// shortened: `parameters` is Modelfile text, `model_info` the GGUF metadata.
+const SHOW_NUM_CTX: &str = r#"{"modelfile": "FROM /models/llama3.2\nPARAMETER num_ctx 8192\n",
+  "parameters": "num_ctx                        8192\nstop                           \"<|eot_id|>\"",
+  "template": "{{ .Prompt }}",
+  "details": {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"],
+              "parameter_size": "3.2B", "quantization_level": "Q4_K_M"},
+  "model_info": {"general.architecture": "llama", "general.parameter_count": 3212749888,
+                 "llama.block_count": 28, "llama.context_length": 131072,
+                 "llama.embedding_length": 3072},
+  "capabilities": ["completion", "tools"], "modified_at": "2025-05-01T10:00:00Z"}"#;
+const SHOW_DEFAULT: &str = r#"{"parameters": "stop \"<|eot_id|>\"",
+  "details": {"format": "gguf", "family": "llama"},
+  "model_info": {"general.architecture": "llama", "llama.context_length": 131072}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollamas_show_gives_the_window_and_garbage_falls_back() {
+    let s = TestServer::start(&[]).await;
+    // num_ctx set: that window (8192, max_tokens 2048), not /v1/models' 1024.
+    let llm = ollama_like(200, SHOW_NUM_CTX, Duration::ZERO).await;
+    assert_eq!(reserve_with(&s, &llm).await, 2048);
+    let asked = llm.upstream.requests_to("/api/show");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].method, "POST");
+    assert_eq!(asked[0].json(), json!({"model": "test-model"}));
+    // Asked once per server and model.
+    assert_eq!(one_turn(&s, "again").await, "fine");
+    assert_eq!(llm.upstream.requests_to("/api/show").len(), 1);
+
+    // No num_ctx: the model's 131072 capped to Ollama's default run (4096).
+    let llm = ollama_like(200, SHOW_DEFAULT, Duration::ZERO).await;
+    assert_eq!(reserve_with(&s, &llm).await, 1024);
+
+    // Not Ollama, an error, garbage: the next source (/v1/models: 1024, max_tokens 256).
+    for (status, body) in [
+        (404, "404 page not found"),
+        (500, r#"{"error": "model requires more system memory"}"#),
+        (200, "this is not json"),
+        (200, r#"{"model_info": {"llama.context_length": 81"#),
+        (
+            200,
+            r#"{"model_info": "llama", "parameters": ["num_ctx", 8192]}"#,
+        ),
+        (
+            200,
+            r#"{"parameters": "num_ctx lots", "model_info": {"llama.context_length": "big"}}"#,
+        ),
+        (
+            200,
+            r#"{"model_info": {"general.architecture": "llama", "llama.context_length": -4}}"#,
+        ),
+        (200, "[]"),
+        (200, "null"),
+    ] {
+        let llm = ollama_like(status, body, Duration::ZERO).await;
+        assert_eq!(reserve_with(&s, &llm).await, 256, "{status} {body}");
+    }
+
+    // An /api/show that never answers costs the 2 s probe timeout, then the next source.
+    let llm = ollama_like(200, SHOW_NUM_CTX, Duration::from_secs(30)).await;
+    let t = std::time::Instant::now();
+    assert_eq!(reserve_with(&s, &llm).await, 256);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
