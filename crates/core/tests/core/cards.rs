@@ -151,7 +151,10 @@ async fn get_bytes(s: &TestServer, path: &str) -> (u16, Vec<u8>, String) {
 }
 
 fn profile(s: &TestServer, name: &str) -> Value {
-    s.state.characters.profile(name).map_or(Value::Null, Value::from)
+    s.state
+        .characters
+        .profile(name)
+        .map_or(Value::Null, Value::from)
 }
 
 fn stored_data(s: &TestServer, name: &str) -> Value {
