@@ -72,7 +72,7 @@ pub fn reported_window(
 /// companiond cannot see the VRAM, so it takes the smallest (docs/models.md).
 pub const OLLAMA_DEFAULT_NUM_CTX: usize = 4096;
 
-/// The window of a model Ollama reports in its `/api/show` answer: the
+/// The window of a model Ollama reports in its `{base}/api/show` answer: the
 /// `num_ctx` of its `parameters` (Modelfile lines such as `"num_ctx 8192"`, or an
 /// object) when set, else the model's `<arch>.context_length` from `model_info`
 /// capped to [`OLLAMA_DEFAULT_NUM_CTX`]; `None` when the answer holds neither
@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn windows_from_ollamas_show() {
-        // The shape of Ollama's `/api/show` answer (docs/api.md, "Show Model Information").
+        // The shape of Ollama's `{base}/api/show` answer (its API reference, "Show Model Information").
         let show = json!({
             "modelfile": "FROM llama3.2",
             "parameters": "stop                           \"<|start_header_id|>\"\nnum_ctx                        8192",

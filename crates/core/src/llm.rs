@@ -435,7 +435,7 @@ impl LlmClient {
     }
 
     /// Ask the server at `ep` for its context window: llama.cpp's `/props`,
-    /// Ollama's `/api/show`, then `/v1/models`, in that order of trust. The three
+    /// Ollama's `{base}/api/show`, then `/v1/models`, in that order of trust. The three
     /// go out together, 2 s each at most; an answer that is not JSON, an error
     /// status or a timeout is no answer, and the next source is read.
     async fn probe_window(&self, ep: &Endpoint) -> Option<usize> {

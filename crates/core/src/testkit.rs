@@ -474,7 +474,7 @@ impl MockLlm {
         MockLlm::start_with(default_text, models).await
     }
 
-    /// A mock that also serves `extra`'s routes (an Ollama `/api/show`, a
+    /// A mock that also serves `extra`'s routes (an Ollama `{base}/api/show`, a
     /// `/v1/models` of its own: [`MockLlm::start`] adds only that one).
     pub async fn start_with(default_text: &str, extra: Router) -> MockLlm {
         let script: Arc<Mutex<VecDeque<MockReply>>> = Arc::default();

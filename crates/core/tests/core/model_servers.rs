@@ -347,7 +347,7 @@ async fn the_tool_round_cap_ends_the_turn_with_an_error() {
     );
 }
 
-/// A model server that answers Ollama's `POST /api/show` with `show` (status,
+/// A model server that answers Ollama's `POST {base}/api/show` with `show` (status,
 /// body, delay) and `/v1/models` with a 1024-token `context_length`, the next
 /// source after Ollama's.
 async fn ollama_like(status: u16, show: &'static str, delay: Duration) -> MockLlm {
@@ -379,7 +379,7 @@ async fn reserve_with(s: &TestServer, llm: &MockLlm) -> u64 {
     llm.chat_requests()[0]["max_tokens"].as_u64().unwrap()
 }
 
-// The shape of Ollama's answer (its docs/api.md, "Show Model Information"),
+// The shape of Ollama's answer (its API reference, "Show Model Information"),
 // shortened: `parameters` is Modelfile text, `model_info` the GGUF metadata.
 const SHOW_NUM_CTX: &str = r#"{"modelfile": "FROM /models/llama3.2\nPARAMETER num_ctx 8192\n",
   "parameters": "num_ctx                        8192\nstop                           \"<|eot_id|>\"",
@@ -437,7 +437,7 @@ async fn ollamas_show_gives_the_window_and_garbage_falls_back() {
         assert_eq!(reserve_with(&s, &llm).await, 256, "{status} {body}");
     }
 
-    // An /api/show that never answers costs the 2 s probe timeout, then the next source.
+    // An Ollama show route that never answers costs the 2 s probe timeout, then the next source.
     let llm = ollama_like(200, SHOW_NUM_CTX, Duration::from_secs(30)).await;
     let t = std::time::Instant::now();
     assert_eq!(reserve_with(&s, &llm).await, 256);
