@@ -170,7 +170,8 @@ def test_killing_the_server_mid_turn_keeps_the_users_line(root, tmp_path):
 
 
 def test_a_background_extraction_beside_a_chat_turn(companiond, proxy):
-    """A chat turn's first token waits for at most one background call."""
+    """A chat turn's first token waits for at most one capped background call
+    each: an extraction and a translation started just before it."""
     for text in ["I grow tomatoes on my balcony.", "My sister Jana lives in Prague."]:
         companiond.turn(text)
     _, _, alone = companiond.turn("How are you today?")
@@ -179,15 +180,30 @@ def test_a_background_extraction_beside_a_chat_turn(companiond, proxy):
     t = threading.Thread(target=lambda: done.append(
         companiond.post("/api/memory/extract", {"character": CHARACTER})))
     t.start()
-    # The turn starts once the extraction's first call has gone out.
+    translated = []
+    tr = threading.Thread(target=lambda: translated.append(companiond.post(
+        "/api/translate", {"text": "I grow tomatoes on my balcony.", "target_lang": "fr",
+                           "skip_google": True})))
+    # The turn starts once the extraction's and the translation's calls have gone out.
     deadline = time.time() + 60
     while not [r for r in proxy.chat_requests()[before:] if not r["body"].get("stream")]:
         assert time.time() < deadline, "the extraction asked nothing in 60 s"
         assert t.is_alive() or not done or done[0].status_code == 200, done[0].text
         time.sleep(0.05)
+    tr.start()
+    while not [r for r in proxy.chat_requests()[before:]
+               if "translator" in json.dumps(r["body"]).lower()]:
+        assert time.time() < deadline, "the translation asked nothing in 60 s"
+        time.sleep(0.05)
     _, _, beside = companiond.turn("What should I cook tonight?")
     t.join(600)
+    tr.join(600)
     assert done and done[0].status_code == 200, done and done[0].text
+    assert translated and translated[0].status_code == 200, translated and translated[0].text
+    # The translation was capped (an uncapped small model talks on for minutes).
+    asked = [r for r in proxy.chat_requests()[before:]
+             if "translator" in json.dumps(r["body"]).lower()]
+    assert asked and all(0 < r["body"].get("max_tokens", 0) <= 200 for r in asked), asked
     calls = [r for r in proxy.chat_requests() if not r["body"].get("stream")]
     assert calls, "the extraction asked nothing"
     # The extraction calls are capped: one of them costs at most its max_tokens.
