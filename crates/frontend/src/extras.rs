@@ -62,12 +62,10 @@ pub(crate) struct MusicQuery {
     query: Option<String>,
 }
 
-impl companiond_core::envelope::QueryRejection for MusicQuery {
-    type Error = crate::error::FrontendError;
-    fn rejected(message: String) -> crate::error::FrontendError {
-        crate::error::FrontendError::BadRequest(message)
-    }
-}
+companiond_core::query_rejected!(
+    crate::error::FrontendError,
+    crate::error::FrontendError::BadRequest => MusicQuery
+);
 
 /// Music search is unavailable: `success:false` with `error` `EMPTY_QUERY` or
 /// `MUSIC_UNAVAILABLE` and no results.

@@ -55,12 +55,10 @@ pub(crate) struct SimpleQuery {
     simple: Option<String>,
 }
 
-impl companiond_core::envelope::QueryRejection for SimpleQuery {
-    type Error = crate::error::FrontendError;
-    fn rejected(message: String) -> crate::error::FrontendError {
-        crate::error::FrontendError::BadRequest(message)
-    }
-}
+companiond_core::query_rejected!(
+    crate::error::FrontendError,
+    crate::error::FrontendError::BadRequest => SimpleQuery
+);
 
 /// The Live2D models: a bare array, or with `?simple=true` their names.
 #[derive(Serialize, ToSchema)]

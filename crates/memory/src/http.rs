@@ -8,7 +8,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::{lenient, no_store, JsonBody, QueryOf, QueryRejection};
+use companiond_core::envelope::{lenient, no_store, JsonBody, QueryOf};
 use companiond_core::{AppState, Ext};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -281,19 +281,11 @@ fn bad(msg: impl Into<String>) -> MemoryError {
     MemoryError::BadRequest(msg.into())
 }
 
-/// Every memory query that does not parse is a 400 in the family's envelope.
-macro_rules! rejected_as_bad_request {
-    ($($t:ty),* $(,)?) => {$(
-        impl QueryRejection for $t {
-            type Error = MemoryError;
-            fn rejected(message: String) -> MemoryError {
-                MemoryError::BadRequest(message)
-            }
-        }
-    )*};
-}
+// Every memory query that does not parse is a 400 in the family's envelope.
+companiond_core::query_rejected!(
+    MemoryError,
+    MemoryError::BadRequest =>
 
-rejected_as_bad_request!(
     RecentFileQuery,
     ListQuery,
     CharacterQuery,

@@ -6,7 +6,7 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use companiond_core::envelope::{lenient, QueryOf, QueryRejection};
+use companiond_core::envelope::{lenient, QueryOf};
 use companiond_core::envelope::{no_store, ok_json, DetailEnvelope, JsonBody};
 use companiond_core::guards::LoopbackPeer;
 use companiond_core::AppState;
@@ -145,12 +145,7 @@ pub struct ListQuery {
     pub role: Option<String>,
 }
 
-impl QueryRejection for ListQuery {
-    type Error = ToolsError;
-    fn rejected(message: String) -> ToolsError {
-        ToolsError::Invalid(message)
-    }
-}
+companiond_core::query_rejected!(ToolsError, ToolsError::Invalid => ListQuery);
 
 /// `200` with the answer (never cached), or the error's envelope.
 fn respond<T: Serialize>(r: Result<T, ToolsError>) -> Response {

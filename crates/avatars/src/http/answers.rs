@@ -188,18 +188,10 @@ fn body_or_query(body: &Value, key: &str, query: Option<String>) -> Option<Strin
     }
 }
 
-macro_rules! rejected_as_invalid_query {
-    ($($t:ty),* $(,)?) => {$(
-        impl companiond_core::envelope::QueryRejection for $t {
-            type Error = crate::error::AvatarError;
-            fn rejected(message: String) -> crate::error::AvatarError {
-                crate::error::AvatarError::invalid("invalid_query", message)
-            }
-        }
-    )*};
-}
-
-rejected_as_invalid_query!(MappingQuery, UrlParam, PackageKey);
+companiond_core::query_rejected!(
+    crate::error::AvatarError,
+    |m| crate::error::AvatarError::invalid("invalid_query", m) => MappingQuery, UrlParam, PackageKey
+);
 
 /// `url` in the query or the JSON body (the body wins when both are given).
 #[derive(Deserialize, IntoParams, ToSchema)]

@@ -5,7 +5,7 @@
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::{lenient, QueryOf, QueryRejection};
+use companiond_core::envelope::{lenient, QueryOf};
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
@@ -27,12 +27,10 @@ pub struct PageConfigQuery {
     pub lanlan_name: Option<String>,
 }
 
-impl QueryRejection for PageConfigQuery {
-    type Error = ConfigError;
-    fn rejected(message: String) -> ConfigError {
-        ConfigError::bad_code(message, "invalid_query")
-    }
-}
+companiond_core::query_rejected!(
+    ConfigError,
+    |m| ConfigError::bad_code(m, "invalid_query") => PageConfigQuery
+);
 
 /// What a page needs to start: the character, its model, the master's names
 /// and the CSRF token (open: more fields pass through).

@@ -13,7 +13,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use crate::envelope::{lenient, QueryOf, QueryRejection};
+use crate::envelope::{lenient, QueryOf};
 use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -40,12 +40,7 @@ pub struct BackupQuery {
     pub snapshots: bool,
 }
 
-impl QueryRejection for BackupQuery {
-    type Error = BackupError;
-    fn rejected(message: String) -> BackupError {
-        BackupError::Invalid(message)
-    }
-}
+crate::query_rejected!(BackupError, BackupError::Invalid => BackupQuery);
 
 pub enum BackupError {
     /// 400 `backup_invalid`: not a companiond backup, or a member outside the folder.

@@ -307,6 +307,21 @@ pub trait QueryRejection {
     fn rejected(message: String) -> Self::Error;
 }
 
+/// Implement [`QueryRejection`] for query types whose family answers a query
+/// that does not parse with `make(message)`, of type `err`:
+/// `query_rejected!(SystemError, SystemError::InvalidQuery => ChangelogQuery, SurveyQuery);`
+#[macro_export]
+macro_rules! query_rejected {
+    ($err:ty, $make:expr => $($t:ty),+ $(,)?) => {$(
+        impl $crate::envelope::QueryRejection for $t {
+            type Error = $err;
+            fn rejected(message: String) -> $err {
+                ($make)(message)
+            }
+        }
+    )+};
+}
+
 /// Parse a query string as `T`. A parameter given twice takes its last value,
 /// as the original application's server did.
 pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, String> {

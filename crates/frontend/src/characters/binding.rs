@@ -50,12 +50,10 @@ pub(crate) struct ModelOf {
     catgirl_name: Option<String>,
 }
 
-impl companiond_core::envelope::QueryRejection for ModelOf {
-    type Error = crate::error::FrontendError;
-    fn rejected(message: String) -> crate::error::FrontendError {
-        crate::error::FrontendError::BadRequest(message)
-    }
-}
+companiond_core::query_rejected!(
+    crate::error::FrontendError,
+    crate::error::FrontendError::BadRequest => ModelOf
+);
 
 /// The Live2D model a character shows (the default model, `is_fallback`, when
 /// it has none or its model is gone); `success:false` with `model_info: null`

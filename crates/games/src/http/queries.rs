@@ -3,7 +3,7 @@
 //! Values are read as the pages send them ([`lenient`]: trimmed, blank =
 //! absent); a query that does not parse is `{ok:false, reason:"invalid_query"}`.
 
-use companiond_core::envelope::{lenient, QueryRejection};
+use companiond_core::envelope::lenient;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -66,15 +66,8 @@ pub struct LeaderboardQuery {
     pub session_id: Option<String>,
 }
 
-macro_rules! rejected_as_invalid_query {
-    ($($t:ty),* $(,)?) => {$(
-        impl QueryRejection for $t {
-            type Error = Failure;
-            fn rejected(message: String) -> Failure {
-                Failure::new(Reason::InvalidQuery).with("error", message)
-            }
-        }
-    )*};
-}
-
-rejected_as_invalid_query!(PersonaQuery, PersonaNameQuery, LogsQuery, LeaderboardQuery);
+companiond_core::query_rejected!(
+    Failure,
+    |m| Failure::new(Reason::InvalidQuery).with("error", m) =>
+    PersonaQuery, PersonaNameQuery, LogsQuery, LeaderboardQuery
+);

@@ -5,7 +5,6 @@
 //! document marks it required, and the handler answers its absence with the
 //! route's own code (`missing_path`, `missing_url`).
 
-use companiond_core::envelope::QueryRejection;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -72,25 +71,11 @@ pub struct ImagePathQuery {
     pub image_path: String,
 }
 
-/// Every system query that does not parse is `invalid_query`, except the
-/// token-usage `days`, which keeps its own code.
-macro_rules! rejected_as {
-    ($($t:ty => $variant:ident),* $(,)?) => {$(
-        impl QueryRejection for $t {
-            type Error = SystemError;
-            fn rejected(message: String) -> SystemError {
-                SystemError::$variant(message)
-            }
-        }
-    )*};
-}
-
-rejected_as! {
-    TokenUsageQuery => InvalidDays,
-    ChangelogQuery => InvalidQuery,
-    SurveyQuery => InvalidQuery,
-    FileExistsQuery => InvalidQuery,
-    FirstImageQuery => InvalidQuery,
-    MemeUrlQuery => InvalidQuery,
-    ImagePathQuery => InvalidQuery,
-}
+// Every system query that does not parse is `invalid_query`, except the
+// token-usage `days`, which keeps its own code.
+companiond_core::query_rejected!(SystemError, SystemError::InvalidDays => TokenUsageQuery);
+companiond_core::query_rejected!(
+    SystemError,
+    SystemError::InvalidQuery =>
+    ChangelogQuery, SurveyQuery, FileExistsQuery, FirstImageQuery, MemeUrlQuery, ImagePathQuery
+);
