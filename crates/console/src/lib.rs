@@ -1,8 +1,8 @@
 //! The built-in web console (docs/console.md).
 //!
 //! Plain HTML, CSS and JavaScript of our own under `crates/console/web/`, embedded
-//! in the binary with `rust-embed` (a release build or `cargo install` carries it;
-//! a debug build reads the folder at run time so page edits need no rebuild).
+//! in the binary with `rust-embed`, in debug builds too (`debug-embed`, see
+//! the crate's Cargo.toml).
 //! Served at `/console/` always, and at `/` unless `--frontend-dir` gives `/` to the
 //! original main page (crates/frontend).
 //! The console speaks only the public HTTP interface and the chat WebSocket.

@@ -352,6 +352,13 @@ fn set_threads(n: usize) {
         if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
             std::env::set_var("CANDLE_NUM_THREADS", n.max(1).to_string());
         }
+        // candle's f32 matmul asks `get_num_threads()` on every call, which
+        // reads `RAYON_NUM_THREADS` and, when it is unset, counts the
+        // physical cores by parsing /proc/cpuinfo: 8 % of a decoded token's
+        // time (perf, `cargo bench --bench local`). Set, it is one lookup.
+        if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+            std::env::set_var("RAYON_NUM_THREADS", n.max(1).to_string());
+        }
     });
 }
 
@@ -631,6 +638,8 @@ fn generate(
         (true, None) => Some(Guard::Free(JsonGuard::default())),
     };
     let mut finish = "length";
+    // `DecodeStream`'s state, kept here so the model stays borrowable.
+    let (mut window, mut prefix, mut prefix_at) = (Vec::new(), String::new(), 0usize);
     let t_gen = Instant::now();
     while out.len() < max_new {
         let next = match &guard {
@@ -648,10 +657,35 @@ fn generate(
             break;
         }
         out.push(next);
-        let whole = l.tok.decode(&out, true).map_err(engine_err)?;
-        if whole.len() > text.len() && !whole.ends_with('\u{FFFD}') {
-            let delta = whole.get(text.len()..).unwrap_or("").to_string();
-            text = whole;
+        // The new text of this token (none while a character's bytes are
+        // incomplete), decoded from the last few tokens only: decoding the
+        // whole reply each token cost a token's time in string work by the
+        // end of a long reply.
+        let decoded = tokenizers::tokenizer::step_decode_stream(
+            &l.tok,
+            vec![next],
+            true,
+            &mut window,
+            &mut prefix,
+            &mut prefix_at,
+        );
+        // A window that no longer decodes to its prefix: the new text comes
+        // from the whole reply this once, and the window starts again.
+        let decoded = match decoded {
+            Ok(d) => d,
+            Err(_) => {
+                window.clear();
+                prefix.clear();
+                prefix_at = 0;
+                let whole = l.tok.decode(&out, true).map_err(engine_err)?;
+                whole
+                    .strip_prefix(text.as_str())
+                    .filter(|d| !d.is_empty() && !whole.ends_with('\u{FFFD}'))
+                    .map(str::to_string)
+            }
+        };
+        if let Some(delta) = decoded {
+            text.push_str(&delta);
             if !delta.is_empty() && tx.send(LocalEvent::Delta(delta)).is_err() {
                 // The caller went away: stop.
                 finish = "cancelled";

@@ -111,10 +111,13 @@ struct Layer {
 /// A weight matrix for `x @ w^T`: quantised as in the file for one token
 /// at a time (decoding), dequantised per call into an f32 GEMM for a prompt
 /// of many tokens (prefill), which is several times faster on the CPU.
-/// Quantisations without a SIMD kernel in candle (Q4_1, Q5_0, Q5_1) are
-/// converted to Q8_0 once at load: a little more memory, much faster.
+/// Q4_1 weights are read as they are by our kernel ([`crate::q4_1`]) where
+/// the CPU has AVX2; elsewhere, and for Q5_0 and Q5_1 (no SIMD kernel in
+/// candle), they are converted to Q8_0 once at load: more memory and more
+/// bytes read a token, but much faster than candle's scalar products.
 struct Mat {
-    q: QMatMul,
+    /// candle's quantised product; `None` for Q4_1 read by our kernel.
+    q: Option<QMatMul>,
     raw: std::sync::Arc<QTensor>,
 }
 
@@ -131,14 +134,41 @@ impl Mat {
             let n = y.dim(1)?;
             return y.reshape((b, t, n));
         }
-        self.q.forward(x)
+        match &self.q {
+            Some(q) => q.forward(x),
+            None => self.q4_1(x),
+        }
+    }
+
+    /// `x @ w^T` by [`crate::q4_1::matvec`], one row of `x` at a time.
+    fn q4_1(&self, x: &Tensor) -> Result<Tensor> {
+        let (n, k) = self.raw.shape().dims2()?;
+        let mut dims = x.dims().to_vec();
+        let xs = x.flatten_all()?.to_vec1::<f32>()?;
+        let data = self.raw.data()?;
+        let mut y = vec![0f32; xs.len() / k * n];
+        for (x, y) in xs.chunks_exact(k).zip(y.chunks_exact_mut(n)) {
+            let a = crate::q4_1::Activations::quantise(x);
+            crate::q4_1::matvec(&data, k, &a, y).map_err(candle_core::Error::msg)?;
+        }
+        if let Some(last) = dims.last_mut() {
+            *last = n;
+        }
+        Tensor::from_vec(y, dims, &Device::Cpu)
     }
 }
 
 fn matmul(t: QTensor) -> Result<Mat> {
     use candle_core::quantized::GgmlDType as T;
-    let slow = matches!(t.dtype(), T::Q4_1 | T::Q5_0 | T::Q5_1);
     let cols = t.shape().dims().last().copied().unwrap_or(0);
+    let whole_blocks = cols.is_multiple_of(32) && t.shape().rank() == 2;
+    if t.dtype() == T::Q4_1 && whole_blocks && crate::q4_1::available() {
+        return Ok(Mat {
+            q: None,
+            raw: std::sync::Arc::new(t),
+        });
+    }
+    let slow = matches!(t.dtype(), T::Q4_1 | T::Q5_0 | T::Q5_1);
     let t = if slow && cols.is_multiple_of(32) {
         let w = t.dequantize(&Device::Cpu)?;
         QTensor::quantize(&w, T::Q8_0)?
@@ -147,7 +177,7 @@ fn matmul(t: QTensor) -> Result<Mat> {
     };
     let raw = std::sync::Arc::new(t);
     Ok(Mat {
-        q: QMatMul::from_arc(raw.clone())?,
+        q: Some(QMatMul::from_arc(raw.clone())?),
         raw,
     })
 }

@@ -85,6 +85,36 @@ CREATE TABLE IF NOT EXISTS memory_archive (
 CREATE INDEX IF NOT EXISTS memory_archive_fold ON memory_archive(fold);
 ";
 
+/// Step 4 of the time index's schema: `memory_lines.archived` marks the rows
+/// whose entry is in the archive (set with the archive row, cleared when a
+/// fold is undone), under a partial index of the rows that are not. The file's
+/// lines are then found by reading the window's rows only: the sync after a
+/// fold and the next fold cost what they cost on a new history, however many
+/// lines the years archived (`cargo bench --bench soak`, docs/performance.md
+/// § Soak: a scan of every row kept the whole index resident and growing).
+pub fn mark_archived(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let has: bool = tx.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('memory_lines') WHERE name = 'archived'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has {
+        tx.execute_batch(
+            "ALTER TABLE memory_lines ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+             UPDATE memory_lines SET archived = 1 WHERE id IN
+                 (SELECT line FROM memory_archive WHERE line IS NOT NULL);",
+        )?;
+    }
+    tx.execute_batch(
+        "CREATE INDEX IF NOT EXISTS memory_lines_live ON memory_lines(id) WHERE archived = 0;",
+    )
+}
+
+/// The rows of the history file's lines (not archived), oldest first: the
+/// query the sync and the fold read the window with.
+pub(crate) const LIVE_LINES: &str =
+    "SELECT id, ref, ts FROM memory_lines WHERE archived = 0 ORDER BY id";
+
 /// Meta key: a fold committed to the archive whose file write may not have
 /// happened: `<fold>:<end>:<crc>`.
 const META_PENDING: &str = "fold_pending";
@@ -100,6 +130,12 @@ pub(crate) fn settle(conn: &mut Connection, bytes: &[u8]) -> Result<(), String> 
     if let Some((fold, end, crc)) = parse_note(&note) {
         let unchanged = bytes.get(..end).is_some_and(|b| crc32fast::hash(b) == crc);
         if unchanged {
+            tx.execute(
+                "UPDATE memory_lines SET archived = 0 WHERE id IN
+                 (SELECT line FROM memory_archive WHERE fold = ?1)",
+                [fold],
+            )
+            .map_err(db_err)?;
             tx.execute("DELETE FROM memory_archive WHERE fold = ?1", [fold])
                 .map_err(db_err)?;
         }
@@ -437,12 +473,7 @@ fn archive(
     let mut live: std::collections::HashMap<String, std::collections::VecDeque<(i64, i64)>> =
         std::collections::HashMap::new();
     {
-        let mut st = tx
-            .prepare(
-                "SELECT id, ref, ts FROM memory_lines WHERE id NOT IN
-                 (SELECT line FROM memory_archive WHERE line IS NOT NULL) ORDER BY id",
-            )
-            .map_err(db_err)?;
+        let mut st = tx.prepare(LIVE_LINES).map_err(db_err)?;
         let rows = st
             .query_map([], |r| {
                 Ok((
@@ -477,6 +508,10 @@ fn archive(
             params![fold, line, raw.get(), ts],
         )
         .map_err(db_err)?;
+        if let Some(id) = line {
+            tx.execute("UPDATE memory_lines SET archived = 1 WHERE id = ?1", [id])
+                .map_err(db_err)?;
+        }
     }
     index::meta_set(
         &tx,

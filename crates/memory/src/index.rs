@@ -126,15 +126,23 @@ pub fn open(dir: &Path) -> Result<Connection, String> {
         .map_err(db_err)?;
     // Read through a memory map (up to 1 GiB of the file; address space, not
     // memory): searches touch many pages (vectors above all) and a map avoids
-    // a copy per page.
-    conn.execute_batch("PRAGMA mmap_size = 1073741824")
-        .map_err(db_err)?;
+    // a copy per page. Reads come from the map, so SQLite's own page cache
+    // holds only the pages a write changes: 512 KiB of it is plenty (its
+    // default, 2 MiB per open index, filled over hours and stayed: the soak,
+    // docs/performance.md § Soak).
+    conn.execute_batch(&format!(
+        "PRAGMA mmap_size = {MAP_BYTES}; PRAGMA cache_size = -512"
+    ))
+    .map_err(db_err)?;
     let mut conn = conn;
     unit::TIME_INDEX_DB
         .migrate(&mut conn)
         .map_err(|e| format!("time index: {e}"))?;
     Ok(conn)
 }
+
+/// How much of an index file is read through a memory map.
+const MAP_BYTES: i64 = 1 << 30;
 
 /// Open connections, one per character.
 #[derive(Default)]
@@ -173,6 +181,31 @@ impl Handles {
         let mut map = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         for n in names {
             map.remove(*n);
+        }
+    }
+
+    /// Hand back what the open indexes hold beyond their data: each
+    /// connection not in use drops its page cache (`PRAGMA shrink_memory`)
+    /// and its memory map is made anew (SQLite unmaps and remaps when the
+    /// map's size changes), so the pages the last minute's work touched stop
+    /// counting in the process's memory. Every page read counted until the
+    /// connection closed: an hour's chat grew the resident set by the size of
+    /// what it indexed (the soak, docs/performance.md § Soak). The next
+    /// search faults its pages in again from the kernel's cache (a minor
+    /// fault each, well under a millisecond for the newest 2,000 vectors).
+    pub fn release(&self) {
+        let conns: Vec<_> = self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for c in conns {
+            let Ok(conn) = c.try_lock() else { continue };
+            let _ = conn.execute_batch(&format!(
+                "PRAGMA shrink_memory; PRAGMA mmap_size = 0; PRAGMA mmap_size = {MAP_BYTES}"
+            ));
         }
     }
 
@@ -776,12 +809,7 @@ pub fn sync_lines(conn: &mut Connection, dir: &Path, now: i64) -> Result<LineSyn
         // stay whatever the file holds (crate::fold).
         let mut have: HashMap<String, Vec<i64>> = HashMap::new();
         {
-            let mut st = tx
-                .prepare(
-                    "SELECT id, ref FROM memory_lines WHERE id NOT IN
-                     (SELECT line FROM memory_archive WHERE line IS NOT NULL) ORDER BY id",
-                )
-                .map_err(db_err)?;
+            let mut st = tx.prepare(crate::fold::LIVE_LINES).map_err(db_err)?;
             let rows = st
                 .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
                 .map_err(db_err)?;
@@ -1321,6 +1349,41 @@ mod tests {
         let d = std::env::temp_dir().join(format!("mem-index-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// A released index keeps its rows, its map and working searches; a
+    /// connection in use is left alone.
+    #[test]
+    fn release_keeps_the_index_working() {
+        let d = tmp();
+        std::fs::write(
+            d.join("recent.json"),
+            json!([{"type": "human", "data": {"content": "My cat is called Miso"}}]).to_string(),
+        )
+        .unwrap();
+        let handles = Handles::default();
+        let c = handles.get("Mika", &d, None).unwrap();
+        synced(&mut c.lock().unwrap(), &d, 1);
+        {
+            let _busy = c.lock().unwrap();
+            handles.release();
+        }
+        handles.release();
+        let conn = c.lock().unwrap();
+        let map: i64 = conn
+            .query_row("PRAGMA mmap_size", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(map, MAP_BYTES);
+        let hits: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM memory_lines_fts WHERE memory_lines_fts MATCH 'cat'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(hits, 1);
+        drop(conn);
+        let _ = std::fs::remove_dir_all(d);
     }
 
     #[test]

@@ -571,6 +571,23 @@ pub const FAMILY: companiond_core::server::Family = companiond_core::server::Fam
 /// Start-up work: provide the family state, install the memory hooks other
 /// families call, create or complete every character's memory unit, then
 /// start the review watcher and the index catch-up.
+/// Once a minute (with the heap's trim, `companiond_core::alloc`), the open
+/// indexes hand back their caches and mapped pages ([`index::Handles::release`]).
+fn spawn_releaser(state: &AppState) {
+    let weak = Arc::downgrade(&state.0);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(companiond_core::alloc::TRIM_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(inner) = weak.upgrade() else { return };
+            let rt = AppState(inner).ext::<MemoryRuntime>();
+            let _ = tokio::task::spawn_blocking(move || rt.index.release()).await;
+        }
+    });
+}
+
 pub fn start(state: &AppState) {
     state.provide(Arc::new(MemoryRuntime::default()));
     state.hooks.set_memory_service(Arc::new(Service {
@@ -588,6 +605,7 @@ pub fn start(state: &AppState) {
     if tokio::runtime::Handle::try_current().is_ok() {
         let d = state.data_dir().to_path_buf();
         tokio::task::spawn_blocking(move || companiond_core::snapshots::expire_trash(&d));
+        spawn_releaser(state);
     }
     match ensure_units(state) {
         // The watcher and the catch-up start once the units are complete.

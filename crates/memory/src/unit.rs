@@ -66,6 +66,7 @@ pub const TIME_INDEX_DB: Schema = Schema {
         Step::Sql(TIME_INDEX_SCHEMA),
         Step::Sql(crate::index::SCHEMA),
         Step::Sql(crate::fold::SCHEMA),
+        Step::Code(crate::fold::mark_archived),
     ],
 };
 
@@ -236,15 +237,35 @@ mod tests {
         companiond_core::sqlite::testing::upgrades_from_every_version(
             &TIME_INDEX_DB,
             Some(TIME_INDEX_SCHEMA),
-            |c, _| {
+            |c, made_at| {
                 c.execute(
                     "INSERT INTO time_indexed_original (session_id, message, timestamp) \
                      VALUES ('s', 'hello', '2026-01-01 00:00:00')",
                     [],
                 )
                 .unwrap();
+                // A folded history (version 3): line 1 archived, line 2 in the file.
+                if made_at == 3 {
+                    c.execute_batch(
+                        "INSERT INTO memory_lines(id, ref, speaker, text, ts) VALUES
+                             (1, 'a', 'human', 'old', 1), (2, 'b', 'ai', 'new', 2);
+                         INSERT INTO memory_archive(fold, line, raw, ts) VALUES (1, 1, '{}', 1);",
+                    )
+                    .unwrap();
+                }
             },
-            |c, _| {
+            |c, made_at| {
+                if made_at == 3 {
+                    let live: Vec<i64> = c
+                        .prepare(crate::fold::LIVE_LINES)
+                        .unwrap()
+                        .query_map([], |r| r.get(0))
+                        .unwrap()
+                        .collect::<Result<_, _>>()
+                        .unwrap();
+                    assert_eq!(live, [2], "only the line still in the file is live");
+                    c.execute("DELETE FROM memory_lines", []).unwrap();
+                }
                 let n: i64 = c
                     .query_row("SELECT COUNT(*) FROM time_indexed_original", [], |r| {
                         r.get(0)
