@@ -213,6 +213,11 @@ pub async fn run(args: ServeArgs, families: &[Family]) -> i32 {
         state.data_dir().display()
     );
     crate::alloc::spawn_trimmer();
+    // Start-up's code ran once; its pages go once the first second is over.
+    tokio::spawn(async {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let _ = tokio::task::spawn_blocking(crate::alloc::release_code).await;
+    });
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {

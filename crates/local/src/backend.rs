@@ -48,6 +48,40 @@ pub struct Backend {
     pub pulls: Arc<Mutex<HashMap<String, PullState>>>,
     /// Trained context length by file (path, length), read from headers.
     windows: Arc<Mutex<HashMap<(PathBuf, u64), WindowCheck>>>,
+    /// The last file `GET /api/local/status` inspected, by path, length and
+    /// modification time: reading a header parses the whole vocabulary
+    /// (3 MiB of short-lived allocations for SmolLM2), on every poll of the
+    /// console's page otherwise.
+    inspected: Arc<Mutex<Option<(FileStamp, crate::gguf::Info)>>>,
+}
+
+/// What identifies a file's content for [`Backend::inspect`].
+type FileStamp = (PathBuf, u64, Option<std::time::SystemTime>);
+
+impl Backend {
+    /// [`crate::gguf::inspect`] (without the memory check) of `path`,
+    /// remembered while the file is unchanged. Errors are not remembered.
+    pub fn inspect(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<crate::gguf::Info, crate::gguf::FileError> {
+        let stamp = std::fs::metadata(path)
+            .ok()
+            .map(|m| (path.to_path_buf(), m.len(), m.modified().ok()));
+        if let (Some(stamp), Some((had, info))) = (
+            &stamp,
+            &*self.inspected.lock().unwrap_or_else(|e| e.into_inner()),
+        ) {
+            if stamp == had {
+                return Ok(info.clone());
+            }
+        }
+        let info = crate::gguf::inspect(path, None)?;
+        if let Some(stamp) = stamp {
+            *self.inspected.lock().unwrap_or_else(|e| e.into_inner()) = Some((stamp, info.clone()));
+        }
+        Ok(info)
+    }
 }
 
 fn str_setting<'a>(cfg: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
@@ -80,6 +114,7 @@ impl Backend {
             http: state.http.clone(),
             pulls: Default::default(),
             windows: Default::default(),
+            inspected: Default::default(),
         }
     }
 
@@ -263,6 +298,7 @@ impl Backend {
             http: self.http.clone(),
             pulls: self.pulls.clone(),
             windows: self.windows.clone(),
+            inspected: self.inspected.clone(),
         })
     }
 }

@@ -278,13 +278,11 @@ fn unload(shared: &Shared, w: &mut Worker) {
     }
 }
 
-/// Give freed memory back to the system.
+/// Give freed memory back to the system, and the engine's code pages with
+/// the rest of the executable's (`companiond_core::alloc::release_code`).
 fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free heap pages.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    companiond_core::alloc::trim();
+    companiond_core::alloc::release_code();
 }
 
 fn set_state(shared: &Shared, state: &str) {

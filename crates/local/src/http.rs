@@ -18,7 +18,8 @@ pub async fn status(Ext(b): Ext<Backend>) -> Json<Value> {
     let file = match &settings {
         Some(s) => {
             let p = s.model.clone();
-            let r = tokio::task::spawn_blocking(move || crate::gguf::inspect(&p, None)).await;
+            let b = b.clone();
+            let r = tokio::task::spawn_blocking(move || b.inspect(&p)).await;
             match r {
                 Ok(Ok(info)) => json!({"ok": true, "info": info}),
                 Ok(Err(e)) => json!({"ok": false, "error": e.to_string(), "error_code": e.code()}),
