@@ -302,8 +302,9 @@ pub enum BodyFault {
     NotJson(String),
     /// JSON, but not an object.
     NotObject,
-    /// JSON of another shape: `field: why` (`field.inner: why` deeper down).
-    Invalid(String),
+    /// JSON of another shape: the field that failed (`outer.inner` deeper
+    /// down, empty for the object itself, e.g. a missing field) and why.
+    Invalid { field: String, why: String },
 }
 
 impl std::fmt::Display for BodyFault {
@@ -312,7 +313,8 @@ impl std::fmt::Display for BodyFault {
             BodyFault::TooLarge { limit } => write!(f, "the body is larger than {limit} bytes"),
             BodyFault::NotJson(e) => write!(f, "invalid JSON body: {e}"),
             BodyFault::NotObject => f.write_str("body must be a JSON object"),
-            BodyFault::Invalid(e) => f.write_str(e),
+            BodyFault::Invalid { field, why } if field.is_empty() => f.write_str(why),
+            BodyFault::Invalid { field, why } => write!(f, "{field}: {why}"),
         }
     }
 }
@@ -373,12 +375,13 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyFault> {
     if !value.is_object() {
         return Err(BodyFault::NotObject);
     }
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        if e.path().iter().next().is_none() {
-            BodyFault::Invalid(e.inner().to_string())
+    serde_path_to_error::deserialize(value).map_err(|e| BodyFault::Invalid {
+        field: if e.path().iter().next().is_none() {
+            String::new()
         } else {
-            BodyFault::Invalid(format!("{}: {}", e.path(), e.inner()))
-        }
+            e.path().to_string()
+        },
+        why: e.inner().to_string(),
     })
 }
 
@@ -608,7 +611,10 @@ mod body_tests {
         assert!(p(r#"{"name": "a", "n": 2.9}"#).is_ok_and(|b| b.n == Some(2)));
         assert_eq!(
             p("   ").err(),
-            Some(BodyFault::Invalid("missing field `name`".into()))
+            Some(BodyFault::Invalid {
+                field: String::new(),
+                why: "missing field `name`".into()
+            })
         );
         assert_eq!(p("[1]").err(), Some(BodyFault::NotObject));
         assert!(p(r#"{"name": "a", "kept": "k"}"#).is_ok_and(|b| b.kept.as_deref() == Some("k")));
