@@ -1,28 +1,49 @@
-//! The request shapes of the system routes, for the OpenAPI document
-//! (docs/openapi.md, docs/system.md § OpenAPI).
+//! The request bodies of the system routes: each is the parser of its route's
+//! body (`companiond_core::envelope::BodyOf`) and its schema in the OpenAPI document (docs/openapi.md,
+//! docs/system.md § OpenAPI).
 //!
-//! The handlers read their JSON object bodies field by field ([`super::body_object`]
-//! and the domain modules), leniently as the original application did: a field of
-//! the wrong type takes its default, unknown fields are ignored. These types name
-//! the fields those readers look up, with their types, limits and defaults; they
-//! are never deserialized, hence `dead_code` is allowed here.
-#![allow(dead_code)]
+//! The bodies are read leniently, as the original application did: a field of
+//! the wrong type takes its default (`loose::or_none`), unknown fields are
+//! ignored. A body that is not a JSON object is a 400 (`SystemError::body`).
+//! The types still marked `dead_code` are read field by field by their domain
+//! module ([`super::body_object`]); they state the shape those readers accept.
 
+use companiond_core::envelope::loose;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::MAX_BODY;
+use crate::error::SystemError;
+pub use crate::handoff::{HandoffConsumeBody, HandoffCreateBody};
+pub use crate::survey::SurveySubmitBody;
+
+companiond_core::body_rejected!(SystemError, limit = MAX_BODY, SystemError::body =>
+    NoticesAckBody, TutorialPutBody, SurveySubmitBody, HandoffCreateBody, HandoffConsumeBody);
+
 /// `POST /api/pending-notices/ack`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"cursor": 3}))]
 pub struct NoticesAckBody {
     /// Drain the notices at or before this cursor (an integer, or its decimal
     /// text; anything else drains nothing).
+    #[serde(default, deserialize_with = "cursor")]
     #[schema(value_type = Option<u64>)]
-    cursor: Option<Value>,
+    pub cursor: u64,
+}
+
+/// A cursor: a non-negative integer or its decimal text; anything else is 0.
+fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n.as_u64().unwrap_or(0),
+        Value::String(s) => s.trim().parse::<u64>().unwrap_or(0),
+        _ => 0,
+    })
 }
 
 /// `POST /api/activity_signal`: at least one signal besides the name.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"persona_name": "Companion", "idle_seconds": 12.5,
     "window_title": "Editor"}))]
 pub struct ActivityBody {
@@ -43,19 +64,9 @@ pub struct ActivityBody {
     process_name: Option<String>,
 }
 
-/// `POST /api/survey/submit`.
-#[derive(ToSchema)]
-#[schema(example = json!({"action": "submit", "answers": {"q1": "yes"}, "lang": "en"}))]
-pub struct SurveySubmitBody {
-    /// `skip`, else a submit.
-    action: Option<String>,
-    /// Answers by question id (ignored for a skip).
-    answers: Option<Map<String, Value>>,
-    lang: Option<String>,
-}
-
 /// `POST /api/emotion/analysis`.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"text": "I am so happy today!", "persona_name": "Companion"}))]
 pub struct EmotionBody {
     /// The text to analyse (cut at 4000 characters); `null` counts as empty.
@@ -72,6 +83,7 @@ pub struct EmotionBody {
 
 /// `POST /api/translate`.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"text": "Hello", "target_lang": "ja", "skip_google": false}))]
 pub struct TranslateBody {
     /// At most 50000 characters.
@@ -88,6 +100,7 @@ pub struct TranslateBody {
 
 /// `POST /api/proactive_chat`: one round's context.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"persona_name": "Companion", "enabled_modes": ["music", "window", "chat"],
     "is_playing_music": false}))]
 pub struct ProactiveBody {
@@ -111,6 +124,7 @@ pub struct ProactiveBody {
 
 /// A body naming a character (`POST /api/proactive/music_played_through`).
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"persona_name": "Companion"}))]
 pub struct MusicPlayedBody {
     /// Else the current character (`lanlan_name` is the older spelling).
@@ -120,6 +134,7 @@ pub struct MusicPlayedBody {
 
 /// `POST /api/mini_game/invite/respond`.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"persona_name": "Companion", "session_id": "abc", "choice": "accept"}))]
 pub struct InviteRespondBody {
     /// Else the current character (`lanlan_name` is the older spelling).
@@ -132,20 +147,25 @@ pub struct InviteRespondBody {
 }
 
 /// `PUT /api/seven-day-tutorial/state`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"expectedRevision": 0, "state": {"completedRounds": [1]}}))]
 pub struct TutorialPutBody {
     /// The client's tutorial state; the server normalises it (the stored
-    /// `state` of the answer shows the result).
-    state: Map<String, Value>,
-    /// The revision the client read (a stale one answers 409 with the stored document).
+    /// `state` of the answer shows the result). Not an object: `invalid_state`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = Object, required = true)]
+    pub state: Option<Map<String, Value>>,
+    /// The revision the client read (a stale one answers 409 with the stored
+    /// document). Not a non-negative integer: `invalid_expected_revision`.
     #[serde(rename = "expectedRevision")]
-    #[schema(minimum = 0)]
-    expected_revision: i64,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = i64, required = true, minimum = 0)]
+    pub expected_revision: Option<i64>,
 }
 
 /// `POST /api/autostart-prompt/heartbeat`: usage since the last heartbeat.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"foreground_ms_delta": 60000, "home_interactions_delta": 2,
     "autostart_supported": true}))]
 pub struct AutostartHeartbeatBody {
@@ -167,6 +187,7 @@ pub struct AutostartHeartbeatBody {
 
 /// `POST /api/autostart-prompt/shown`.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"prompt_token": "pt_1"}))]
 pub struct AutostartShownBody {
     /// The token of the prompt shown (`token` is accepted too).
@@ -175,6 +196,7 @@ pub struct AutostartShownBody {
 
 /// `POST /api/autostart-prompt/decision`.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"prompt_token": "pt_1", "decision": "accept", "result": "enabled"}))]
 pub struct AutostartDecisionBody {
     /// The token of the prompt answered (`token` is accepted too).
@@ -191,47 +213,11 @@ pub struct AutostartDecisionBody {
 
 /// `POST /api/platform/update-playtime`.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read field by field by its domain module (see the module doc)
 #[schema(example = json!({"seconds": 60}))]
 pub struct PlaytimeBody {
     /// Seconds played since the last report (an integer, its decimal text, or a
     /// number truncated); counted up to 3600 per report.
     #[schema(minimum = 0, default = 10)]
     seconds: Option<i64>,
-}
-
-/// `POST /api/guide/handoff/create`.
-#[derive(ToSchema)]
-#[schema(example = json!({"target_page": "chat", "source_page": "home",
-    "resume_scene": "intro"}))]
-pub struct HandoffCreateBody {
-    /// The page that will consume the token (at most 80 characters).
-    #[schema(min_length = 1)]
-    target_page: String,
-    /// At most 80 characters.
-    #[schema(default = "home_yui_guide_v1")]
-    flow_id: Option<String>,
-    /// At most 80 characters.
-    #[schema(default = "home")]
-    source_page: Option<String>,
-    /// At most 240 characters.
-    source_path: Option<String>,
-    /// At most 240 characters.
-    target_path: Option<String>,
-    /// At most 120 characters.
-    resume_scene: Option<String>,
-}
-
-/// `POST /api/guide/handoff/consume`.
-#[derive(ToSchema)]
-#[schema(example = json!({"token": "…", "signature": "…", "expected_page": "chat"}))]
-pub struct HandoffConsumeBody {
-    #[schema(min_length = 1, max_length = 128)]
-    token: String,
-    #[schema(min_length = 1, max_length = 128)]
-    signature: String,
-    /// The consuming page; must be the token's target.
-    #[schema(min_length = 1, max_length = 80)]
-    expected_page: String,
-    #[schema(max_length = 120)]
-    consumer_id: Option<String>,
 }
