@@ -14,12 +14,14 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::MAX_BODY;
+pub use crate::autostart::{AutostartDecisionBody, AutostartHeartbeatBody, AutostartShownBody};
 use crate::error::SystemError;
 pub use crate::handoff::{HandoffConsumeBody, HandoffCreateBody};
 pub use crate::survey::SurveySubmitBody;
 
 companiond_core::body_rejected!(SystemError, limit = MAX_BODY, SystemError::body =>
-    NoticesAckBody, TutorialPutBody, SurveySubmitBody, HandoffCreateBody, HandoffConsumeBody);
+    NoticesAckBody, TutorialPutBody, SurveySubmitBody, HandoffCreateBody, HandoffConsumeBody,
+    AutostartHeartbeatBody, AutostartShownBody, AutostartDecisionBody);
 
 /// `POST /api/pending-notices/ack`.
 #[derive(Deserialize, ToSchema)]
@@ -161,54 +163,6 @@ pub struct TutorialPutBody {
     #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(value_type = i64, required = true, minimum = 0)]
     pub expected_revision: Option<i64>,
-}
-
-/// `POST /api/autostart-prompt/heartbeat`: usage since the last heartbeat.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
-#[schema(example = json!({"foreground_ms_delta": 60000, "home_interactions_delta": 2,
-    "autostart_supported": true}))]
-pub struct AutostartHeartbeatBody {
-    /// Clamped to 0..=1800000 (30 minutes).
-    foreground_ms_delta: Option<i64>,
-    /// Clamped to 0..=20 (so are the two below).
-    home_interactions_delta: Option<i64>,
-    chat_turns_delta: Option<i64>,
-    voice_sessions_delta: Option<i64>,
-    autostart_enabled: Option<bool>,
-    #[schema(default = true)]
-    autostart_supported: Option<bool>,
-    /// `autostart_enabled` is the system's own answer.
-    #[schema(default = false)]
-    autostart_status_authoritative: Option<bool>,
-    /// At most 64 characters (`provider` is accepted too).
-    autostart_provider: Option<String>,
-}
-
-/// `POST /api/autostart-prompt/shown`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
-#[schema(example = json!({"prompt_token": "pt_1"}))]
-pub struct AutostartShownBody {
-    /// The token of the prompt shown (`token` is accepted too).
-    prompt_token: Option<String>,
-}
-
-/// `POST /api/autostart-prompt/decision`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
-#[schema(example = json!({"prompt_token": "pt_1", "decision": "accept", "result": "enabled"}))]
-pub struct AutostartDecisionBody {
-    /// The token of the prompt answered (`token` is accepted too).
-    prompt_token: String,
-    /// `accept`, `later` or `never` (`action` is accepted too).
-    decision: String,
-    /// For `accept`: `enabled`, `accepted`, or a failure.
-    result: Option<String>,
-    /// For a failed `accept`: what went wrong (at most 200 characters).
-    error: Option<String>,
-    /// At most 64 characters (`provider` is accepted too).
-    autostart_provider: Option<String>,
 }
 
 /// `POST /api/platform/update-playtime`.
