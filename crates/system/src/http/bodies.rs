@@ -17,11 +17,14 @@ use super::MAX_BODY;
 pub use crate::autostart::{AutostartDecisionBody, AutostartHeartbeatBody, AutostartShownBody};
 use crate::error::SystemError;
 pub use crate::handoff::{HandoffConsumeBody, HandoffCreateBody};
+use crate::persona::PersonaName;
+pub use crate::proactive::InviteRespondBody;
 pub use crate::survey::SurveySubmitBody;
 
 companiond_core::body_rejected!(SystemError, limit = MAX_BODY, SystemError::body =>
     NoticesAckBody, TutorialPutBody, SurveySubmitBody, HandoffCreateBody, HandoffConsumeBody,
-    AutostartHeartbeatBody, AutostartShownBody, AutostartDecisionBody);
+    AutostartHeartbeatBody, AutostartShownBody, AutostartDecisionBody, EmotionBody,
+    MusicPlayedBody, InviteRespondBody);
 
 /// `POST /api/pending-notices/ack`.
 #[derive(Deserialize, ToSchema)]
@@ -67,20 +70,32 @@ pub struct ActivityBody {
 }
 
 /// `POST /api/emotion/analysis`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"text": "I am so happy today!", "persona_name": "Companion"}))]
 pub struct EmotionBody {
-    /// The text to analyse (cut at 4000 characters); `null` counts as empty.
-    text: Option<String>,
-    /// The character whose open chat is told the result (`lanlan_name` is the
-    /// older spelling).
-    persona_name: Option<String>,
-    lanlan_name: Option<String>,
+    /// The text to analyse (cut at 4000 characters); `null` counts as empty,
+    /// absent or another type is `missing_text`.
+    #[serde(default, deserialize_with = "text_or_null")]
+    #[schema(value_type = Option<String>)]
+    pub text: Option<String>,
+    /// The character whose open chat is told the result.
+    #[serde(flatten)]
+    pub persona: PersonaName,
     /// A model key for this call only.
-    api_key: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    pub api_key: Option<String>,
     /// A model name for this call only.
-    model: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    pub model: Option<String>,
+}
+
+/// Text, with null read as empty; another type is absent.
+fn text_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Null => Some(String::new()),
+        _ => None,
+    })
 }
 
 /// `POST /api/translate`.
@@ -125,27 +140,12 @@ pub struct ProactiveBody {
 }
 
 /// A body naming a character (`POST /api/proactive/music_played_through`).
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"persona_name": "Companion"}))]
 pub struct MusicPlayedBody {
-    /// Else the current character (`lanlan_name` is the older spelling).
-    persona_name: Option<String>,
-    lanlan_name: Option<String>,
-}
-
-/// `POST /api/mini_game/invite/respond`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
-#[schema(example = json!({"persona_name": "Companion", "session_id": "abc", "choice": "accept"}))]
-pub struct InviteRespondBody {
-    /// Else the current character (`lanlan_name` is the older spelling).
-    persona_name: Option<String>,
-    lanlan_name: Option<String>,
-    /// The pending invitation (at most 128 characters).
-    session_id: Option<String>,
-    /// `accept`, `decline` or `later`.
-    choice: String,
+    /// Else the current character.
+    #[serde(flatten)]
+    pub persona: PersonaName,
 }
 
 /// `PUT /api/seven-day-tutorial/state`.
