@@ -385,6 +385,17 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyFault> {
     })
 }
 
+impl<T: DeserializeOwned + BodyRejection> BodyOf<T> {
+    /// Read and parse `body` as [`BodyOf`] does, for a handler that must
+    /// check something else before the body (it takes `axum::body::Body`).
+    pub async fn read(body: axum::body::Body) -> Result<T, T::Error> {
+        let bytes = axum::body::to_bytes(body, T::LIMIT)
+            .await
+            .map_err(|_| T::rejected(BodyFault::TooLarge { limit: T::LIMIT }))?;
+        parse_body(&bytes).map_err(T::rejected)
+    }
+}
+
 impl<S, T> FromRequest<S> for BodyOf<T>
 where
     S: Send + Sync,
@@ -393,11 +404,10 @@ where
     type Rejection = Response;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let reject = |f| T::rejected(f).into_response();
-        let bytes = axum::body::to_bytes(req.into_body(), T::LIMIT)
+        Self::read(req.into_body())
             .await
-            .map_err(|_| reject(BodyFault::TooLarge { limit: T::LIMIT }))?;
-        parse_body(&bytes).map(BodyOf).map_err(reject)
+            .map(BodyOf)
+            .map_err(IntoResponse::into_response)
     }
 }
 

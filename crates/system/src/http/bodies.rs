@@ -8,7 +8,7 @@
 //! The types still marked `dead_code` are read field by field by their domain
 //! module ([`super::body_object`]); they state the shape those readers accept.
 
-use companiond_core::envelope::loose;
+use companiond_core::envelope::{loose, BodyFault, BodyRejection};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -18,13 +18,29 @@ pub use crate::autostart::{AutostartDecisionBody, AutostartHeartbeatBody, Autost
 use crate::error::SystemError;
 pub use crate::handoff::{HandoffConsumeBody, HandoffCreateBody};
 use crate::persona::PersonaName;
+pub use crate::platform::PlaytimeBody;
 pub use crate::proactive::InviteRespondBody;
 pub use crate::survey::SurveySubmitBody;
 
 companiond_core::body_rejected!(SystemError, limit = MAX_BODY, SystemError::body =>
     NoticesAckBody, TutorialPutBody, SurveySubmitBody, HandoffCreateBody, HandoffConsumeBody,
     AutostartHeartbeatBody, AutostartShownBody, AutostartDecisionBody, EmotionBody,
-    MusicPlayedBody, InviteRespondBody);
+    MusicPlayedBody, InviteRespondBody, TranslateBody);
+
+/// A `seconds` that does not read keeps its code; any other fault is the
+/// family's body refusal.
+impl BodyRejection for PlaytimeBody {
+    type Error = SystemError;
+    const LIMIT: usize = MAX_BODY;
+    fn rejected(fault: BodyFault) -> SystemError {
+        match fault {
+            BodyFault::Invalid { field, why } if field == "seconds" => {
+                SystemError::InvalidSeconds(why)
+            }
+            f => SystemError::body(f),
+        }
+    }
+}
 
 /// `POST /api/pending-notices/ack`.
 #[derive(Deserialize, ToSchema)]
@@ -98,21 +114,25 @@ fn text_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Er
     })
 }
 
-/// `POST /api/translate`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
+/// `POST /api/translate`. A field of another type counts as absent.
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"text": "Hello", "target_lang": "ja", "skip_google": false}))]
 pub struct TranslateBody {
     /// At most 50000 characters.
-    text: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    pub text: Option<String>,
     /// `zh`, `en`, `ja`, `ko` or `ru` (other values mean `zh`).
+    #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(default = "zh")]
-    target_lang: Option<String>,
+    pub target_lang: Option<String>,
     /// Detected when absent.
-    source_lang: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    pub source_lang: Option<String>,
     /// Go straight to the model.
+    #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(default = false)]
-    skip_google: Option<bool>,
+    pub skip_google: Option<bool>,
 }
 
 /// `POST /api/proactive_chat`: one round's context.
@@ -165,13 +185,24 @@ pub struct TutorialPutBody {
     pub expected_revision: Option<i64>,
 }
 
-/// `POST /api/platform/update-playtime`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read field by field by its domain module (see the module doc)
-#[schema(example = json!({"seconds": 60}))]
-pub struct PlaytimeBody {
-    /// Seconds played since the last report (an integer, its decimal text, or a
-    /// number truncated); counted up to 3600 per report.
-    #[schema(minimum = 0, default = 10)]
-    seconds: Option<i64>,
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use companiond_core::envelope::parse_body;
+
+    #[test]
+    fn playtime_seconds_keep_their_code() {
+        let r = |s: &str| {
+            parse_body::<PlaytimeBody>(s.as_bytes())
+                .map(|b| b.seconds)
+                .map_err(|f| PlaytimeBody::rejected(f).code())
+        };
+        assert_eq!(r("{}"), Ok(10));
+        assert_eq!(r(r#"{"seconds": null}"#), Ok(10));
+        assert_eq!(r(r#"{"seconds": " 12 "}"#), Ok(12));
+        assert_eq!(r(r#"{"seconds": "soon"}"#), Err("invalid_seconds"));
+        assert_eq!(r(r#"{"seconds": -1}"#), Err("invalid_seconds"));
+        assert_eq!(r("[1]"), Err("invalid_body"));
+        assert_eq!(r("{x"), Err("invalid_json"));
+    }
 }
