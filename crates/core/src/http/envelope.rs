@@ -326,6 +326,8 @@ pub trait BodyRejection {
     type Error: IntoResponse;
     /// Largest body read, in bytes.
     const LIMIT: usize = MAX_JSON_BODY;
+    /// A body of JSON `null` reads as `{}` (the cloud-save options).
+    const NULL_IS_EMPTY: bool = false;
     /// The error for a body that does not parse.
     fn rejected(fault: BodyFault) -> Self::Error;
 }
@@ -385,10 +387,21 @@ pub struct BodyOf<T>(pub T);
 /// value is [`BodyFault::NotObject`] (serde would read an array as a struct's
 /// fields in order).
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyFault> {
+    parse_body_with(bytes, false)
+}
+
+/// [`parse_body`], with JSON `null` read as `{}` when `null_is_empty`.
+pub fn parse_body_with<T: DeserializeOwned>(
+    bytes: &[u8],
+    null_is_empty: bool,
+) -> Result<T, BodyFault> {
     let value: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Object(Map::new())
     } else {
-        serde_json::from_slice(bytes).map_err(|e| BodyFault::NotJson(e.to_string()))?
+        match serde_json::from_slice(bytes).map_err(|e| BodyFault::NotJson(e.to_string()))? {
+            Value::Null if null_is_empty => Value::Object(Map::new()),
+            v => v,
+        }
     };
     if !value.is_object() {
         return Err(BodyFault::NotObject);
@@ -410,7 +423,7 @@ impl<T: DeserializeOwned + BodyRejection> BodyOf<T> {
         let bytes = axum::body::to_bytes(body, T::LIMIT)
             .await
             .map_err(|_| T::rejected(BodyFault::TooLarge { limit: T::LIMIT }))?;
-        parse_body(&bytes).map_err(T::rejected)
+        parse_body_with(&bytes, T::NULL_IS_EMPTY).map_err(T::rejected)
     }
 }
 
