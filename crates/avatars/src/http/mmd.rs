@@ -138,6 +138,10 @@ pub async fn save_emotion_mapping(
 }
 
 /// `DELETE /api/model/mmd/model` with `url` in the query or the JSON body.
+///
+/// The body stays any JSON value (`JsonBody<Value>`): the query names the file
+/// as well, and a body that is not an object must leave the query's `url` in
+/// force, which no object type can express ([`UrlParam::under`] reads it).
 pub async fn delete_model(
     Ext(av): Ext<Avatars>,
     QueryOf(q): QueryOf<UrlParam>,
@@ -154,7 +158,8 @@ pub async fn delete_model(
     }))
 }
 
-/// `DELETE /api/model/mmd/animation` with `url` in the query or the JSON body.
+/// `DELETE /api/model/mmd/animation` with `url` in the query or the JSON body
+/// (the body stays any JSON value, as for [`delete_model`]).
 pub async fn delete_animation(
     Ext(av): Ext<Avatars>,
     QueryOf(q): QueryOf<UrlParam>,
