@@ -27,18 +27,26 @@ use crate::unit::{self, FileEntry, Meta};
 const TERMINATE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Options of a download (the route's body; each absent one takes its default).
-#[derive(Clone, Copy, Debug, utoipa::ToSchema)]
+/// Another type than a boolean (null too) is `CLOUDSAVE_INVALID_PARAMETER`.
+#[derive(Clone, Copy, Debug, serde::Deserialize, utoipa::ToSchema)]
 #[schema(example = json!({"overwrite": true, "backup_before_overwrite": true, "force": false}))]
 pub struct DownloadOptions {
     /// Replace an existing local character.
+    #[serde(default)]
     #[schema(default = false)]
     pub overwrite: bool,
     /// Keep a backup of the replaced files under `cloudsave_backups/`.
+    #[serde(default = "yes")]
     #[schema(default = true)]
     pub backup_before_overwrite: bool,
     /// Close an active chat session.
+    #[serde(default)]
     #[schema(default = false)]
     pub force: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl CloudSave {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use axum::extract::{Path as UrlPath, Request};
 use axum::response::{IntoResponse, Response};
 use companiond_core::characters::{validate_name, NameRules};
-use companiond_core::envelope::{no_store, ok_json};
+use companiond_core::envelope::{no_store, ok_json, BodyFault, BodyOf, BodyRejection};
 use companiond_core::{paths, Ext};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::download::DownloadOptions;
@@ -37,53 +37,64 @@ fn audit_name(raw: &str) -> Result<String, CloudSaveError> {
     }
 }
 
-/// The JSON object body (empty body and `null` read as `{}`).
-async fn options(req: Request) -> Result<Map<String, Value>, CloudSaveError> {
-    let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
-        .await
-        .map_err(|_| CloudSaveError::BodyTooLarge)?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(Value::Null) => Ok(Map::new()),
-        Ok(_) => Err(CloudSaveError::InvalidJsonBody(
-            "expected a JSON object".into(),
-        )),
-        Err(e) => Err(CloudSaveError::InvalidJsonBody(e.to_string())),
-    }
-}
-
-/// A boolean option: absent → default; any other type → 400.
-fn flag(m: &Map<String, Value>, key: &'static str, default: bool) -> Result<bool, CloudSaveError> {
-    match m.get(key) {
-        None => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(CloudSaveError::InvalidParameter(key)),
+/// The options body's refusal: an option that is not a boolean names itself;
+/// a body that is not a JSON object (empty and `null` read as `{}`) or too large.
+fn options_refused(fault: BodyFault) -> CloudSaveError {
+    match fault {
+        BodyFault::TooLarge { .. } => CloudSaveError::BodyTooLarge,
+        BodyFault::NotJson(e) => CloudSaveError::InvalidJsonBody(e),
+        BodyFault::NotObject => CloudSaveError::InvalidJsonBody("expected a JSON object".into()),
+        BodyFault::Invalid { field, why } => match field.as_str() {
+            "overwrite" => CloudSaveError::InvalidParameter("overwrite"),
+            "backup_before_overwrite" => {
+                CloudSaveError::InvalidParameter("backup_before_overwrite")
+            }
+            "force" => CloudSaveError::InvalidParameter("force"),
+            _ => CloudSaveError::InvalidJsonBody(why),
+        },
     }
 }
 
-/// A transfer: the audited name and the options `read` takes from the body
-/// (a failure is answered for the name as given), then `run` to its end even
+impl BodyRejection for UploadOptions {
+    type Error = Failure;
+    const LIMIT: usize = MAX_BODY;
+    const NULL_IS_EMPTY: bool = true;
+    fn rejected(fault: BodyFault) -> Failure {
+        Failure(options_refused(fault), None)
+    }
+}
+
+impl BodyRejection for DownloadOptions {
+    type Error = Failure;
+    const LIMIT: usize = MAX_BODY;
+    const NULL_IS_EMPTY: bool = true;
+    fn rejected(fault: BodyFault) -> Failure {
+        Failure(options_refused(fault), None)
+    }
+}
+
+/// A transfer: the audited name, then the options parsed from the body (a
+/// failure is answered for the name as given), then `run` to its end even
 /// when the client goes away; a panic or a failed background task of it is
 /// answered as `failed`.
 async fn transfer<O, T, Work>(
     cloud: Arc<CloudSave>,
     raw: String,
     req: Request,
-    read: impl FnOnce(&Map<String, Value>) -> Result<O, CloudSaveError>,
     run: impl FnOnce(Arc<CloudSave>, String, O) -> Work,
     failed: fn(String) -> CloudSaveError,
 ) -> Response
 where
+    O: DeserializeOwned + BodyRejection<Error = Failure>,
     T: Serialize + Send + 'static,
     Work: Future<Output = Result<T, CloudSaveError>> + Send + 'static,
 {
     let parsed = async {
         let name = audit_name(&raw)?;
-        let body = options(req).await?;
-        Ok::<_, CloudSaveError>((name, read(&body)?))
+        let opts = BodyOf::<O>::read(req.into_body())
+            .await
+            .map_err(|Failure(e, _)| e)?;
+        Ok::<_, CloudSaveError>((name, opts))
     };
     let (name, opts) = match parsed.await {
         Ok(p) => p,
@@ -132,11 +143,13 @@ pub struct CharacterPath {
     name: String,
 }
 
-/// The body of an upload (absent fields take their default).
-#[derive(ToSchema)]
+/// The body of an upload (absent fields take their default; another type
+/// than a boolean, null too, is `CLOUDSAVE_INVALID_PARAMETER`).
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"overwrite": false}))]
 pub struct UploadOptions {
     /// Replace the cloud's unit of the character.
+    #[serde(default)]
     #[schema(default = false)]
     pub overwrite: bool,
 }
@@ -147,15 +160,10 @@ pub async fn upload(
     UrlPath(raw): UrlPath<String>,
     req: Request,
 ) -> Response {
-    let read = |body: &Map<String, Value>| -> Result<UploadOptions, CloudSaveError> {
-        Ok(UploadOptions {
-            overwrite: flag(body, "overwrite", false)?,
-        })
-    };
     let run = |cloud: Arc<CloudSave>, name: String, opts: UploadOptions| async move {
         cloud.upload(&name, opts.overwrite).await
     };
-    transfer(cloud, raw, req, read, run, CloudSaveError::UploadFailed).await
+    transfer(cloud, raw, req, run, CloudSaveError::UploadFailed).await
 }
 
 /// `POST /api/cloudsave/character/{name}/download`
@@ -165,15 +173,46 @@ pub async fn download(
     UrlPath(raw): UrlPath<String>,
     req: Request,
 ) -> Response {
-    let read = |body: &Map<String, Value>| -> Result<DownloadOptions, CloudSaveError> {
-        Ok(DownloadOptions {
-            overwrite: flag(body, "overwrite", false)?,
-            backup_before_overwrite: flag(body, "backup_before_overwrite", true)?,
-            force: flag(body, "force", false)?,
-        })
-    };
-    let run = |cloud: Arc<CloudSave>, name: String, opts| async move {
+    let run = |cloud: Arc<CloudSave>, name: String, opts: DownloadOptions| async move {
         cloud.download(&name, opts).await
     };
-    transfer(cloud, raw, req, read, run, CloudSaveError::DownloadFailed).await
+    transfer(cloud, raw, req, run, CloudSaveError::DownloadFailed).await
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use companiond_core::envelope::parse_body_with;
+
+    fn download(s: &str) -> Result<DownloadOptions, CloudSaveError> {
+        parse_body_with::<DownloadOptions>(s.as_bytes(), true)
+            .map_err(|f| DownloadOptions::rejected(f).0)
+    }
+
+    #[test]
+    fn options_read_as_before() {
+        for empty in ["", "null", "{}", r#"{"other": 1}"#] {
+            let o = download(empty).ok();
+            assert!(
+                o.is_some_and(|o| !o.overwrite && o.backup_before_overwrite && !o.force),
+                "{empty}"
+            );
+        }
+        assert!(matches!(
+            download(r#"{"force": null}"#),
+            Err(CloudSaveError::InvalidParameter("force"))
+        ));
+        assert!(matches!(
+            download(r#"{"backup_before_overwrite": "no"}"#),
+            Err(CloudSaveError::InvalidParameter("backup_before_overwrite"))
+        ));
+        assert!(matches!(
+            download("[true]"),
+            Err(CloudSaveError::InvalidJsonBody(_))
+        ));
+        assert!(matches!(
+            download("{x"),
+            Err(CloudSaveError::InvalidJsonBody(_))
+        ));
+    }
 }

@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use companiond_core::api::{DocumentedError, ErrorDoc};
-use companiond_core::envelope::SuccessError;
+use companiond_core::envelope::{BodyFault, SuccessError};
 use companiond_core::store::StoreError;
 use serde_json::Value;
 
@@ -50,6 +50,23 @@ impl ConfigError {
         ConfigError::BadRequest {
             error: error.into(),
             code,
+        }
+    }
+    /// A body that did not parse into its type: a field of another shape is
+    /// `invalid_input` naming the field; a body that is not a JSON object (or
+    /// too large) `invalid_body`.
+    pub fn body(fault: BodyFault) -> Self {
+        match fault {
+            BodyFault::Invalid { .. } => ConfigError::bad(fault.to_string()),
+            BodyFault::NotObject => {
+                ConfigError::bad_code("the request body must be a JSON object", "invalid_body")
+            }
+            BodyFault::NotJson(e) => {
+                ConfigError::bad_code(format!("invalid request body: {e}"), "invalid_body")
+            }
+            BodyFault::TooLarge { .. } => {
+                ConfigError::bad_code("request body too large or unreadable", "invalid_body")
+            }
         }
     }
     pub fn probe(code: &'static str, error: impl Into<String>) -> Self {

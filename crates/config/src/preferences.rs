@@ -1,7 +1,10 @@
 //! Per-model display preferences (`config/preferences.json`, a JSON list of
 //! records; the first record is the preferred model).
 
-use serde_json::{Map, Value};
+use companiond_core::envelope::loose;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Number, Value};
+use utoipa::ToSchema;
 
 use crate::error::ConfigError;
 
@@ -22,34 +25,50 @@ const OPTIONAL: &[&str] = &[
     "camera_position",
 ];
 
-fn num(v: Option<&Value>) -> bool {
-    v.is_some_and(Value::is_number)
+/// A point or vector of the display record, stored as sent (other keys kept).
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+pub struct Vector {
+    #[schema(value_type = f64)]
+    x: Number,
+    #[schema(value_type = f64)]
+    y: Number,
+    /// A number or null.
+    #[serde(default, deserialize_with = "loose::present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>)]
+    z: Option<Option<Number>>,
+    #[serde(flatten)]
+    other: Map<String, Value>,
 }
 
-fn vector(body: &Map<String, Value>, key: &str) -> Result<Value, ConfigError> {
-    match body.get(key) {
-        Some(Value::Object(o)) if num(o.get("x")) && num(o.get("y")) => {
-            if o.get("z").is_some_and(|z| !z.is_number() && !z.is_null()) {
-                return Err(ConfigError::bad(format!("{key}.z must be a number")));
-            }
-            Ok(Value::Object(o.clone()))
-        }
-        Some(_) => Err(ConfigError::bad(format!(
-            "{key} must be an object with numeric x and y"
-        ))),
-        None => Err(ConfigError::bad(format!("{key} is required"))),
-    }
+/// One model's display record (the document holds a list, preferred model
+/// first): the body of a save, and what is stored (only these fields; the
+/// optional objects as sent, an invalid `viewport` dropped).
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"model_path": "/static/models/mao/mao.model3.json",
+    "position": {"x": 0.5, "y": 0.2}, "scale": {"x": 1.0, "y": 1.0}}))]
+pub struct ModelPreference {
+    /// Non-empty (trimmed), at most 2048 bytes, not `__global_conversation__`.
+    #[schema(min_length = 1, max_length = 2048)]
+    model_path: Option<String>,
+    position: Vector,
+    scale: Vector,
+    /// At most 4096 entries.
+    parameters: Option<Map<String, Value>>,
+    display: Option<Map<String, Value>>,
+    rotation: Option<Map<String, Value>>,
+    camera_position: Option<Map<String, Value>>,
+    /// `{width, height}` > 0; any other value is dropped.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = Option<Object>)]
+    viewport: Option<Map<String, Value>>,
 }
 
-/// Validate one record. Returns the record to store (only the known fields;
-/// an invalid `viewport` is dropped).
-pub fn validate(body: &Map<String, Value>) -> Result<Map<String, Value>, ConfigError> {
-    let path = match body.get("model_path") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim(),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            return Err(ConfigError::bad("model_path is required"))
-        }
-        Some(_) => return Err(ConfigError::bad("model_path must be a string")),
+/// Validate one record. Returns the record to store.
+pub fn validate(body: ModelPreference) -> Result<Map<String, Value>, ConfigError> {
+    let path = match body.model_path.as_deref().map(str::trim) {
+        Some(s) if !s.is_empty() => s,
+        _ => return Err(ConfigError::bad("model_path is required")),
     };
     if path.len() > MAX_PATH_LEN {
         return Err(ConfigError::bad("model_path is too long"));
@@ -59,29 +78,28 @@ pub fn validate(body: &Map<String, Value>) -> Result<Map<String, Value>, ConfigE
     }
     let mut rec = Map::new();
     rec.insert("model_path".into(), Value::String(path.to_string()));
-    rec.insert("position".into(), vector(body, "position")?);
-    rec.insert("scale".into(), vector(body, "scale")?);
-    if let Some(p) = body.get("parameters").filter(|v| !v.is_null()) {
-        match p {
-            Value::Object(o) if o.len() <= MAX_PARAMETERS => {
-                rec.insert("parameters".into(), p.clone());
-            }
-            Value::Object(_) => return Err(ConfigError::bad("too many parameters")),
-            _ => return Err(ConfigError::bad("parameters must be an object")),
+    let json = |v: &Vector| serde_json::to_value(v).unwrap_or(Value::Null);
+    rec.insert("position".into(), json(&body.position));
+    rec.insert("scale".into(), json(&body.scale));
+    if let Some(p) = body.parameters {
+        if p.len() > MAX_PARAMETERS {
+            return Err(ConfigError::bad("too many parameters"));
+        }
+        rec.insert("parameters".into(), Value::Object(p));
+    }
+    for (key, v) in [
+        ("display", body.display),
+        ("rotation", body.rotation),
+        ("camera_position", body.camera_position),
+    ] {
+        if let Some(v) = v {
+            rec.insert(key.into(), Value::Object(v));
         }
     }
-    for key in ["display", "rotation", "camera_position"] {
-        if let Some(v) = body.get(key).filter(|v| !v.is_null()) {
-            if !v.is_object() {
-                return Err(ConfigError::bad(format!("{key} must be an object")));
-            }
-            rec.insert(key.into(), v.clone());
-        }
-    }
-    if let Some(Value::Object(vp)) = body.get("viewport") {
+    if let Some(vp) = body.viewport {
         let pos = |k: &str| vp.get(k).and_then(Value::as_f64).is_some_and(|n| n > 0.0);
         if pos("width") && pos("height") {
-            rec.insert("viewport".into(), Value::Object(vp.clone()));
+            rec.insert("viewport".into(), Value::Object(vp));
         }
     }
     Ok(rec)
@@ -143,5 +161,35 @@ pub fn normalise(v: Option<Value>) -> Vec<Value> {
         Some(Value::Array(a)) => a.into_iter().filter(Value::is_object).collect(),
         Some(Value::Object(o)) if o.contains_key("model_path") => vec![Value::Object(o)],
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use companiond_core::envelope::parse_body;
+
+    fn parse(v: Value) -> Result<Map<String, Value>, String> {
+        let bytes = serde_json::to_vec(&v).map_err(|e| e.to_string())?;
+        parse_body::<ModelPreference>(&bytes)
+            .map_err(|f| f.to_string())
+            .and_then(|b| validate(b).map_err(|e| e.message().to_string()))
+    }
+
+    #[test]
+    fn vectors_are_objects_kept_as_sent() {
+        let v = |p: Value| json_rec(p);
+        assert!(parse(v(serde_json::json!([1, 2]))).is_err());
+        let rec = parse(v(
+            serde_json::json!({"x": 1, "y": 2.5, "z": null, "w": "k"}),
+        ));
+        assert_eq!(
+            rec.ok().and_then(|r| r.get("position").cloned()),
+            Some(serde_json::json!({"x": 1, "y": 2.5, "z": null, "w": "k"}))
+        );
+    }
+
+    fn json_rec(position: Value) -> Value {
+        serde_json::json!({"model_path": "m", "position": position, "scale": {"x": 1, "y": 1}})
     }
 }

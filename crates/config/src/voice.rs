@@ -62,17 +62,8 @@ fn from_net(f: NetFail, stage: &'static str) -> ConfigError {
 
 /// The validated base URL (`http`/`https` with a host, no trailing slash).
 /// `None`/empty → `TTS_GPT_SOVITS_URL_REQUIRED`; anything else → `TTS_GPT_SOVITS_URL_INVALID`.
-pub fn base_url(v: Option<&Value>, default: Option<&str>) -> Result<Url, ConfigError> {
-    let raw = match v {
-        None | Some(Value::Null) => default.unwrap_or(""),
-        Some(Value::String(s)) => s.trim(),
-        Some(_) => {
-            return Err(ConfigError::bad_code(
-                "api_url must be a string",
-                "TTS_GPT_SOVITS_URL_INVALID",
-            ))
-        }
-    };
+pub fn base_url(v: Option<&str>, default: Option<&str>) -> Result<Url, ConfigError> {
+    let raw = v.map(str::trim).unwrap_or_else(|| default.unwrap_or(""));
     let raw = if raw.is_empty() {
         default.unwrap_or("")
     } else {
@@ -158,33 +149,36 @@ pub struct TestParams {
     pub timeout: Duration,
 }
 
-/// Validate the test body (`api_url`, `voice_id`, `test_text`, `timeout_seconds`).
-pub fn test_params(body: &Map<String, Value>) -> Result<TestParams, ConfigError> {
-    let base = base_url(body.get("api_url"), Some(DEFAULT_URL))?;
-    let voice_id = match body.get("voice_id") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) if s.chars().count() <= MAX_VOICE_CHARS => s.trim().to_string(),
-        Some(Value::String(_)) => return Err(ConfigError::bad("voice_id is too long")),
-        Some(_) => return Err(ConfigError::bad("voice_id must be a string")),
+/// `api_url` given but not text.
+pub fn api_url_not_text() -> ConfigError {
+    ConfigError::bad_code("api_url must be a string", "TTS_GPT_SOVITS_URL_INVALID")
+}
+
+/// Validate the test request: the server's URL (default [`DEFAULT_URL`]), the
+/// voice, the text (default [`DEFAULT_TEXT`]) and a shorter time budget.
+pub fn test_params(
+    api_url: Option<&str>,
+    voice_id: Option<&str>,
+    test_text: Option<&str>,
+    timeout_seconds: Option<f64>,
+) -> Result<TestParams, ConfigError> {
+    let base = base_url(api_url, Some(DEFAULT_URL))?;
+    let voice_id = match voice_id {
+        None => String::new(),
+        Some(s) if s.chars().count() <= MAX_VOICE_CHARS => s.trim().to_string(),
+        Some(_) => return Err(ConfigError::bad("voice_id is too long")),
     };
-    let text = match body.get("test_text") {
-        None | Some(Value::Null) => DEFAULT_TEXT.to_string(),
-        Some(Value::String(s)) if s.trim().is_empty() => DEFAULT_TEXT.to_string(),
-        Some(Value::String(s)) if s.chars().count() <= MAX_TEXT_CHARS => s.trim().to_string(),
-        Some(Value::String(_)) => {
+    let text = match test_text {
+        None => DEFAULT_TEXT.to_string(),
+        Some(s) if s.trim().is_empty() => DEFAULT_TEXT.to_string(),
+        Some(s) if s.chars().count() <= MAX_TEXT_CHARS => s.trim().to_string(),
+        Some(_) => {
             return Err(ConfigError::bad(format!(
                 "test_text is longer than {MAX_TEXT_CHARS} characters"
             )))
         }
-        Some(_) => return Err(ConfigError::bad("test_text must be a string")),
     };
-    let timeout = match body.get("timeout_seconds") {
-        None | Some(Value::Null) => TEST_TIMEOUT,
-        Some(v) => match v.as_f64() {
-            Some(s) => net::pick_timeout(Some(s), TEST_TIMEOUT),
-            None => return Err(ConfigError::bad("timeout_seconds must be a number")),
-        },
-    };
+    let timeout = net::pick_timeout(timeout_seconds, TEST_TIMEOUT);
     Ok(TestParams {
         base,
         voice_id,

@@ -6,12 +6,12 @@
 use std::sync::Mutex;
 
 use axum::extract::{Path as UrlPath, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::QueryOf;
-use companiond_core::envelope::{no_store, JsonBody};
+use companiond_core::envelope::{body_refused, loose, BodyFault, BodyOf, BodyRejection, QueryOf};
+use companiond_core::envelope::{no_store, SuccessEnvelope};
 use companiond_core::{AppState, Ext};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
@@ -99,11 +99,13 @@ pub(crate) struct WidgetAnswer {
 }
 
 /// `{enabled}`: turn a widget flag on or off.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"enabled": true}))]
-#[allow(dead_code)]
 pub(crate) struct EnabledBody {
-    enabled: bool,
+    /// Anything but a boolean is a 400.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = bool, required = true)]
+    enabled: Option<bool>,
 }
 
 /// The character shown in the card-drop window (the current one unless another was set).
@@ -116,13 +118,31 @@ pub(crate) struct CardDropCharacter {
 /// and its images as `data:image/...` URLs (at most 8 MiB each; others ignored).
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"name": "Mika"}))]
-#[allow(dead_code)]
 pub(crate) struct CardDropBody {
+    /// Given: a string (null or another type is a 400).
+    #[serde(default, deserialize_with = "loose::present")]
+    #[schema(nullable = false)]
     name: Option<String>,
+    /// Not a `data:image/` text (or larger): ignored.
     #[serde(rename = "dataUrl")]
+    #[serde(default, deserialize_with = "loose::or_none")]
     data_url: Option<String>,
     #[serde(rename = "characterReferenceDataUrl")]
+    #[serde(default, deserialize_with = "loose::or_none")]
     character_reference_data_url: Option<String>,
+}
+
+/// A `name` that is not text is a 400; any other fault as `JsonBody` answers.
+impl BodyRejection for CardDropBody {
+    type Error = Response;
+    fn rejected(fault: BodyFault) -> Response {
+        match fault {
+            BodyFault::Invalid { field, .. } if field == "name" => {
+                FrontendError::BadRequest("name must be a string".into()).into_response()
+            }
+            f => body_refused::<SuccessEnvelope>(f),
+        }
+    }
 }
 
 /// `{ok: true}`.
@@ -132,26 +152,40 @@ pub(crate) struct Okay {
 }
 
 /// The chat so far: options need an assistant turn.
+/// Other keys are ignored.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"messages": [{"role": "user", "content": "hi"},
     {"role": "assistant", "content": "hello!"}]}))]
-#[allow(dead_code)]
 pub(crate) struct GalgameBody {
+    /// Anything but an array counts as no messages; an entry that is not an
+    /// object as no message.
+    #[serde(default, deserialize_with = "messages")]
+    #[schema(required = true)]
     messages: Vec<GalgameMessage>,
-    /// Other keys (kept as sent or ignored, as said above).
-    #[serde(flatten)]
-    rest: Map<String, Value>,
 }
 
+/// Other keys are ignored.
 #[derive(Deserialize, ToSchema)]
-#[allow(dead_code)]
 pub(crate) struct GalgameMessage {
-    /// `user` or `assistant`.
-    role: String,
-    /// Other keys (kept as sent or ignored, as said above).
-    #[serde(flatten)]
-    rest: Map<String, Value>,
+    /// `user` or `assistant` (anything else, text or not, is another role).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    role: Option<String>,
 }
+
+/// The object entries of an array (anything else: none).
+fn messages<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<GalgameMessage>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Array(items) => items
+            .into_iter()
+            .filter(Value::is_object)
+            .filter_map(|m| serde_json::from_value(m).ok())
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> => EnabledBody, GalgameBody);
 
 /// Canned reply options (`fallback:true, reason:"not_supported"`).
 #[derive(Serialize, ToSchema)]
@@ -340,10 +374,10 @@ pub(crate) async fn widget_get(Ext(extras): Ext<Extras>) -> Response {
 /// Set one widget flag from the body's boolean `enabled`: the new state, or 400.
 fn widget_set(
     extras: &Extras,
-    body: &Map<String, Value>,
+    body: EnabledBody,
     flag: fn(&mut Widget) -> &mut bool,
 ) -> Answer<Json<WidgetAnswer>> {
-    let Some(on) = body.get("enabled").and_then(Value::as_bool) else {
+    let Some(on) = body.enabled else {
         return Err(FrontendError::BadRequest(
             "enabled must be a boolean".into(),
         ));
@@ -355,16 +389,16 @@ fn widget_set(
 
 pub(crate) async fn widget_enabled(
     Ext(extras): Ext<Extras>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(body): BodyOf<EnabledBody>,
 ) -> Answer<Json<WidgetAnswer>> {
-    widget_set(&extras, &body, |w| &mut w.enabled)
+    widget_set(&extras, body, |w| &mut w.enabled)
 }
 
 pub(crate) async fn widget_stealth(
     Ext(extras): Ext<Extras>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(body): BodyOf<EnabledBody>,
 ) -> Answer<Json<WidgetAnswer>> {
-    widget_set(&extras, &body, |w| &mut w.stealth)
+    widget_set(&extras, body, |w| &mut w.stealth)
 }
 
 /// Largest avatar data URL kept in the card-drop snapshot.
@@ -372,21 +406,24 @@ const MAX_DATA_URL: usize = 8 * 1024 * 1024;
 
 pub(crate) async fn card_drop_set(
     Ext(extras): Ext<Extras>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(body): BodyOf<CardDropBody>,
 ) -> Answer<Json<Okay>> {
     let mut snap = extras.card_drop.lock().unwrap_or_else(|e| e.into_inner());
     let mut next = snap.clone().unwrap_or_default();
-    if let Some(n) = body.get("name") {
-        let Some(n) = n.as_str() else {
-            return Err(FrontendError::BadRequest("name must be a string".into()));
-        };
+    if let Some(n) = body.name.as_deref() {
         if next.get("name").and_then(Value::as_str) != Some(n) {
             next.clear();
         }
         next.insert("name".into(), json!(n));
     }
-    for k in ["dataUrl", "characterReferenceDataUrl"] {
-        if let Some(v) = body.get(k).and_then(Value::as_str) {
+    for (k, v) in [
+        ("dataUrl", body.data_url),
+        (
+            "characterReferenceDataUrl",
+            body.character_reference_data_url,
+        ),
+    ] {
+        if let Some(v) = v {
             if v.len() <= MAX_DATA_URL && v.starts_with("data:image/") {
                 next.insert(k.into(), json!(v));
             }
@@ -414,15 +451,12 @@ pub(crate) async fn card_drop_get(
 // ------------------------------------------------------------------ galgame
 
 pub(crate) async fn galgame_options(
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(body): BodyOf<GalgameBody>,
 ) -> Answer<Json<GalgameOptions>> {
     let has_assistant = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .is_some_and(|m| {
-            m.iter()
-                .any(|x| x.get("role").and_then(Value::as_str) == Some("assistant"))
-        });
+        .messages
+        .iter()
+        .any(|m| m.role.as_deref() == Some("assistant"));
     if !has_assistant {
         return Err(FrontendError::Refused {
             code: "no_assistant_turn",
@@ -465,4 +499,37 @@ pub(crate) async fn music_search(QueryOf(q): QueryOf<MusicQuery>) -> Json<MusicS
         data: Vec::new(),
         message,
     })
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use companiond_core::envelope::parse_body;
+
+    #[test]
+    fn galgame_messages_are_read_leniently() {
+        let assistant = |s: &str| {
+            parse_body::<GalgameBody>(s.as_bytes()).is_ok_and(|b| {
+                b.messages
+                    .iter()
+                    .any(|m| m.role.as_deref() == Some("assistant"))
+            })
+        };
+        assert!(assistant(r#"{"messages": ["x", {"role": "assistant"}]}"#));
+        assert!(!assistant(r#"{"messages": [["assistant"], {"role": 5}]}"#));
+        assert!(!assistant(r#"{"messages": "assistant"}"#));
+        assert!(!assistant("{}"));
+    }
+
+    #[test]
+    fn a_card_drop_name_must_be_text() {
+        let status = |s: &str| match parse_body::<CardDropBody>(s.as_bytes()) {
+            Ok(_) => 200,
+            Err(f) => CardDropBody::rejected(f).status().as_u16(),
+        };
+        assert_eq!(status(r#"{"name": "Mika", "dataUrl": 5}"#), 200);
+        assert_eq!(status(r#"{"name": null}"#), 400);
+        assert_eq!(status(r#"{"name": 3}"#), 400);
+        assert_eq!(status("[1]"), 422);
+    }
 }

@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::Json;
 use companiond_core::envelope::QueryOf;
-use companiond_core::envelope::{JsonBody, SuccessError};
+use companiond_core::envelope::{body_refused, loose, BodyFault, BodyOf, BodyRejection};
+use companiond_core::envelope::{SuccessEnvelope, SuccessError};
 use companiond_core::static_files::serve_contained;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
@@ -240,13 +241,29 @@ pub(crate) struct AnimationUploaded {
 }
 
 /// `{url}`: the imported model to delete.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"url": "/user_vrm/Alicia.vrm"}))]
-#[allow(dead_code)]
 pub(crate) struct VrmDeleteBody {
-    /// `/user_vrm/<file>.vrm`.
-    #[schema(pattern = "^/user_vrm/[^/\\\\]+\\.[vV][rR][mM]$")]
-    url: String,
+    /// `/user_vrm/<file>.vrm` (empty or not text: missing).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, pattern = "^/user_vrm/[^/\\\\]+\\.[vV][rR][mM]$")]
+    url: Option<String>,
+}
+
+const VRM_URL_REQUIRED: &str = "url (a /user_vrm/<file>.vrm path) is required";
+
+/// JSON that is not an object names no `url` (400, as a missing one); a body
+/// that is not JSON is answered as `JsonBody` does.
+impl BodyRejection for VrmDeleteBody {
+    type Error = Response;
+    fn rejected(fault: BodyFault) -> Response {
+        match fault {
+            BodyFault::NotObject => {
+                FrontendError::BadRequest(VRM_URL_REQUIRED.into()).into_response()
+            }
+            f => body_refused::<SuccessEnvelope>(f),
+        }
+    }
 }
 
 /// `200 {success:false, error, ...}`: the original's answer for a model it cannot read.
@@ -823,15 +840,11 @@ async fn vrm_upload(st: AppState, req: Request, animation: bool) -> Answer<(Stri
 /// `DELETE /api/model/vrm/model` `{url}`: a user VRM model (`/user_vrm/<file>.vrm`).
 pub(crate) async fn vrm_delete(
     State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Value>,
+    BodyOf(body): BodyOf<VrmDeleteBody>,
 ) -> Answer<Json<Message>> {
     let bad = |m: &str| Err(FrontendError::BadRequest(m.into()));
-    let Some(url) = body
-        .get("url")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-    else {
-        return bad("url (a /user_vrm/<file>.vrm path) is required");
+    let Some(url) = body.url.as_deref().filter(|u| !u.is_empty()) else {
+        return bad(VRM_URL_REQUIRED);
     };
     let Some(rel) = url.strip_prefix("/user_vrm/") else {
         return bad("only imported models (/user_vrm/...) can be deleted");

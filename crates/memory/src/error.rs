@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::api::{DocumentedError, ErrorDoc};
-use companiond_core::envelope::{EnvelopeKind, SuccessError};
+use companiond_core::envelope::{BodyFault, EnvelopeKind, SuccessError};
 use companiond_core::rename::{RenameError, RenameFailure};
 use serde::Serialize;
 
@@ -78,6 +78,19 @@ pub enum MemoryError {
 }
 
 impl MemoryError {
+    /// A body that did not parse into its type: 400 saying why (the field
+    /// that failed, or that it is not a JSON object).
+    pub fn body(fault: BodyFault) -> Self {
+        MemoryError::BadRequest(match fault {
+            BodyFault::NotJson(e) => format!("the body is not valid JSON: {e}"),
+            BodyFault::NotObject => "the body must be a JSON object".into(),
+            BodyFault::TooLarge { limit } => {
+                format!("unreadable body: larger than {limit} bytes")
+            }
+            f @ BodyFault::Invalid { .. } => f.to_string(),
+        })
+    }
+
     pub fn status(&self) -> StatusCode {
         use MemoryError::*;
         match self {

@@ -8,7 +8,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::{lenient, no_store, JsonBody, QueryOf};
+use companiond_core::envelope::{lenient, loose, no_store, BodyOf, JsonBody, QueryOf};
 use companiond_core::{AppState, Ext};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -26,12 +26,8 @@ use crate::{
 /// A handler's answer: the typed value as JSON, or the family's error envelope.
 type Answer<T> = Result<Json<T>, MemoryError>;
 
-/// A JSON body; malformed, empty or oversized → 400.
-fn json_body(body: Result<Bytes, BytesRejection>) -> Result<Value, MemoryError> {
-    let bytes = body.map_err(|e| MemoryError::BadRequest(format!("unreadable body: {e}")))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| MemoryError::BadRequest(format!("the body is not valid JSON: {e}")))
-}
+/// Largest body of a memory route read through [`BodyOf`] (as axum's default).
+const MAX_BODY: usize = 2 * 1024 * 1024;
 
 /// `GET /api/memory/recent_files` (the answer is kept serialized).
 pub(crate) async fn recent_files(
@@ -59,6 +55,9 @@ pub(crate) struct RecentFileQuery {
 #[schema(example = json!({"filename": "recent_Companion.json",
     "fingerprint": "3f2a…", "identity_token": "9c41…",
     "chat": [{"role": "human", "text": "hi"}, {"role": "ai", "text": "hello"}]}))]
+// Not the parser: a save carries megabytes of chat, read in one pass (two
+// threads for a large body) that keeps only these fields (`save_body`), and
+// `recent` validates them in a fixed order; this type documents that shape.
 #[allow(dead_code)]
 pub(crate) struct SaveBody {
     /// Logical file name `recent_<character>.json`.
@@ -74,7 +73,7 @@ pub(crate) struct SaveBody {
 
 /// One chat entry of a save (other fields are skipped).
 #[derive(ToSchema)]
-#[allow(dead_code)]
+#[allow(dead_code)] // documents what `save_body` reads (see `SaveBody`)
 pub(crate) struct SaveEntry {
     /// `human`, `ai`, `system`, ... (non-empty).
     #[schema(min_length = 1)]
@@ -115,9 +114,11 @@ pub(crate) async fn recent_save(
     recent::save(&st, &rt, req?).await.map(Json)
 }
 
-fn name_field(v: &Value, key: &str) -> Result<String, MemoryError> {
-    match v.get(key) {
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+/// A name of a rename body: anything but a non-blank text (absent, null,
+/// another type) is `empty`.
+fn name_field(v: Option<String>, key: &str) -> Result<String, MemoryError> {
+    match v {
+        Some(s) if !s.trim().is_empty() => Ok(s),
         _ => Err(MemoryError::Invalid {
             code: "empty",
             error: format!("{key} (non-empty string) is required"),
@@ -126,34 +127,34 @@ fn name_field(v: &Value, key: &str) -> Result<String, MemoryError> {
 }
 
 /// The body of `POST /api/memory/update_character_name`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"old_name": "Companion", "new_name": "Hana"}))]
-#[allow(dead_code)] // read by hand ([`name_field`]); this states its shape
 pub(crate) struct RenameAliasBody {
-    #[schema(min_length = 1)]
-    old_name: String,
-    #[schema(min_length = 1)]
-    new_name: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1)]
+    old_name: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1)]
+    new_name: Option<String>,
 }
 
 /// The body of `POST /api/characters/profile/{old_name}/rename`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"new_name": "Hana"}))]
-#[allow(dead_code)]
 pub(crate) struct RenameBody {
-    #[schema(min_length = 1)]
-    new_name: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1)]
+    new_name: Option<String>,
 }
 
 /// `POST /api/memory/update_character_name` (`{old_name, new_name}`).
 pub(crate) async fn rename_alias(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
-    body: Result<Bytes, BytesRejection>,
+    BodyOf(body): BodyOf<RenameAliasBody>,
 ) -> Answer<rename::Renamed> {
-    let v = json_body(body)?;
-    let old = name_field(&v, "old_name")?;
-    let new = name_field(&v, "new_name")?;
+    let old = name_field(body.old_name, "old_name")?;
+    let new = name_field(body.new_name, "new_name")?;
     rename::rename(&st, &rt, &old, &new).await.map(Json)
 }
 
@@ -162,11 +163,11 @@ pub(crate) async fn rename_canonical(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
     old: Result<UrlPath<String>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
+    BodyOf(body): BodyOf<RenameBody>,
 ) -> Answer<rename::Renamed> {
     let UrlPath(old) =
         old.map_err(|e| MemoryError::BadRequest(format!("invalid old_name: {e}")))?;
-    let new = name_field(&json_body(body)?, "new_name")?;
+    let new = name_field(body.new_name, "new_name")?;
     rename::rename(&st, &rt, &old, &new).await.map(Json)
 }
 
@@ -202,9 +203,8 @@ pub(crate) struct ToggleSaved {
 }
 
 /// The body of a toggle's `POST`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"enabled": false}))]
-#[allow(dead_code)] // read by [`toggles::parse_body`]; this states its shape
 pub(crate) struct ToggleBody {
     enabled: bool,
 }
@@ -225,10 +225,9 @@ pub(crate) async fn toggle_get<T: ToggleRoute>(
 pub(crate) async fn toggle_post<T: ToggleRoute>(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
-    body: Result<Bytes, BytesRejection>,
+    BodyOf(body): BodyOf<ToggleBody>,
 ) -> Answer<ToggleSaved> {
-    let bytes = body.map_err(|e| MemoryError::BadRequest(format!("unreadable body: {e}")))?;
-    let enabled = toggles::write(&st, &rt, T::TOGGLE, toggles::parse_body(&bytes)?).await?;
+    let enabled = toggles::write(&st, &rt, T::TOGGLE, body.enabled).await?;
     Ok(Json(ToggleSaved {
         success: true,
         enabled,
@@ -248,21 +247,23 @@ pub(crate) async fn legacy_scan(State(st): State<AppState>) -> Response {
 }
 
 /// The body of `POST /api/memory/legacy/purge`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"paths": ["/home/me/Documents/Companion/memory/Old"]}))]
-#[allow(dead_code)] // read by [`legacy::parse_purge`]; this states its shape
 pub(crate) struct PurgeBody {
-    /// Absolute paths of entries listed by `legacy/scan` (each is checked again).
-    #[schema(min_items = 1)]
-    paths: Vec<String>,
+    /// Absolute paths of entries listed by `legacy/scan` (each is checked
+    /// again; an entry that is not text is reported in `errors`). Anything but
+    /// a non-empty array is a 400.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = Vec<String>, required = true, min_items = 1)]
+    paths: Option<Vec<Value>>,
 }
 
 /// `POST /api/memory/legacy/purge` (`{paths}`).
 pub(crate) async fn legacy_purge(
     State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    BodyOf(body): BodyOf<PurgeBody>,
 ) -> Answer<legacy::Purge> {
-    let paths = legacy::parse_purge(&json_body(body)?)?;
+    let paths = legacy::purge_paths(body.paths)?;
     let data = st.data_dir().to_path_buf();
     let roots = st.opts.legacy_memory_roots.clone();
     companiond_core::task::blocking(move || legacy::purge(&data, &roots, &paths))
@@ -639,57 +640,45 @@ pub(crate) async fn search(
     no_store(r.map(Json))
 }
 
-fn body_object(
-    body: Result<Bytes, BytesRejection>,
-) -> Result<serde_json::Map<String, Value>, MemoryError> {
-    match json_body(body)? {
-        Value::Object(m) => Ok(m),
-        _ => Err(bad("the body must be a JSON object")),
-    }
-}
-
-fn body_str(
-    m: &serde_json::Map<String, Value>,
-    key: &str,
-    max: usize,
-) -> Result<String, MemoryError> {
-    match m.get(key) {
-        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= max => {
-            Ok(s.trim().to_string())
-        }
-        Some(Value::String(s)) if !s.trim().is_empty() => {
-            Err(bad(format!("{key} is longer than {max} characters")))
-        }
+/// A text field of a long-term body, trimmed: absent, null, another type or
+/// blank is `required`; longer than `max` characters refused.
+fn body_str(v: Option<String>, key: &str, max: usize) -> Result<String, MemoryError> {
+    match v.as_deref().map(str::trim) {
+        Some(s) if !s.is_empty() && s.chars().count() <= max => Ok(s.to_string()),
+        Some(s) if !s.is_empty() => Err(bad(format!("{key} is longer than {max} characters"))),
         _ => Err(bad(format!("{key} (non-empty string) is required"))),
     }
 }
 
 /// The body of `POST /api/memory/forget`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"character": "Companion", "id": "fact_1732540000000_ab12"}))]
-#[allow(dead_code)] // read by hand ([`body_str`]); this states its shape
 pub(crate) struct ForgetBody {
-    #[schema(min_length = 1, max_length = 200)]
-    character: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 200)]
+    character: Option<String>,
     /// Id of a fact, reflection or persona entry.
-    #[schema(min_length = 1, max_length = 200)]
-    id: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 200)]
+    id: Option<String>,
 }
 
 /// The body of `POST /api/memory/correct`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"character": "Companion",
     "id": "fact_1732540000000_ab12", "text": "Likes green tea", "importance": 7}))]
-#[allow(dead_code)]
 pub(crate) struct CorrectBody {
-    #[schema(min_length = 1, max_length = 200)]
-    character: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 200)]
+    character: Option<String>,
     /// Id of a fact, reflection or persona entry.
-    #[schema(min_length = 1, max_length = 200)]
-    id: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 200)]
+    id: Option<String>,
     /// The corrected text.
-    #[schema(min_length = 1, max_length = 2000)]
-    text: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 2000)]
+    text: Option<String>,
     /// New importance of a fact.
     #[schema(minimum = 1, maximum = 10)]
     importance: Option<i64>,
@@ -698,9 +687,8 @@ pub(crate) struct CorrectBody {
 }
 
 /// Whom a memory entry is about.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(as = MemoryEntity)]
-#[allow(dead_code)]
 #[allow(non_camel_case_types)]
 pub(crate) enum Entity {
     master,
@@ -708,14 +696,28 @@ pub(crate) enum Entity {
     relationship,
 }
 
-/// The body of `POST /api/memory/extract`.
-#[derive(ToSchema)]
-#[schema(example = json!({"character": "Companion"}))]
-#[allow(dead_code)]
-pub(crate) struct ExtractBody {
-    #[schema(min_length = 1, max_length = 200)]
-    character: String,
+impl Entity {
+    fn name(&self) -> &'static str {
+        match self {
+            Entity::master => "master",
+            Entity::neko => "neko",
+            Entity::relationship => "relationship",
+        }
+    }
 }
+
+/// The body of `POST /api/memory/extract`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"character": "Companion"}))]
+pub(crate) struct ExtractBody {
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 200)]
+    character: Option<String>,
+}
+
+// Every memory body that does not parse is a 400 in the family's envelope.
+companiond_core::body_rejected!(MemoryError, limit = MAX_BODY, MemoryError::body =>
+    RenameAliasBody, RenameBody, ToggleBody, PurgeBody, ForgetBody, CorrectBody, ExtractBody);
 
 /// The answer of `POST /api/memory/extract`: what the extraction did.
 #[derive(Serialize, ToSchema)]
@@ -729,36 +731,28 @@ pub(crate) struct Extracted {
 /// `POST /api/memory/forget` (`{character, id}`).
 pub(crate) async fn forget(
     State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    BodyOf(body): BodyOf<ForgetBody>,
 ) -> Answer<longterm::Forgotten> {
-    let m = body_object(body)?;
-    let name = body_str(&m, "character", 200)?;
-    let id = body_str(&m, "id", 200)?;
+    let name = body_str(body.character, "character", 200)?;
+    let id = body_str(body.id, "id", 200)?;
     longterm::forget(&st, &name, id).await.map(Json)
 }
 
 /// `POST /api/memory/correct` (`{character, id, text, importance?, entity?}`).
 pub(crate) async fn correct(
     State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    BodyOf(body): BodyOf<CorrectBody>,
 ) -> Answer<longterm::Corrected> {
-    let m = body_object(body)?;
-    let name = body_str(&m, "character", 200)?;
+    let name = body_str(body.character, "character", 200)?;
     let correction = Correction {
-        id: body_str(&m, "id", 200)?,
-        text: body_str(&m, "text", MAX_TEXT_CHARS)?,
-        importance: match m.get("importance") {
-            None | Some(Value::Null) => None,
-            Some(v) => match v.as_i64() {
-                Some(n @ 1..=10) => Some(n),
-                _ => return Err(bad("importance must be an integer from 1 to 10")),
-            },
+        id: body_str(body.id, "id", 200)?,
+        text: body_str(body.text, "text", MAX_TEXT_CHARS)?,
+        importance: match body.importance {
+            None => None,
+            Some(n @ 1..=10) => Some(n),
+            Some(_) => return Err(bad("importance must be an integer from 1 to 10")),
         },
-        entity: match m.get("entity") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(e)) if stores::ENTITIES.contains(&e.as_str()) => Some(e.clone()),
-            Some(_) => return Err(bad("entity must be master, neko or relationship")),
-        },
+        entity: body.entity.map(|e| e.name().to_string()),
     };
     longterm::correct(&st, &name, correction).await.map(Json)
 }
@@ -767,9 +761,9 @@ pub(crate) async fn correct(
 /// extraction's outcome.
 pub(crate) async fn extract_now(
     State(st): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
+    BodyOf(body): BodyOf<ExtractBody>,
 ) -> Answer<Extracted> {
-    let name = body_str(&body_object(body)?, "character", 200)?;
+    let name = body_str(body.character, "character", 200)?;
     fence::check(st.data_dir(), "extract", &format!("memory/{name}"))?;
     let outcome = extract::run_now(&st, &name).await?;
     Ok(Json(Extracted {

@@ -193,10 +193,11 @@ pub fn scan(data_dir: &Path, roots: &[PathBuf], characters: &[String]) -> Scan {
     }
 }
 
-/// The `paths` of a purge body (400 when malformed).
-pub fn parse_purge(body: &Value) -> Result<Vec<Value>, MemoryError> {
-    match body.get("paths") {
-        Some(Value::Array(a)) if !a.is_empty() => Ok(a.clone()),
+/// The `paths` of a purge body: 400 unless a non-empty array (its entries
+/// are judged one by one by [`purge`]).
+pub fn purge_paths(paths: Option<Vec<Value>>) -> Result<Vec<Value>, MemoryError> {
+    match paths {
+        Some(a) if !a.is_empty() => Ok(a),
         _ => Err(MemoryError::BadRequest(
             "paths (non-empty array of absolute paths) is required".into(),
         )),

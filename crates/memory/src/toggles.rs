@@ -85,20 +85,6 @@ pub async fn read(
     }
 }
 
-/// Parse a toggle POST body: a JSON object with a boolean `enabled`.
-pub fn parse_body(bytes: &[u8]) -> Result<bool, MemoryError> {
-    let v: Value = serde_json::from_slice(bytes)
-        .map_err(|e| MemoryError::BadRequest(format!("the body is not valid JSON: {e}")))?;
-    let o = v
-        .as_object()
-        .ok_or_else(|| MemoryError::BadRequest("the body must be a JSON object".into()))?;
-    match o.get("enabled") {
-        Some(Value::Bool(b)) => Ok(*b),
-        None => Err(MemoryError::BadRequest("enabled is required".into())),
-        Some(_) => Err(MemoryError::BadRequest("enabled must be a boolean".into())),
-    }
-}
-
 /// Write a toggle (fenced; switching powerful memory off migrates first;
 /// other keys of the file are kept). Returns the saved value.
 pub async fn write(

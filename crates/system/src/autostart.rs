@@ -2,8 +2,10 @@
 //! `<data>/state/autostart_prompt_state.json`, optional overrides in
 //! `<data>/state/autostart_prompt_config.json` (clamped).
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use companiond_core::envelope::loose;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use companiond_core::AppState;
 
@@ -239,64 +241,131 @@ impl State {
     }
 }
 
-fn int(body: &Map<String, Value>, key: &str) -> i64 {
-    match body.get(key) {
-        Some(Value::Number(n)) => n
+/// A usage counter: an integer, or a number truncated; anything else is 0.
+fn delta<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n
             .as_i64()
             .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
             .unwrap_or(0),
         _ => 0,
-    }
+    })
 }
 
-/// The first of `keys` that holds a string, trimmed ("" when none does).
-fn first_text<'a>(body: &'a Map<String, Value>, keys: &[&str]) -> &'a str {
-    keys.iter()
-        .find_map(|k| body.get(*k).and_then(Value::as_str))
-        .unwrap_or("")
-        .trim()
+/// The first text of a field and its older spelling, trimmed ("" when neither is).
+fn first_text<'a>(a: &'a Option<String>, b: &'a Option<String>) -> &'a str {
+    a.as_deref().or(b.as_deref()).unwrap_or("").trim()
 }
 
-fn token_of(body: &Map<String, Value>) -> String {
-    first_text(body, &["prompt_token", "token"]).to_string()
+/// The provider named (at most 64 characters).
+fn provider_of(a: &Option<String>, b: &Option<String>) -> String {
+    first_text(a, b).chars().take(64).collect()
 }
 
-fn provider_of(body: &Map<String, Value>) -> String {
-    first_text(body, &["autostart_provider", "provider"])
-        .chars()
-        .take(64)
-        .collect()
+/// `POST /api/autostart-prompt/heartbeat`: usage since the last heartbeat. A
+/// field of another type counts as absent.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"foreground_ms_delta": 60000, "home_interactions_delta": 2,
+    "autostart_supported": true}))]
+pub struct AutostartHeartbeatBody {
+    /// Clamped to 0..=1800000 (30 minutes).
+    #[serde(default, deserialize_with = "delta")]
+    #[schema(value_type = Option<i64>)]
+    foreground_ms_delta: i64,
+    /// Clamped to 0..=20 (so are the two below).
+    #[serde(default, deserialize_with = "delta")]
+    #[schema(value_type = Option<i64>)]
+    home_interactions_delta: i64,
+    #[serde(default, deserialize_with = "delta")]
+    #[schema(value_type = Option<i64>)]
+    chat_turns_delta: i64,
+    #[serde(default, deserialize_with = "delta")]
+    #[schema(value_type = Option<i64>)]
+    voice_sessions_delta: i64,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    autostart_enabled: Option<bool>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(default = true)]
+    autostart_supported: Option<bool>,
+    /// `autostart_enabled` is the system's own answer.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(default = false)]
+    autostart_status_authoritative: Option<bool>,
+    /// At most 64 characters (`provider` is accepted too).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    autostart_provider: Option<String>,
+    /// The older spelling of `autostart_provider` (read when that is not text).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    provider: Option<String>,
+}
+
+/// `POST /api/autostart-prompt/shown`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"prompt_token": "pt_1"}))]
+pub struct AutostartShownBody {
+    /// The token of the prompt shown (`token` is accepted too).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    prompt_token: Option<String>,
+    /// The older spelling of `prompt_token`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    token: Option<String>,
+}
+
+/// `POST /api/autostart-prompt/decision`. A field of another type counts as absent.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"prompt_token": "pt_1", "decision": "accept", "result": "enabled"}))]
+pub struct AutostartDecisionBody {
+    /// The token of the prompt answered (`token` is accepted too).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    prompt_token: Option<String>,
+    /// The older spelling of `prompt_token`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    token: Option<String>,
+    /// `accept`, `later` or `never` (`action` is accepted too).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    decision: Option<String>,
+    /// The older spelling of `decision`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    action: Option<String>,
+    /// For `accept`: `enabled`, `accepted`, or a failure.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    result: Option<String>,
+    /// For a failed `accept`: what went wrong (at most 200 characters).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    error: Option<String>,
+    /// At most 64 characters (`provider` is accepted too).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    autostart_provider: Option<String>,
+    /// The older spelling of `autostart_provider`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    provider: Option<String>,
 }
 
 /// A heartbeat; returns `(should_prompt, reason, token)`.
 pub fn heartbeat(
     s: &mut State,
-    body: &Map<String, Value>,
+    body: &AutostartHeartbeatBody,
     cfg: &Config,
     now: i64,
 ) -> (bool, &'static str, Option<String>) {
     if s.first_seen_at == 0 {
         s.first_seen_at = now;
     }
-    s.foreground_ms += int(body, "foreground_ms_delta").clamp(0, MAX_FOREGROUND_DELTA);
-    let hi = int(body, "home_interactions_delta").clamp(0, MAX_COUNTER_DELTA);
+    s.foreground_ms += body.foreground_ms_delta.clamp(0, MAX_FOREGROUND_DELTA);
+    let hi = body.home_interactions_delta.clamp(0, MAX_COUNTER_DELTA);
     s.home_interactions += hi;
     if hi > 0 {
         s.last_weak_home_interaction_at = now;
     }
-    s.chat_turns += int(body, "chat_turns_delta").clamp(0, MAX_COUNTER_DELTA);
-    s.voice_sessions += int(body, "voice_sessions_delta").clamp(0, MAX_COUNTER_DELTA);
+    s.chat_turns += body.chat_turns_delta.clamp(0, MAX_COUNTER_DELTA);
+    s.voice_sessions += body.voice_sessions_delta.clamp(0, MAX_COUNTER_DELTA);
 
-    let enabled = body.get("autostart_enabled").and_then(Value::as_bool);
-    let supported = body
-        .get("autostart_supported")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    let authoritative = body
-        .get("autostart_status_authoritative")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let provider = provider_of(body);
+    let enabled = body.autostart_enabled;
+    let supported = body.autostart_supported.unwrap_or(true);
+    let authoritative = body.autostart_status_authoritative.unwrap_or(false);
+    let provider = provider_of(&body.autostart_provider, &body.provider);
     if authoritative {
         if !provider.is_empty() && !s.enabled_provider.is_empty() && provider != s.enabled_provider
         {
@@ -371,23 +440,23 @@ pub fn heartbeat(
 }
 
 /// `shown`: returns `already_acknowledged`.
-pub fn shown(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64) -> SysResult<bool> {
-    let token = token_of(body);
+pub fn shown(s: &mut State, body: &AutostartShownBody, cfg: &Config, now: i64) -> SysResult<bool> {
+    let token = first_text(&body.prompt_token, &body.token).to_string();
     s.acknowledge(&token, cfg, now)
 }
 
 /// `decision`.
-pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64) -> SysResult<()> {
-    let decision = ["decision", "action"]
-        .iter()
-        .find_map(|k| body.get(*k).and_then(Value::as_str))
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+pub fn decision(
+    s: &mut State,
+    body: &AutostartDecisionBody,
+    cfg: &Config,
+    now: i64,
+) -> SysResult<()> {
+    let decision = first_text(&body.decision, &body.action).to_ascii_lowercase();
     if !matches!(decision.as_str(), "accept" | "later" | "never") {
         return Err(SystemError::InvalidDecision("invalid decision".into()));
     }
-    let token = token_of(body);
+    let token = first_text(&body.prompt_token, &body.token).to_string();
     if token.is_empty() {
         return Err(SystemError::InvalidPromptToken(
             "invalid prompt_token".into(),
@@ -412,12 +481,12 @@ pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64
             s.accepted_at = now;
             s.funnel_counts.accept += 1;
             let result = body
-                .get("result")
-                .and_then(Value::as_str)
+                .result
+                .as_deref()
                 .unwrap_or("")
                 .trim()
                 .to_ascii_lowercase();
-            let provider = provider_of(body);
+            let provider = provider_of(&body.autostart_provider, &body.provider);
             match result.as_str() {
                 "enabled" | "autostart_enabled" => {
                     s.started_at = now;
@@ -436,8 +505,8 @@ pub fn decision(s: &mut State, body: &Map<String, Value>, cfg: &Config, now: i64
                 _ => {
                     s.status = "error".into();
                     s.last_error = body
-                        .get("error")
-                        .and_then(Value::as_str)
+                        .error
+                        .as_deref()
                         .map(|e| e.trim().chars().take(200).collect::<String>())
                         .filter(|e| !e.is_empty())
                         .unwrap_or_else(|| "autostart_enable_failed".into());
@@ -486,8 +555,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn m(v: Value) -> Map<String, Value> {
-        v.as_object().cloned().unwrap()
+    /// A body as the route parses it.
+    fn m<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).unwrap()
     }
 
     #[test]

@@ -179,6 +179,20 @@ pub enum BusyState {
 }
 
 impl SystemError {
+    /// A body that did not parse into its type (as the object reader
+    /// answered): 413 past the limit, 400 `invalid_json` or `invalid_body`.
+    pub fn body(fault: companiond_core::envelope::BodyFault) -> Self {
+        use companiond_core::envelope::BodyFault;
+        match fault {
+            BodyFault::TooLarge { limit } => {
+                SystemError::BodyTooLarge(format!("the body is larger than {limit} bytes"))
+            }
+            BodyFault::NotJson(_) => SystemError::InvalidJson("invalid JSON body".into()),
+            BodyFault::NotObject => SystemError::InvalidBody("body must be a JSON object".into()),
+            f @ BodyFault::Invalid { .. } => SystemError::InvalidBody(f.to_string()),
+        }
+    }
+
     /// The HTTP status of this failure.
     pub fn status(&self) -> StatusCode {
         use SystemError::*;

@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 
 use base64::Engine;
+use companiond_core::envelope::loose;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
+use utoipa::ToSchema;
 
 use crate::error::{SysResult, SystemError};
 
@@ -96,25 +97,70 @@ impl Default for Handoff {
     }
 }
 
-fn field(body: &Map<String, Value>, key: &str, max: usize) -> String {
-    body.get(key)
-        .and_then(Value::as_str)
+/// `POST /api/guide/handoff/create`. Fields are trimmed and cut at their
+/// length; one of another type counts as absent.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"target_page": "chat", "source_page": "home",
+    "resume_scene": "intro"}))]
+pub struct HandoffCreateBody {
+    /// The page that will consume the token (at most 80 characters).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1)]
+    target_page: Option<String>,
+    /// At most 80 characters.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(default = "home_yui_guide_v1")]
+    flow_id: Option<String>,
+    /// At most 80 characters.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(default = "home")]
+    source_page: Option<String>,
+    /// At most 240 characters.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    source_path: Option<String>,
+    /// At most 240 characters.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    target_path: Option<String>,
+    /// At most 120 characters.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    resume_scene: Option<String>,
+}
+
+/// `POST /api/guide/handoff/consume`. Fields are trimmed; one of another type
+/// counts as absent, a longer one is refused.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"token": "…", "signature": "…", "expected_page": "chat"}))]
+pub struct HandoffConsumeBody {
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 128)]
+    token: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 128)]
+    signature: Option<String>,
+    /// The consuming page; must be the token's target.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 80)]
+    expected_page: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(max_length = 120)]
+    consumer_id: Option<String>,
+}
+
+/// The trimmed text, cut at `max` characters (absent: empty).
+fn field(v: &Option<String>, max: usize) -> String {
+    v.as_deref()
         .map(|s| s.trim().chars().take(max).collect())
         .unwrap_or_default()
 }
 
-/// The trimmed text at `key`; `too_long` names the failure past `max` characters.
+/// The trimmed text (absent: empty); `too_long` names the failure past `max` characters.
 fn bounded(
-    body: &Map<String, Value>,
+    v: &Option<String>,
     key: &str,
     max: usize,
     too_long: fn(String) -> SystemError,
 ) -> SysResult<String> {
-    let v = body
-        .get(key)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .unwrap_or("");
+    let v = v.as_deref().map(str::trim).unwrap_or("");
     if v.chars().count() > max {
         return Err(too_long(format!("{key} is too long")));
     }
@@ -161,11 +207,11 @@ impl Handoff {
     /// Create a token; `origin` is the request origin (or the server's own).
     pub async fn create(
         &self,
-        body: &Map<String, Value>,
+        body: &HandoffCreateBody,
         origin: &str,
         now: i64,
     ) -> SysResult<PublicToken> {
-        let target_page = field(body, "target_page", 80);
+        let target_page = field(&body.target_page, 80);
         if target_page.is_empty() {
             return Err(SystemError::InvalidTargetPage(
                 "target_page is required".into(),
@@ -177,13 +223,13 @@ impl Handoff {
         let or_default = |v: String, d: &str| if v.is_empty() { d.to_string() } else { v };
         let mut r = Record {
             token: token.clone(),
-            flow_id: or_default(field(body, "flow_id", 80), "home_yui_guide_v1"),
+            flow_id: or_default(field(&body.flow_id, 80), "home_yui_guide_v1"),
             source_origin: origin.to_string(),
-            source_page: or_default(field(body, "source_page", 80), "home"),
-            source_path: field(body, "source_path", 240),
+            source_page: or_default(field(&body.source_page, 80), "home"),
+            source_path: field(&body.source_path, 240),
             target_page,
-            target_path: field(body, "target_path", 240),
-            resume_scene: Some(field(body, "resume_scene", 120)).filter(|s| !s.is_empty()),
+            target_path: field(&body.target_path, 240),
+            resume_scene: Some(field(&body.resume_scene, 120)).filter(|s| !s.is_empty()),
             created_at: now,
             expires_at: now + TTL_MS,
             consumed_at: 0,
@@ -203,24 +249,39 @@ impl Handoff {
     /// pruned first), signature, origin, target page, not yet used.
     pub async fn consume(
         &self,
-        body: &Map<String, Value>,
+        body: &HandoffConsumeBody,
         origin: &str,
         now: i64,
     ) -> SysResult<PublicToken> {
-        let token = bounded(body, "token", 128, SystemError::InvalidHandoffToken)?;
-        let signature = bounded(body, "signature", 128, SystemError::InvalidHandoffToken)?;
+        let token = bounded(&body.token, "token", 128, SystemError::InvalidHandoffToken)?;
+        let signature = bounded(
+            &body.signature,
+            "signature",
+            128,
+            SystemError::InvalidHandoffToken,
+        )?;
         if token.is_empty() || signature.is_empty() {
             return Err(SystemError::InvalidHandoffToken(
                 "token and signature are required".into(),
             ));
         }
-        let expected = bounded(body, "expected_page", 80, SystemError::InvalidExpectedPage)?;
+        let expected = bounded(
+            &body.expected_page,
+            "expected_page",
+            80,
+            SystemError::InvalidExpectedPage,
+        )?;
         if expected.is_empty() {
             return Err(SystemError::InvalidExpectedPage(
                 "expected_page is required".into(),
             ));
         }
-        let consumer = bounded(body, "consumer_id", 120, SystemError::InvalidConsumerId)?;
+        let consumer = bounded(
+            &body.consumer_id,
+            "consumer_id",
+            120,
+            SystemError::InvalidConsumerId,
+        )?;
         let mut map = self.records.lock().await;
         prune(&mut map, now);
         let Some(r) = map.get_mut(&token) else {
@@ -265,8 +326,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn m(v: Value) -> Map<String, Value> {
-        v.as_object().cloned().unwrap()
+    /// A body as the route parses it.
+    fn m<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap()
     }
 
     #[tokio::test]
@@ -274,12 +336,13 @@ mod tests {
         let h = Handoff::default();
         let o = "http://127.0.0.1:1";
         assert!(h.create(&m(json!({})), o, 0).await.is_err());
+        assert!(h.create(&m(json!({"target_page": 5})), o, 0).await.is_err());
         let t = h
             .create(&m(json!({"target_page": "chat"})), o, 1000)
             .await
             .unwrap();
         assert_eq!(t.token.len(), 32);
-        let body = |page: &str, sig: &str| {
+        let body = |page: &str, sig: &str| -> HandoffConsumeBody {
             m(json!({"token": t.token, "signature": sig, "expected_page": page}))
         };
         let sig = t.signature.as_str();

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use companiond_core::task::blocking;
 use companiond_core::AppState;
@@ -116,6 +117,28 @@ pub fn unlock(config: &[Achievement], p: &mut Progress, name: &str, now: i64) ->
     }
     p.unlocked.insert(name.to_string(), now);
     Ok(true)
+}
+
+/// `POST /api/platform/update-playtime`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"seconds": 60}))]
+pub struct PlaytimeBody {
+    /// Seconds played since the last report (an integer, its decimal text, a
+    /// boolean, or a number truncated); counted up to 3600 per report.
+    #[serde(default = "default_seconds", deserialize_with = "seconds")]
+    #[schema(value_type = Option<i64>, minimum = 0, default = 10)]
+    pub seconds: i64,
+}
+
+fn default_seconds() -> i64 {
+    DEFAULT_DELTA
+}
+
+/// `seconds` read by [`parse_seconds`]; its refusal is the error's message
+/// (the body's rejection, in `http::bodies`, answers it as `invalid_seconds`).
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let v = Value::deserialize(d)?;
+    parse_seconds(Some(&v)).map_err(|e| serde::de::Error::custom(e.message()))
 }
 
 /// Parse `seconds` the reference way: default 10, int conversion (`"12"`, `10.7`, `true`).

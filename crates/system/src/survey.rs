@@ -14,9 +14,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use companiond_core::envelope::loose;
 use hmac::{Hmac, Mac};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
 
 use companiond_core::task::blocking;
 use companiond_core::{now_millis, AppState};
@@ -242,8 +245,22 @@ pub struct Submitted {
 
 /// Record a submit or skip of this version's survey (`{action, answers, lang}`),
 /// uploading it unless reporting is opted out; 404 `no_survey` when there is none.
-pub async fn submit(st: &AppState, b: &Map<String, Value>) -> SysResult<Submitted> {
-    let action = match b.get("action").and_then(Value::as_str) {
+/// `POST /api/survey/submit`. Fields of another type count as absent.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"action": "submit", "answers": {"q1": "yes"}, "lang": "en"}))]
+pub struct SurveySubmitBody {
+    /// `skip`, else a submit.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    action: Option<String>,
+    /// Answers by question id (ignored for a skip).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    answers: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    lang: Option<String>,
+}
+
+pub async fn submit(st: &AppState, b: SurveySubmitBody) -> SysResult<Submitted> {
+    let action = match b.action.as_deref() {
         Some("skip") => "skip",
         _ => "submit",
     };
@@ -269,13 +286,9 @@ pub async fn submit(st: &AppState, b: &Map<String, Value>) -> SysResult<Submitte
     let answers = if action == "skip" {
         Map::new()
     } else {
-        clean_answers(b.get("answers"))
+        clean_answers(b.answers.map(Value::Object).as_ref())
     };
-    let lang = b
-        .get("lang")
-        .and_then(Value::as_str)
-        .map(sanitize_lang)
-        .unwrap_or_default();
+    let lang = b.lang.as_deref().map(sanitize_lang).unwrap_or_default();
     let payload = json!({
         "survey_version": APP_VERSION, "action": action, "answers": answers,
         "locale": lang, "submitted_at": companiond_core::now_rfc3339(), "client": "companiond",

@@ -291,16 +291,14 @@ pub fn migrate_legacy(legacy: &Value) -> Option<Store> {
 }
 
 /// Validate a PUT body: (state object, expected revision).
-pub fn validate_put(body: &Value) -> SysResult<(Map<String, Value>, i64)> {
-    let state = match body.get("state") {
-        Some(Value::Object(m)) => m.clone(),
-        _ => return Err(SystemError::InvalidState("state must be an object".into())),
+pub fn validate_put(
+    state: Option<Map<String, Value>>,
+    expected_revision: Option<i64>,
+) -> SysResult<(Map<String, Value>, i64)> {
+    let Some(state) = state else {
+        return Err(SystemError::InvalidState("state must be an object".into()));
     };
-    let rev = match body.get("expectedRevision") {
-        Some(Value::Number(n)) => n.as_i64().filter(|r| *r >= 0),
-        _ => None,
-    }
-    .ok_or_else(|| {
+    let rev = expected_revision.filter(|r| *r >= 0).ok_or_else(|| {
         SystemError::InvalidExpectedRevision(
             "expectedRevision must be a non-negative integer".into(),
         )
@@ -385,9 +383,10 @@ mod tests {
         assert_eq!(n["resetHistory"].as_array().unwrap().len(), 20);
         assert_eq!(n["resetHistory"][19]["source"], "s29");
         assert!(is_date(n["firstSeenDate"].as_str().unwrap()));
-        assert!(validate_put(&json!({"state": {}, "expectedRevision": true})).is_err());
-        assert!(validate_put(&json!({"state": {}, "expectedRevision": -1})).is_err());
-        assert!(validate_put(&json!({"state": [], "expectedRevision": 0})).is_err());
+        assert!(validate_put(Some(Map::new()), None).is_err());
+        assert!(validate_put(Some(Map::new()), Some(-1)).is_err());
+        assert!(validate_put(None, Some(0)).is_err());
+        assert!(validate_put(Some(Map::new()), Some(0)).is_ok());
         assert!(migrate_legacy(&json!({"completed": true})).is_some());
         assert!(migrate_legacy(&json!({"completed": false})).is_none());
     }

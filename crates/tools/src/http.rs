@@ -6,8 +6,8 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use companiond_core::envelope::{lenient, QueryOf};
-use companiond_core::envelope::{no_store, ok_json, DetailEnvelope, JsonBody};
+use companiond_core::envelope::{lenient, loose, BodyFault, BodyOf, QueryOf};
+use companiond_core::envelope::{no_store, ok_json, DetailEnvelope};
 use companiond_core::guards::LoopbackPeer;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,6 @@ use crate::registry::{self, FailedRole, Outcome};
 use crate::validation;
 
 type Loopback = LoopbackPeer<DetailEnvelope>;
-type Body = JsonBody<Map<String, Value>, DetailEnvelope>;
 
 /// The answer of `register`: ok when at least one role accepted it.
 #[derive(Serialize, ToSchema)]
@@ -66,20 +65,19 @@ fn removal_ok(out: &Outcome) -> bool {
     out.failed_roles.is_empty() || out.changed > 0
 }
 
-/// `POST /api/tools/register` body (read field by field, `validation`).
+/// `POST /api/tools/register` body; `validation` checks the limits.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"name": "get_weather", "description": "Weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
     "required": ["city"]}, "callback_url": "http://127.0.0.1:9100/call",
     "source": "weather-plugin", "timeout_seconds": 10}))]
-#[allow(dead_code)]
 pub struct RegisterBody {
     /// 1 to 64 characters; a tool of the same name is replaced.
     #[schema(min_length = 1, max_length = 64)]
-    name: String,
-    description: Option<String>,
+    pub name: String,
+    pub description: Option<String>,
     /// The arguments' JSON Schema (default: no arguments).
-    parameters: Option<ToolParameters>,
+    pub parameters: Option<ToolParameters>,
     /// HTTP(S) URL on a loopback host (`localhost`, 127.0.0.0/8, `::1`, an
     /// IPv4-mapped loopback address), at most 2048 characters; names are never
     /// resolved. The pattern shows the usual forms.
@@ -88,38 +86,42 @@ pub struct RegisterBody {
         pattern = r"^https?://(localhost|127\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})\.(25[0-5]|2[0-4][0-9]|1?[0-9]{1,2})|\[::1\])(:[0-9]{1,4})?(/[A-Za-z0-9._~/-]*)?$",
         example = "http://127.0.0.1:9100/call"
     )]
-    callback_url: String,
+    pub callback_url: String,
     /// One character; null or empty: every character.
-    role: Option<String>,
+    pub role: Option<String>,
     /// Tag for `clear` (default `external`).
-    source: Option<String>,
+    pub source: Option<String>,
     /// Seconds, greater than 0 and at most 300 (default 30).
     #[schema(exclusive_minimum = 0, maximum = 300, default = 30)]
-    timeout_seconds: Option<f64>,
+    pub timeout_seconds: Option<f64>,
 }
 
 /// The arguments' JSON Schema, kept as sent: an object schema (other JSON
-/// Schema keywords are allowed and passed to the model).
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code)]
+/// Schema keywords are allowed and passed to the model). Given keys may not be null.
+#[derive(Deserialize, Serialize, ToSchema)]
 pub struct ToolParameters {
     /// `object` when given.
     #[serde(rename = "type")]
+    #[serde(default, deserialize_with = "loose::present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^object$", nullable = false)]
-    kind: Option<String>,
+    pub kind: Option<String>,
     /// Argument name to its JSON Schema.
+    #[serde(default, deserialize_with = "loose::present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>, nullable = false)]
-    properties: Option<Value>,
+    pub properties: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "loose::present")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    required: Option<Vec<String>>,
+    pub required: Option<Vec<String>>,
     /// Other JSON Schema keywords.
     #[serde(flatten)]
-    other: std::collections::HashMap<String, Value>,
+    pub other: Map<String, Value>,
 }
 
 /// `POST /api/tools/unregister` body.
 #[derive(Deserialize, ToSchema)]
-#[allow(dead_code)]
 pub struct UnregisterBody {
     #[schema(min_length = 1, max_length = 64)]
     name: String,
@@ -129,13 +131,16 @@ pub struct UnregisterBody {
 
 /// `POST /api/tools/clear` body.
 #[derive(Deserialize, ToSchema)]
-#[allow(dead_code)]
 pub struct ClearBody {
     #[schema(min_length = 1)]
     source: String,
     /// One character; null or empty: every character.
     role: Option<String>,
 }
+
+// A body that does not parse is a 422 `{detail}` naming the field.
+companiond_core::body_rejected!(ToolsError, |f: BodyFault| ToolsError::Invalid(f.to_string())
+    => RegisterBody, UnregisterBody, ClearBody);
 
 /// `GET /api/tools` query.
 #[derive(Deserialize, IntoParams)]
@@ -156,8 +161,12 @@ fn respond<T: Serialize>(r: Result<T, ToolsError>) -> Response {
 }
 
 /// `POST /api/tools/register`: ok when at least one role accepted it.
-pub async fn register(_peer: Loopback, State(st): State<AppState>, body: Body) -> Response {
-    respond(validation::parse_registration(&body.0).and_then(|reg| {
+pub async fn register(
+    _peer: Loopback,
+    State(st): State<AppState>,
+    BodyOf(body): BodyOf<RegisterBody>,
+) -> Response {
+    respond(validation::registration(body).and_then(|reg| {
         let out = registry::register(&st, &reg)?;
         let ok = !out.affected_roles.is_empty();
         Ok(Registered {
@@ -171,9 +180,13 @@ pub async fn register(_peer: Loopback, State(st): State<AppState>, body: Body) -
 }
 
 /// `POST /api/tools/unregister` `{name, role?}`.
-pub async fn unregister(_peer: Loopback, State(st): State<AppState>, body: Body) -> Response {
-    respond(validation::parse_name(body.0.get("name")).and_then(|name| {
-        let role = validation::parse_role(body.0.get("role"))?;
+pub async fn unregister(
+    _peer: Loopback,
+    State(st): State<AppState>,
+    BodyOf(body): BodyOf<UnregisterBody>,
+) -> Response {
+    respond(validation::name(body.name).and_then(|name| {
+        let role = validation::role(body.role);
         let out = registry::unregister(&st, &name, role.as_deref())?;
         Ok(Unregistered {
             ok: removal_ok(&out),
@@ -186,20 +199,22 @@ pub async fn unregister(_peer: Loopback, State(st): State<AppState>, body: Body)
 }
 
 /// `POST /api/tools/clear` `{source, role?}`.
-pub async fn clear(_peer: Loopback, State(st): State<AppState>, body: Body) -> Response {
-    respond(
-        validation::parse_source(body.0.get("source")).and_then(|source| {
-            let role = validation::parse_role(body.0.get("role"))?;
-            let out = registry::clear(&st, &source, role.as_deref())?;
-            Ok(Cleared {
-                ok: removal_ok(&out),
-                removed: out.changed,
-                source,
-                affected_roles: out.affected_roles,
-                failed_roles: out.failed_roles,
-            })
-        }),
-    )
+pub async fn clear(
+    _peer: Loopback,
+    State(st): State<AppState>,
+    BodyOf(body): BodyOf<ClearBody>,
+) -> Response {
+    respond(validation::source(body.source).and_then(|source| {
+        let role = validation::role(body.role);
+        let out = registry::clear(&st, &source, role.as_deref())?;
+        Ok(Cleared {
+            ok: removal_ok(&out),
+            removed: out.changed,
+            source,
+            affected_roles: out.affected_roles,
+            failed_roles: out.failed_roles,
+        })
+    }))
 }
 
 /// `GET /api/tools[?role=]`: `{ok, tools_by_role}`, written straight to bytes.

@@ -1,6 +1,6 @@
-//! Validation of `/api/tools` request bodies: the registration schema (name,
-//! description, parameters schema, loopback callback URL, role, source,
-//! timeout), names, sources and roles. Every schema error is a
+//! The limits of `/api/tools` request bodies, checked after they parsed into
+//! their types (`http`): name and source lengths, the parameters schema, the
+//! loopback callback URL, the timeout range. Every error is a
 //! [`ToolsError::Invalid`].
 
 use std::net::IpAddr;
@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use companiond_core::guards::is_loopback;
 use companiond_core::tools::RegisteredTool;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::error::ToolsError;
+use crate::http::{RegisterBody, ToolParameters};
 
 /// Longest tool name, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -34,123 +35,75 @@ pub struct Registration {
     pub role: Option<String>,
 }
 
-/// Validate a `register` body (every schema error is an [`ToolsError::Invalid`]).
-pub fn parse_registration(body: &Map<String, Value>) -> Result<Registration, ToolsError> {
-    let name = parse_name(body.get("name"))?;
-    let description = match body.get("description") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(invalid("description: must be a string")),
-    };
-    let parameters = parse_parameters(body.get("parameters"))?;
-    let callback_url = match body.get("callback_url") {
-        None | Some(Value::Null) => return Err(invalid("callback_url: field required")),
-        Some(Value::String(s)) => validate_callback_url(s)?,
-        Some(_) => return Err(invalid("callback_url: must be a string")),
-    };
-    let role = parse_role(body.get("role"))?;
-    let source = match body.get("source") {
-        None | Some(Value::Null) => DEFAULT_SOURCE.to_string(),
-        Some(Value::String(s)) if s.is_empty() => DEFAULT_SOURCE.to_string(),
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(invalid("source: must be a string")),
-    };
-    let timeout = parse_timeout(body.get("timeout_seconds"))?;
+/// Check a parsed `register` body against the limits (every error is an
+/// [`ToolsError::Invalid`]); the types already refused wrong JSON types.
+pub fn registration(body: RegisterBody) -> Result<Registration, ToolsError> {
+    let name = name(body.name)?;
+    let parameters = parameters(body.parameters)?;
+    let callback_url = validate_callback_url(&body.callback_url)?;
+    let source = body
+        .source
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_SOURCE.to_string());
+    let timeout = timeout(body.timeout_seconds)?;
     Ok(Registration {
         tool: RegisteredTool {
             name,
-            description,
+            description: body.description.unwrap_or_default(),
             parameters,
             callback_url,
             source,
             timeout,
         },
-        role,
+        role: role(body.role),
     })
 }
 
-/// `name`: a string of 1 to 64 characters.
-pub fn parse_name(v: Option<&Value>) -> Result<String, ToolsError> {
-    match v {
-        None | Some(Value::Null) => Err(invalid("name: field required")),
-        Some(Value::String(s)) => {
-            let n = s.chars().count();
-            if n == 0 {
-                Err(invalid("name: must have at least 1 character"))
-            } else if n > MAX_NAME_CHARS {
-                Err(invalid(format!(
-                    "name: must have at most {MAX_NAME_CHARS} characters (got {n})"
-                )))
-            } else {
-                Ok(s.clone())
-            }
-        }
-        Some(_) => Err(invalid("name: must be a string")),
+/// `name`: 1 to 64 characters.
+pub fn name(s: String) -> Result<String, ToolsError> {
+    let n = s.chars().count();
+    if n == 0 {
+        Err(invalid("name: must have at least 1 character"))
+    } else if n > MAX_NAME_CHARS {
+        Err(invalid(format!(
+            "name: must have at most {MAX_NAME_CHARS} characters (got {n})"
+        )))
+    } else {
+        Ok(s)
     }
 }
 
-/// `source` of a `clear` request: a non-empty string.
-pub fn parse_source(v: Option<&Value>) -> Result<String, ToolsError> {
-    match v {
-        None | Some(Value::Null) => Err(invalid("source: field required")),
-        Some(Value::String(s)) if s.is_empty() => {
-            Err(invalid("source: must have at least 1 character"))
-        }
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(invalid("source: must be a string")),
+/// `source` of a `clear` request: not empty.
+pub fn source(s: String) -> Result<String, ToolsError> {
+    if s.is_empty() {
+        Err(invalid("source: must have at least 1 character"))
+    } else {
+        Ok(s)
     }
 }
 
-/// `role`: a string or null; the empty string counts as null (every role).
-pub fn parse_role(v: Option<&Value>) -> Result<Option<String>, ToolsError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(invalid("role: must be a string or null")),
-    }
+/// `role`: the empty string counts as null (every role).
+pub fn role(r: Option<String>) -> Option<String> {
+    r.filter(|s| !s.is_empty())
 }
 
-/// `parameters`: a JSON Schema object describing the arguments (an object whose
-/// `type`, when given, is `"object"`); absent or null gives the empty object schema.
-pub fn parse_parameters(v: Option<&Value>) -> Result<Value, ToolsError> {
-    let m = match v {
-        None | Some(Value::Null) => return Ok(json!({"type": "object", "properties": {}})),
-        Some(Value::Object(m)) => m,
-        Some(_) => return Err(invalid("parameters: must be a JSON Schema object")),
+/// `parameters`: an object schema (its `type`, when given, is `"object"`);
+/// absent or null gives the empty object schema. The schema is kept as sent.
+pub fn parameters(p: Option<ToolParameters>) -> Result<Value, ToolsError> {
+    let Some(p) = p else {
+        return Ok(json!({"type": "object", "properties": {}}));
     };
-    match m.get("type") {
-        None => {}
-        Some(Value::String(t)) if t == "object" => {}
-        Some(_) => {
-            return Err(invalid(
-                "parameters: the arguments schema must have type \"object\"",
-            ))
-        }
+    if p.kind.as_deref().is_some_and(|t| t != "object") {
+        return Err(invalid(
+            "parameters: the arguments schema must have type \"object\"",
+        ));
     }
-    if let Some(p) = m.get("properties") {
-        if !p.is_object() {
-            return Err(invalid("parameters: properties must be an object"));
-        }
-    }
-    if let Some(r) = m.get("required") {
-        let ok = r.as_array().is_some_and(|a| a.iter().all(Value::is_string));
-        if !ok {
-            return Err(invalid("parameters: required must be an array of strings"));
-        }
-    }
-    Ok(Value::Object(m.clone()))
+    serde_json::to_value(p).map_err(|e| invalid(format!("parameters: {e}")))
 }
 
-/// `timeout_seconds`: a number in (0, 300]; absent or null gives 30.
-pub fn parse_timeout(v: Option<&Value>) -> Result<Duration, ToolsError> {
-    let secs = match v {
-        None | Some(Value::Null) => DEFAULT_TIMEOUT_SECS,
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .ok_or_else(|| invalid("timeout_seconds: must be a number"))?,
-        Some(_) => return Err(invalid("timeout_seconds: must be a number")),
-    };
+/// `timeout_seconds`: in (0, 300]; absent or null gives 30.
+pub fn timeout(secs: Option<f64>) -> Result<Duration, ToolsError> {
+    let secs = secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
     if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
         return Err(invalid(format!(
             "timeout_seconds: must be greater than 0 and at most {MAX_TIMEOUT_SECS}"
@@ -227,46 +180,60 @@ mod tests {
         }
     }
 
+    /// A `register` body with `extra` fields, parsed as the route parses it.
+    fn reg(extra: Value) -> Result<Registration, ToolsError> {
+        let mut body = json!({"name": "t", "callback_url": "http://127.0.0.1:9/cb"});
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            b.extend(e.clone());
+        }
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        companiond_core::envelope::parse_body::<RegisterBody>(&bytes)
+            .map_err(|f| invalid(f.to_string()))
+            .and_then(registration)
+    }
+
     #[test]
     fn timeouts() {
-        assert_eq!(parse_timeout(None), Ok(Duration::from_secs(30)));
-        assert_eq!(
-            parse_timeout(Some(&json!(300))),
-            Ok(Duration::from_secs(300))
-        );
-        assert!(parse_timeout(Some(&json!(0.001))).is_ok());
+        let t = |v: Value| reg(json!({"timeout_seconds": v})).map(|r| r.tool.timeout);
+        assert_eq!(t(Value::Null), Ok(Duration::from_secs(30)));
+        assert_eq!(t(json!(300)), Ok(Duration::from_secs(300)));
+        assert!(t(json!(0.001)).is_ok());
         for bad in [json!(0), json!(-1), json!(300.01), json!("30"), json!(true)] {
-            assert!(parse_timeout(Some(&bad)).is_err(), "{bad}");
+            assert!(t(bad.clone()).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn names_count_characters() {
-        assert!(parse_name(Some(&json!("天".repeat(64)))).is_ok());
-        assert!(parse_name(Some(&json!("天".repeat(65)))).is_err());
-        assert!(parse_name(Some(&json!(""))).is_err());
-        assert!(parse_name(Some(&json!(5))).is_err());
+        let n = |v: Value| reg(json!({"name": v}));
+        assert!(n(json!("天".repeat(64))).is_ok());
+        assert!(n(json!("天".repeat(65))).is_err());
+        assert!(n(json!("")).is_err());
+        assert!(n(json!(5)).is_err());
+        assert!(n(Value::Null).is_err());
     }
 
     #[test]
     fn parameters_schema() {
+        let p = |v: Value| reg(json!({"parameters": v})).map(|r| r.tool.parameters);
         assert_eq!(
-            parse_parameters(None).ok(),
+            p(Value::Null).ok(),
             Some(json!({"type": "object", "properties": {}}))
         );
-        assert!(parse_parameters(Some(&json!({}))).is_ok());
-        let schema =
-            json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
-        assert_eq!(parse_parameters(Some(&schema)).ok(), Some(schema));
+        assert!(p(json!({})).is_ok());
+        let schema = json!({"type": "object", "properties": {"q": {"type": "string"}},
+            "required": ["q"], "additionalProperties": false});
+        assert_eq!(p(schema.clone()).ok(), Some(schema));
         for bad in [
             json!("x"),
             json!([1]),
             json!(3),
             json!({"type": "string"}),
             json!({"properties": []}),
+            json!({"properties": null}),
             json!({"required": "q"}),
         ] {
-            assert!(parse_parameters(Some(&bad)).is_err(), "{bad}");
+            assert!(p(bad.clone()).is_err(), "{bad}");
         }
     }
 }

@@ -3,7 +3,11 @@
 //! domain's answer). The OpenAPI document is derived from these types
 //! (docs/avatars.md § OpenAPI).
 
+use axum::response::{IntoResponse, Response};
+use companiond_core::envelope::{body_refused, loose, BodyFault, BodyRejection, SuccessEnvelope};
 use serde::{Deserialize, Serialize};
+
+use crate::error::AvatarError;
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
@@ -163,21 +167,58 @@ pub struct MappingQuery {
     pub model: Option<String>,
 }
 
-/// `POST /api/model/mmd/emotion_mapping`'s body, as the handler reads it
-/// (a blank `model` is `missing_model`, a `mapping` not an object `invalid_mapping`).
+/// `POST /api/model/mmd/emotion_mapping`'s body (a `model` that is blank or not
+/// text is `missing_model`, a `mapping` not an object `invalid_mapping`; JSON
+/// that is not an object names no model).
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"model": "Miku", "mapping": {"happy": ["smile"], "sad": ["cry"]}}))]
 pub struct SaveMapping {
     /// The model name: one file name (no path separators, control
     /// characters or `:`, not starting with a dot), at most 200 bytes.
+    #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(
+        value_type = String,
+        required = true,
         min_length = 1,
         pattern = r"^[^./\\:\x00-\x1f\x7f-\x9f][^/\\:\x00-\x1f\x7f-\x9f]*$"
     )]
-    pub model: String,
+    pub model: Option<String>,
     /// Emotion → whatever the client maps it to (stored as sent).
-    #[schema(additional_properties)]
-    pub mapping: Map<String, Value>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = Map<String, Value>, required = true, additional_properties)]
+    pub mapping: Option<Map<String, Value>>,
+}
+
+impl SaveMapping {
+    /// The model and the mapping, each missing or mistyped one with its own code.
+    pub fn checked(self) -> Result<(String, Map<String, Value>), AvatarError> {
+        let Some(model) = self.model.filter(|s| !s.trim().is_empty()) else {
+            return Err(missing_model());
+        };
+        let Some(mapping) = self.mapping else {
+            return Err(AvatarError::invalid(
+                "invalid_mapping",
+                "mapping must be an object",
+            ));
+        };
+        Ok((model, mapping))
+    }
+}
+
+fn missing_model() -> AvatarError {
+    AvatarError::invalid("missing_model", "model is required")
+}
+
+/// JSON that is not an object names no model; a body that is not JSON is
+/// answered as `JsonBody` does.
+impl BodyRejection for SaveMapping {
+    type Error = Response;
+    fn rejected(fault: BodyFault) -> Response {
+        match fault {
+            BodyFault::NotObject => missing_model().into_response(),
+            f => body_refused::<SuccessEnvelope>(f),
+        }
+    }
 }
 
 /// A non-blank string field of the JSON body, else the query's non-blank value.
@@ -255,5 +296,32 @@ mod tests {
         let mut written = PackageList::HEAD.to_vec();
         written.extend_from_slice(b"[]}");
         assert_eq!(written, empty);
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use companiond_core::envelope::parse_body;
+
+    fn code(s: &str) -> Result<String, String> {
+        match parse_body::<SaveMapping>(s.as_bytes()) {
+            Ok(b) => b.checked().map(|(m, _)| m).map_err(|e| format!("{:?}", e)),
+            Err(f) => Err(format!(
+                "status {}",
+                SaveMapping::rejected(f).status().as_u16()
+            )),
+        }
+    }
+
+    #[test]
+    fn the_mapping_body_keeps_its_codes() {
+        assert_eq!(code(r#"{"model": "M", "mapping": {}}"#), Ok("M".into()));
+        assert!(code(r#"{"model": 5, "mapping": {}}"#).is_err_and(|e| e.contains("missing_model")));
+        assert!(
+            code(r#"{"model": "M", "mapping": []}"#).is_err_and(|e| e.contains("invalid_mapping"))
+        );
+        assert_eq!(code("[1]"), Err("status 400".into()));
+        assert_eq!(code("{x"), Err("status 422".into()));
     }
 }

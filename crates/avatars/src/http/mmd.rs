@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use companiond_core::envelope::QueryOf;
 use serde_json::Value;
 
-use companiond_core::envelope::JsonBody;
+use companiond_core::envelope::{BodyOf, JsonBody};
 use companiond_core::Ext;
 
 use super::answers::{
@@ -125,32 +125,23 @@ pub async fn emotion_mapping(Ext(av): Ext<Avatars>, QueryOf(q): QueryOf<MappingQ
 }
 
 /// `POST /api/model/mmd/emotion_mapping` `{model, mapping}`.
-pub async fn save_emotion_mapping(Ext(av): Ext<Avatars>, body: JsonBody<Value>) -> Response {
-    let body = match save_mapping(body.0) {
+pub async fn save_emotion_mapping(
+    Ext(av): Ext<Avatars>,
+    BodyOf(body): BodyOf<SaveMapping>,
+) -> Response {
+    let (model, mapping) = match body.checked() {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    let SaveMapping { model, mapping } = body;
     let saved = av.mmd.save_emotion_mapping(&model, mapping).await;
     done(saved.map(|()| Message::new(format!("emotion mapping of {model} saved"))))
 }
 
-/// The body as [`SaveMapping`], each missing or mistyped field with its own code.
-fn save_mapping(mut body: Value) -> Result<SaveMapping, AvatarError> {
-    let model = match body.get_mut("model").map(Value::take) {
-        Some(Value::String(s)) if !s.trim().is_empty() => s,
-        _ => return Err(AvatarError::invalid("missing_model", "model is required")),
-    };
-    match body.get_mut("mapping").map(Value::take) {
-        Some(Value::Object(mapping)) => Ok(SaveMapping { model, mapping }),
-        _ => Err(AvatarError::invalid(
-            "invalid_mapping",
-            "mapping must be an object",
-        )),
-    }
-}
-
 /// `DELETE /api/model/mmd/model` with `url` in the query or the JSON body.
+///
+/// The body stays any JSON value (`JsonBody<Value>`): the query names the file
+/// as well, and a body that is not an object must leave the query's `url` in
+/// force, which no object type can express ([`UrlParam::under`] reads it).
 pub async fn delete_model(
     Ext(av): Ext<Avatars>,
     QueryOf(q): QueryOf<UrlParam>,
@@ -167,7 +158,8 @@ pub async fn delete_model(
     }))
 }
 
-/// `DELETE /api/model/mmd/animation` with `url` in the query or the JSON body.
+/// `DELETE /api/model/mmd/animation` with `url` in the query or the JSON body
+/// (the body stays any JSON value, as for [`delete_model`]).
 pub async fn delete_animation(
     Ext(av): Ext<Avatars>,
     QueryOf(q): QueryOf<UrlParam>,

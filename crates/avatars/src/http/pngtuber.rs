@@ -73,7 +73,9 @@ pub async fn models(Ext(av): Ext<Avatars>) -> Response {
 }
 
 /// `DELETE /api/model/pngtuber/model` by `folder`, `url` or `name` (query or
-/// JSON body, in that order of preference).
+/// JSON body, in that order of preference). The body stays any JSON value
+/// (`JsonBody<Value>`): a body that is not an object leaves the query's key in
+/// force, which no object type can express.
 pub async fn delete(
     Ext(av): Ext<Avatars>,
     QueryOf(q): QueryOf<PackageKey>,

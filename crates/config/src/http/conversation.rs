@@ -63,7 +63,11 @@ struct Conflict {
 /// The body of `POST /api/config/conversation-settings`: the settings to change
 /// (unknown fields are reported in `ignored`, invalid ones in `rejected`).
 #[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object `conversation::save` validates
+// Not the parser: `conversation::save` judges every key of the object on its
+// own (a bad value is reported in `rejected`, an unknown key in `ignored`,
+// never a refusal of the body), so the body is read as a JSON object and this
+// type only documents the known keys.
+#[allow(dead_code)]
 #[schema(example = json!({"userLanguage": "en", "noiseReductionEnabled": true}))]
 pub struct ConversationSettingsWrite {
     #[serde(rename = "userLanguage")]

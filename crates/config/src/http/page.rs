@@ -5,14 +5,13 @@
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::{lenient, QueryOf};
+use companiond_core::envelope::{lenient, BodyOf, QueryOf};
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
-use super::RawJson;
 use crate::error::ConfigError;
 use crate::{conversation, page, proxy};
 
@@ -80,12 +79,13 @@ pub struct UserLanguage {
 }
 
 /// `{direct}`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object `set_proxy_mode` reads
+#[derive(Deserialize, ToSchema)]
 pub struct ProxyModeBody {
     /// true: clear the proxy variables of this process; false: restore them.
     direct: bool,
 }
+
+companiond_core::body_rejected!(ConfigError, ConfigError::body => ProxyModeBody);
 
 /// The proxy mode applied.
 #[derive(Serialize, ToSchema)]
@@ -180,12 +180,9 @@ pub async fn user_language(State(st): State<AppState>) -> Response {
 }
 
 /// `POST /api/config/set_proxy_mode` (`{direct}`).
-pub async fn set_proxy_mode(body: RawJson) -> Result<Json<ProxyMode>, ConfigError> {
-    let direct = match body.object()?.get("direct") {
-        Some(Value::Bool(d)) => *d,
-        None => return Err(ConfigError::bad("direct (boolean) is required")),
-        Some(_) => return Err(ConfigError::bad("direct must be a boolean")),
-    };
+pub async fn set_proxy_mode(
+    BodyOf(ProxyModeBody { direct }): BodyOf<ProxyModeBody>,
+) -> Result<Json<ProxyMode>, ConfigError> {
     let after = proxy::set_direct(direct);
     Ok(Json(ProxyMode {
         success: true,

@@ -3,60 +3,23 @@
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::no_store;
+use companiond_core::envelope::{no_store, BodyOf};
 use companiond_core::AppState;
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::RawJson;
 use crate::error::ConfigError;
 use crate::preferences;
 
-/// A point or vector of the display record.
-#[derive(ToSchema)]
-#[allow(dead_code)] // the schema of what `preferences::validate` accepts
-pub struct Vector {
-    x: f64,
-    y: f64,
-    z: Option<f64>,
-}
-
-/// One model's display record (`config/preferences.json` holds a list, preferred
-/// model first). The known fields are validated (`preferences::validate`); the
-/// optional objects are stored as sent.
-#[derive(ToSchema)]
-#[allow(dead_code)] // the schema of what `preferences::validate` accepts and stores
-#[schema(example = json!({"model_path": "/static/models/mao/mao.model3.json",
-    "position": {"x": 0.5, "y": 0.2}, "scale": {"x": 1.0, "y": 1.0}}))]
-pub struct ModelPreference {
-    /// Non-empty, at most 2048 bytes, not `__global_conversation__`.
-    #[schema(min_length = 1, max_length = 2048)]
-    model_path: String,
-    position: Vector,
-    scale: Vector,
-    /// At most 4096 entries.
-    #[schema(value_type = Option<Object>)]
-    parameters: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    display: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    rotation: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    camera_position: Option<Value>,
-    /// `{width, height}` > 0; an invalid one is dropped.
-    #[schema(value_type = Option<Object>)]
-    viewport: Option<Value>,
-    #[serde(flatten)]
-    other: Map<String, Value>,
-}
+pub use crate::preferences::ModelPreference;
 
 /// `{model_path}`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object `set_preferred` reads
+#[derive(Deserialize, ToSchema)]
 pub struct ModelPathBody {
+    /// Trimmed; required (absent, null or blank: `model_path is required`).
     #[schema(min_length = 1)]
-    model_path: String,
+    model_path: Option<String>,
 }
 
 /// `{success: true, message}`.
@@ -104,9 +67,9 @@ pub async fn get(State(st): State<AppState>) -> Result<Response, ConfigError> {
 /// `POST /api/config/preferences`: save one model's record.
 pub async fn post(
     State(st): State<AppState>,
-    body: RawJson,
+    BodyOf(body): BodyOf<ModelPreference>,
 ) -> Result<Json<PreferenceSaved>, ConfigError> {
-    let rec = body.object().and_then(|b| preferences::validate(&b))?;
+    let rec = preferences::validate(body)?;
     update_list(&st, move |list| preferences::upsert(list, rec)).await?;
     Ok(Json(PreferenceSaved {
         success: true,
@@ -117,14 +80,11 @@ pub async fn post(
 /// `POST /api/config/preferences/set-preferred` (`{model_path}`).
 pub async fn set_preferred(
     State(st): State<AppState>,
-    body: RawJson,
+    BodyOf(body): BodyOf<ModelPathBody>,
 ) -> Result<Json<PreferenceSaved>, ConfigError> {
-    let path = match body.object()?.get("model_path") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            return Err(ConfigError::bad("model_path is required"))
-        }
-        Some(_) => return Err(ConfigError::bad("model_path must be a string")),
+    let path = match body.model_path.as_deref().map(str::trim) {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ => return Err(ConfigError::bad("model_path is required")),
     };
     update_list(&st, move |list| preferences::set_preferred(list, &path)).await?;
     Ok(Json(PreferenceSaved {
@@ -132,3 +92,5 @@ pub async fn set_preferred(
         message: "preferred model updated",
     }))
 }
+
+companiond_core::body_rejected!(ConfigError, ConfigError::body => ModelPreference, ModelPathBody);

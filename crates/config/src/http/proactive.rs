@@ -8,9 +8,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use companiond_core::api::{DocumentedError, ErrorDoc};
-use companiond_core::envelope::{ok_json, SuccessError};
+use companiond_core::envelope::{loose, ok_json, BodyFault, BodyOf, BodyRejection, SuccessError};
 use companiond_core::AppState;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
@@ -64,19 +64,33 @@ pub struct SettingsApplied {
 }
 
 /// The body of `POST /api/proactive/mode`.
-#[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object `post_mode` reads
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"mode": "normal"}))]
 pub struct ModeBody {
-    /// `off`, `normal`, `focus` or `frequent`.
-    mode: String,
+    /// `off`, `normal`, `focus` or `frequent` (anything else, text or not, is
+    /// an unknown mode).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String)]
+    mode: Option<String>,
+}
+
+/// A body that is not a JSON object is the 200 `invalid_body` answer.
+impl BodyRejection for ModeBody {
+    type Error = Response;
+    fn rejected(fault: BodyFault) -> Response {
+        let error = ConfigError::body(fault);
+        fail("invalid_body", error.message().to_string()).status(StatusCode::OK)
+    }
 }
 
 /// The body of `POST /api/proactive/settings`: proactive fields to write
 /// (`proactive*Enabled` booleans, `proactiveChatInterval` / `proactiveVisionInterval`
 /// 1..3600 s); other fields are refused or reported.
 #[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object `settings::sort` reads
+// Not the parser: `settings::sort` judges every key on its own (a bad value is
+// reported in `rejected`, never a refusal of the body), so the body is read as
+// a JSON object and this type only documents the known keys.
+#[allow(dead_code)]
 #[schema(example = json!({"proactiveChatEnabled": true, "proactiveChatInterval": 60}))]
 pub struct ProactiveFields {
     #[serde(rename = "proactiveChatEnabled")]
@@ -167,14 +181,10 @@ pub async fn get_mode(State(st): State<AppState>) -> Response {
 }
 
 /// `POST /api/proactive/mode` (`{mode}`): apply a preset.
-pub async fn post_mode(State(st): State<AppState>, body: RawJson) -> Response {
-    let body = match object(body) {
-        Ok(b) => b,
-        Err(answer) => return *answer,
-    };
-    let mode = body.get("mode").and_then(Value::as_str).unwrap_or("");
+pub async fn post_mode(State(st): State<AppState>, BodyOf(body): BodyOf<ModeBody>) -> Response {
+    let mode = body.mode.as_deref().unwrap_or("");
     let Some(preset) = settings::preset(mode) else {
-        let shown = body.get("mode").cloned().unwrap_or(Value::Null);
+        let shown = body.mode.map_or(Value::Null, Value::String);
         return fail(
             "unknown_mode",
             format!(

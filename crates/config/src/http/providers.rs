@@ -75,7 +75,11 @@ pub struct ProviderSettingsView {
 /// The body of `POST /api/config/core_api`: the fields to change (all or nothing;
 /// a placeholder secret keeps the stored one). Open: any stored field may be sent.
 #[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object `core_api::merge` validates
+// Not the parser: `core_api::merge` judges the keys in the order sent (view-only
+// and other families' keys listed in `ignored`, placeholders keeping stored
+// secrets), so the body is read as a JSON object and this type only documents
+// the known keys.
+#[allow(dead_code)]
 #[schema(example = json!({"coreApi": "openai", "coreApiKey": "sk-..."}))]
 pub struct ProviderSettings {
     #[serde(rename = "coreApi")]

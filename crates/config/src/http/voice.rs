@@ -1,21 +1,17 @@
 //! `/api/config/voiceserver/list_voices`, `/api/config/voiceserver/test_connectivity`
 //! and `/api/config/tts_voices`.
 
-use std::time::Duration;
-
 use axum::Json;
-use serde::Serialize;
-use serde_json::{Map, Value};
+use companiond_core::envelope::{BodyFault, BodyOf, BodyRejection};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::RawJson;
 use crate::error::ConfigError;
 use crate::{net, voice};
 
-/// The body of the voice-server routes (read by `voice::base_url` and
-/// `voice::test_params`).
-#[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object the voice module reads
+/// The body of the voice-server routes.
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"api_url": "http://127.0.0.1:9880", "voice_id": "default"}))]
 pub struct VoiceServerRequest {
     /// The voice server's base URL (http or https).
@@ -50,21 +46,23 @@ pub struct VoiceTestAnswer {
     elapsed_ms: u64,
 }
 
-fn timeout_field(body: &Map<String, Value>, default: Duration) -> Result<Duration, ConfigError> {
-    match body.get("timeout_seconds") {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v
-            .as_f64()
-            .map(|s| net::pick_timeout(Some(s), default))
-            .ok_or_else(|| ConfigError::bad("timeout_seconds must be a number")),
+/// An `api_url` that is not text keeps its URL error code.
+impl BodyRejection for VoiceServerRequest {
+    type Error = ConfigError;
+    fn rejected(fault: BodyFault) -> ConfigError {
+        match &fault {
+            BodyFault::Invalid { field, .. } if field == "api_url" => voice::api_url_not_text(),
+            _ => ConfigError::body(fault),
+        }
     }
 }
 
 /// `POST /api/config/voiceserver/list_voices`.
-pub async fn list_voices(body: RawJson) -> Result<Json<VoiceListAnswer>, ConfigError> {
-    let body = body.object()?;
-    let base = voice::base_url(body.get("api_url"), None)?;
-    let timeout = timeout_field(&body, voice::LIST_TIMEOUT)?;
+pub async fn list_voices(
+    BodyOf(body): BodyOf<VoiceServerRequest>,
+) -> Result<Json<VoiceListAnswer>, ConfigError> {
+    let base = voice::base_url(body.api_url.as_deref(), None)?;
+    let timeout = net::pick_timeout(body.timeout_seconds, voice::LIST_TIMEOUT);
     let list = voice::list_voices(&base, timeout).await?;
     Ok(Json(VoiceListAnswer {
         success: true,
@@ -74,9 +72,15 @@ pub async fn list_voices(body: RawJson) -> Result<Json<VoiceListAnswer>, ConfigE
 }
 
 /// `POST /api/config/voiceserver/test_connectivity`.
-pub async fn test_connectivity(body: RawJson) -> Result<Json<VoiceTestAnswer>, ConfigError> {
-    let body = body.object()?;
-    let p = voice::test_params(&body)?;
+pub async fn test_connectivity(
+    BodyOf(body): BodyOf<VoiceServerRequest>,
+) -> Result<Json<VoiceTestAnswer>, ConfigError> {
+    let p = voice::test_params(
+        body.api_url.as_deref(),
+        body.voice_id.as_deref(),
+        body.test_text.as_deref(),
+        body.timeout_seconds,
+    )?;
     let c = voice::test_connectivity(p).await?;
     Ok(Json(VoiceTestAnswer {
         success: true,

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
 use super::api::{Api, DocumentedError, ErrorDoc};
-use super::envelope::{ok_json, JsonBody, SuccessError};
+use super::envelope::{loose, ok_json, JsonBody, SuccessError};
 use crate::characters::{original_profiles, CharacterError, NameError, MASTER_DOC};
 use crate::state::AppState;
 
@@ -73,6 +73,20 @@ impl DocumentedError for CharacterError {
         ]);
         out
     }
+}
+
+/// The body of a create: the name and the profile fields, stored as sent
+/// (in the order sent; `_csrf_token` is dropped). A name that is not text is
+/// missing (400 `empty`).
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"name": "Mika", "model_type": "live2d", "voice": "soft"}))]
+struct NewProfile {
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    name: Option<String>,
+    /// Profile fields, stored as sent.
+    #[serde(flatten)]
+    fields: Map<String, Value>,
 }
 
 /// `{name}`: which character.
@@ -168,17 +182,13 @@ async fn list(State(st): State<AppState>) -> Response {
     })
 }
 
-async fn create(
-    State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
-) -> Response {
-    let Some(name) = body.get("name").and_then(Value::as_str).map(str::to_string) else {
+async fn create(State(st): State<AppState>, JsonBody(body, ..): JsonBody<NewProfile>) -> Response {
+    let Some(name) = body.name else {
         return SuccessError::new("name is required")
             .code("empty")
             .status(StatusCode::BAD_REQUEST);
     };
-    let mut profile = body;
-    profile.remove("name");
+    let mut profile = body.fields;
     profile.remove("_csrf_token");
     match st.characters.create(&name, profile).await {
         Ok(name) => {
@@ -232,7 +242,7 @@ pub fn api(state: &AppState) -> Api {
         .ok::<CharacterList>()
         .post("/api/characters/profile", "create a character", create)
         .id("create")
-        .json_body::<Profile>()
+        .json_body::<NewProfile>()
         .ok::<Created>()
         .fails::<CharacterError>()
         .post(

@@ -292,6 +292,156 @@ where
     }
 }
 
+/// Why a body did not become its type (what [`BodyOf`] hands the family's
+/// [`BodyRejection`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyFault {
+    /// Larger than the type's limit (or unreadable).
+    TooLarge { limit: usize },
+    /// Not JSON.
+    NotJson(String),
+    /// JSON, but not an object.
+    NotObject,
+    /// JSON of another shape: the field that failed (`outer.inner` deeper
+    /// down, empty for the object itself, e.g. a missing field) and why.
+    Invalid { field: String, why: String },
+}
+
+impl std::fmt::Display for BodyFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyFault::TooLarge { limit } => write!(f, "the body is larger than {limit} bytes"),
+            BodyFault::NotJson(e) => write!(f, "invalid JSON body: {e}"),
+            BodyFault::NotObject => f.write_str("body must be a JSON object"),
+            BodyFault::Invalid { field, why } if field.is_empty() => f.write_str(why),
+            BodyFault::Invalid { field, why } => write!(f, "{field}: {why}"),
+        }
+    }
+}
+
+/// How the family of a body type answers a body that does not parse, and how
+/// large a body it reads.
+pub trait BodyRejection {
+    /// The family's error (its `IntoResponse` picks status and envelope).
+    type Error: IntoResponse;
+    /// Largest body read, in bytes.
+    const LIMIT: usize = MAX_JSON_BODY;
+    /// A body of JSON `null` reads as `{}` (the cloud-save options).
+    const NULL_IS_EMPTY: bool = false;
+    /// The error for a body that does not parse.
+    fn rejected(fault: BodyFault) -> Self::Error;
+}
+
+/// Implement [`BodyRejection`] for body types whose family answers a body that
+/// does not parse with `make(fault)`, of type `err`:
+/// `body_rejected!(ToolsError, |f: BodyFault| ToolsError::Invalid(f.to_string()) => RegisterBody);`
+/// `limit = N;` after the error type sets [`BodyRejection::LIMIT`].
+#[macro_export]
+macro_rules! body_rejected {
+    ($err:ty, limit = $limit:expr, $make:expr => $($t:ty),+ $(,)?) => {$(
+        impl $crate::envelope::BodyRejection for $t {
+            type Error = $err;
+            const LIMIT: usize = $limit;
+            fn rejected(fault: $crate::envelope::BodyFault) -> $err {
+                ($make)(fault)
+            }
+        }
+    )+};
+    ($err:ty, $make:expr => $($t:ty),+ $(,)?) => {$(
+        impl $crate::envelope::BodyRejection for $t {
+            type Error = $err;
+            fn rejected(fault: $crate::envelope::BodyFault) -> $err {
+                ($make)(fault)
+            }
+        }
+    )+};
+}
+
+/// The answer [`JsonBody`] gives a body that does not parse, in envelope `E`:
+/// 413 past the limit, else 422 `invalid_body` (for a family whose routes
+/// answered through `JsonBody` before their bodies were typed).
+pub fn body_refused<E: Envelope>(fault: BodyFault) -> Response {
+    match fault {
+        BodyFault::TooLarge { .. } => E::reject(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_body",
+            "request body too large or unreadable",
+        ),
+        f => E::reject(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            &format!("invalid request body: {f}"),
+        ),
+    }
+}
+
+/// A JSON object body parsed into `T`: the same type documents the route's body
+/// (`Api::json_body::<T>()` / `own_json_body`), so the document and the parser
+/// cannot differ. The body is read whatever its Content-Type, up to
+/// `T::LIMIT` bytes; an empty (or blank) body counts as `{}`. A body that does
+/// not parse is answered by `T`'s family ([`BodyRejection`]), the message
+/// naming the field that failed.
+pub struct BodyOf<T>(pub T);
+
+/// Parse `bytes` as the JSON object of `T` (blank = `{}`). Any other JSON
+/// value is [`BodyFault::NotObject`] (serde would read an array as a struct's
+/// fields in order).
+pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyFault> {
+    parse_body_with(bytes, false)
+}
+
+/// [`parse_body`], with JSON `null` read as `{}` when `null_is_empty`.
+pub fn parse_body_with<T: DeserializeOwned>(
+    bytes: &[u8],
+    null_is_empty: bool,
+) -> Result<T, BodyFault> {
+    let value: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Value::Object(Map::new())
+    } else {
+        match serde_json::from_slice(bytes).map_err(|e| BodyFault::NotJson(e.to_string()))? {
+            Value::Null if null_is_empty => Value::Object(Map::new()),
+            v => v,
+        }
+    };
+    if !value.is_object() {
+        return Err(BodyFault::NotObject);
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| BodyFault::Invalid {
+        field: if e.path().iter().next().is_none() {
+            String::new()
+        } else {
+            e.path().to_string()
+        },
+        why: e.inner().to_string(),
+    })
+}
+
+impl<T: DeserializeOwned + BodyRejection> BodyOf<T> {
+    /// Read and parse `body` as [`BodyOf`] does, for a handler that must
+    /// check something else before the body (it takes `axum::body::Body`).
+    pub async fn read(body: axum::body::Body) -> Result<T, T::Error> {
+        let bytes = axum::body::to_bytes(body, T::LIMIT)
+            .await
+            .map_err(|_| T::rejected(BodyFault::TooLarge { limit: T::LIMIT }))?;
+        parse_body_with(&bytes, T::NULL_IS_EMPTY).map_err(T::rejected)
+    }
+}
+
+impl<S, T> FromRequest<S> for BodyOf<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + BodyRejection,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        Self::read(req.into_body())
+            .await
+            .map(BodyOf)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
 /// A query string parsed into `T`: the same type documents the route's
 /// parameters (`Api::query::<T>()`, `T: IntoParams`), so the document and the
 /// parser cannot differ. A query that does not parse (a number that is not one,
@@ -368,6 +518,41 @@ pub mod lenient {
     }
 }
 
+/// Readers of JSON body fields for `#[serde(default, deserialize_with = ..)]`,
+/// for the lenient shapes the original pages send.
+pub mod loose {
+    use serde::de::DeserializeOwned;
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    /// A field that may be absent but not null: `Some` of its value (with
+    /// `#[serde(default)]`, absent is `None`; null is refused).
+    pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        T::deserialize(d).map(Some)
+    }
+
+    /// Any value; one that is not a `T` counts as absent (the field takes its
+    /// default), as the original application read such fields.
+    pub fn or_none<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        let v = Value::deserialize(d)?;
+        Ok(serde_json::from_value(v).ok())
+    }
+
+    /// An integer, its decimal text (trimmed) or a number (truncated); anything
+    /// else counts as absent.
+    pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+            Value::String(s) => s.trim().parse::<i64>().ok(),
+            _ => None,
+        })
+    }
+}
+
 impl<S, T> FromRequestParts<S> for QueryOf<T>
 where
     S: Send + Sync,
@@ -438,5 +623,46 @@ mod query_tests {
         );
         assert!(q("limit=abc").is_err_and(|e| e.contains("not an integer")));
         assert!(q("limit=99999999999999999999").is_err());
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, Debug)]
+    struct B {
+        name: String,
+        #[serde(default, deserialize_with = "loose::int")]
+        n: Option<i64>,
+        #[serde(default, deserialize_with = "loose::or_none")]
+        on: Option<bool>,
+        #[serde(default, deserialize_with = "loose::present")]
+        kept: Option<String>,
+    }
+
+    #[test]
+    fn faults_name_the_field() {
+        let p = |s: &str| parse_body::<B>(s.as_bytes());
+        let b = p(r#"{"name": "a", "n": " 7 ", "on": "yes"}"#);
+        assert!(b
+            .as_ref()
+            .is_ok_and(|b| b.name == "a" && b.n == Some(7) && b.on.is_none()));
+        assert!(p(r#"{"name": "a", "n": 2.9}"#).is_ok_and(|b| b.n == Some(2)));
+        assert_eq!(
+            p("   ").err(),
+            Some(BodyFault::Invalid {
+                field: String::new(),
+                why: "missing field `name`".into()
+            })
+        );
+        assert_eq!(p("[1]").err(), Some(BodyFault::NotObject));
+        assert!(p(r#"{"name": "a", "kept": "k"}"#).is_ok_and(|b| b.kept.as_deref() == Some("k")));
+        assert!(matches!(p("{x"), Err(BodyFault::NotJson(_))));
+        assert!(p(r#"{"name": 5}"#).is_err_and(|f| f.to_string().starts_with("name: invalid type")));
+        assert!(
+            p(r#"{"name": "a", "kept": null}"#).is_err_and(|f| f.to_string().starts_with("kept: "))
+        );
     }
 }

@@ -22,6 +22,9 @@ use crate::models::Live2dModel;
 /// changes. Other keys are ignored.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"model_type": "live2d", "live2d": "yui-lolita"}))]
+// Not the parser: the binding is decided by which keys are present (an
+// idle-animation-only body, flat PNGTuber keys) and the values are kept as
+// sent, so `bind_model` reads the JSON object; this type documents its keys.
 #[allow(dead_code)]
 pub(crate) struct BindBody {
     /// `live2d`, `live3d`, `vrm`, `mmd` or `pngtuber` (any case).

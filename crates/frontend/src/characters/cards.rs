@@ -4,10 +4,10 @@
 use axum::extract::{Path as UrlPath, State};
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::{no_store, JsonBody};
+use companiond_core::envelope::{body_refused, loose, no_store, BodyOf, JsonBody, SuccessEnvelope};
 use companiond_core::frames::ServerFrame;
 use companiond_core::AppState;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
@@ -23,14 +23,25 @@ pub(crate) struct CurrentCatgirl {
 }
 
 /// The switch body: the character in `catgirl_name` (or `name`); other keys are ignored.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"catgirl_name": "Mika"}))]
-#[allow(dead_code)]
 pub(crate) struct SwitchBody {
     /// The character to switch to (trimmed; required unless `name` is given).
-    catgirl_name: Option<String>,
-    /// Alias of `catgirl_name`.
+    /// Given but not text (null too): `name` is not read, and it is missing.
+    #[serde(default, deserialize_with = "given_text")]
+    #[schema(value_type = Option<String>)]
+    catgirl_name: Option<Option<String>>,
+    /// Read when `catgirl_name` is absent.
+    #[serde(default, deserialize_with = "loose::or_none")]
     name: Option<String>,
+}
+
+/// A given field: `Some(Some(text))`, or `Some(None)` for any other value.
+fn given_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Ok(Some(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        _ => None,
+    }))
 }
 
 /// The current character after a switch (both keys name it).
@@ -48,6 +59,10 @@ pub(crate) struct Switched {
 /// `model_type` are kept).
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"档案名": "Mika", "性格": "cheerful", "_field_order": ["性格"]}))]
+// Not the parser: the form is a free-form profile judged key by key in the
+// order sent (reserved keys listed in `ignored_reserved_fields`, empty values
+// dropped), so it is read as a JSON object (`form_fields`); this type
+// documents its known keys.
 #[allow(dead_code)]
 pub(crate) struct CardForm {
     /// The character's name (required to create; ignored by a save).
@@ -91,17 +106,20 @@ pub(crate) struct CardDeleted {
     memory_server_reloaded: bool,
 }
 
-/// `{name}`: the character to delete.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+/// `{name}`: the character to delete (anything but text is missing).
+#[derive(Deserialize, ToSchema)]
 pub(crate) struct DeleteBody {
-    name: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    name: Option<String>,
 }
 
 /// The master profile (`主人`): its name in `档案名`, every other non-empty key
 /// stored as sent.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"档案名": "Alex", "称呼": "master"}))]
+// Not the parser: every non-empty key is stored as sent, in the order sent,
+// so the form is read as a JSON object (`master_set`); this type documents it.
 #[allow(dead_code)]
 pub(crate) struct MasterForm {
     /// The master's name: at most 60 characters, without `/` or `\\`.
@@ -112,26 +130,29 @@ pub(crate) struct MasterForm {
     rest: Map<String, Value>,
 }
 
-/// `{new_name}`: a character's rename.
-#[derive(ToSchema)]
+/// `{new_name}`: a character's rename (anything but text is missing).
+#[derive(Deserialize, ToSchema)]
 #[schema(as = FrontendRenameBody)]
 #[schema(example = json!({"new_name": "Mika"}))]
-#[allow(dead_code)]
 pub(crate) struct RenameBody {
     /// The new name (not blank; the character name rules apply).
-    #[schema(pattern = "\\S")]
-    new_name: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, pattern = "\\S")]
+    new_name: Option<String>,
 }
 
-/// `{new_name}`: the master's new name.
-#[derive(ToSchema)]
+/// `{new_name}`: the master's new name (anything but text is missing).
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"new_name": "Alex"}))]
-#[allow(dead_code)]
 pub(crate) struct MasterRenameBody {
     /// Not blank, at most 60 characters (trimmed), without `/` or `\\`.
-    #[schema(pattern = "^[^/\\\\]*[^/\\\\\\s][^/\\\\]*$")]
-    new_name: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, pattern = "^[^/\\\\]*[^/\\\\\\s][^/\\\\]*$")]
+    new_name: Option<String>,
 }
+
+companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> =>
+    SwitchBody, DeleteBody, RenameBody, MasterRenameBody);
 
 /// `{success: true}`.
 #[derive(Serialize, ToSchema)]
@@ -189,15 +210,10 @@ pub(crate) async fn current_get(State(st): State<AppState>) -> Response {
 
 pub(crate) async fn current_set(
     State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(body): BodyOf<SwitchBody>,
 ) -> Answer<Json<Switched>> {
-    let Some(name) = body
-        .get("catgirl_name")
-        .or_else(|| body.get("name"))
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-    else {
+    let named = body.catgirl_name.unwrap_or(body.name);
+    let Some(name) = named.as_deref().map(str::trim).filter(|n| !n.is_empty()) else {
         return Err(bad("catgirl_name is required"));
     };
     let old = st.characters.current();
@@ -348,9 +364,9 @@ pub(crate) async fn delete_path(
 
 pub(crate) async fn delete_body(
     State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(body): BodyOf<DeleteBody>,
 ) -> Answer<Json<CardDeleted>> {
-    match body.get("name").and_then(Value::as_str) {
+    match body.name.as_deref() {
         Some(n) => remove(&st, n).await,
         None => Err(bad("name is required")),
     }
@@ -362,8 +378,11 @@ pub(crate) async fn master_set(
     State(st): State<AppState>,
     JsonBody(body, ..): JsonBody<Map<String, Value>>,
 ) -> Answer<Json<Done>> {
-    let name =
-        master_name(&body, "档案名", "档案名 (the master's name) is required").map_err(bad)?;
+    let name = master_name(
+        body.get("档案名").and_then(Value::as_str),
+        "档案名 (the master's name) is required",
+    )
+    .map_err(bad)?;
     let mut doc = Map::new();
     doc.insert("档案名".into(), json!(name));
     for (k, v) in &body {
@@ -375,19 +394,10 @@ pub(crate) async fn master_set(
     save_master(&st, doc).await
 }
 
-/// The master's name in `body[key]`, trimmed: non-empty (else 400 `missing`),
-/// at most 60 characters, without `/` or `\\`.
-fn master_name<'a, 'm>(
-    body: &'a Map<String, Value>,
-    key: &str,
-    missing: &'m str,
-) -> Result<&'a str, &'m str> {
-    let Some(name) = body
-        .get(key)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-    else {
+/// The master's name, trimmed: non-empty (else 400 `missing`), at most 60
+/// characters, without `/` or `\\`.
+fn master_name<'a, 'm>(name: Option<&'a str>, missing: &'m str) -> Result<&'a str, &'m str> {
+    let Some(name) = name.map(str::trim).filter(|n| !n.is_empty()) else {
         return Err(missing);
     };
     if name.chars().count() > 60 || name.contains(['/', '\\']) {
@@ -414,13 +424,14 @@ fn master_storage_error(e: companiond_core::store::StoreError) -> FrontendError 
 /// (`档案名` of the master profile); 404 when `old` is not the master's name.
 pub(crate) async fn master_rename(
     State(st): State<AppState>,
-    CharacterEdit {
-        name: old_name,
-        body,
-    }: CharacterEdit,
+    UrlPath(old_name): UrlPath<String>,
+    BodyOf(body): BodyOf<MasterRenameBody>,
 ) -> Answer<Json<Done>> {
-    let new =
-        master_name(&body, "new_name", "new_name (non-empty string) is required").map_err(bad)?;
+    let new = master_name(
+        body.new_name.as_deref(),
+        "new_name (non-empty string) is required",
+    )
+    .map_err(bad)?;
     // One read-modify-write under the document's lock: a save beside it is
     // never lost.
     let old = old_name.trim().to_string();
@@ -455,13 +466,36 @@ pub(crate) async fn master_rename(
 /// transaction of `/api/characters/profile/{old_name}/rename` (crates/memory).
 pub(crate) async fn rename(
     State(st): State<AppState>,
-    CharacterEdit { name: old, body }: CharacterEdit,
+    UrlPath(old): UrlPath<String>,
+    BodyOf(body): BodyOf<RenameBody>,
 ) -> Answer<Json<Value>> {
-    let new = match body.get("new_name") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-        _ => return Err(bad("new_name (non-empty string) is required")),
+    let Some(new) = body.new_name.filter(|s| !s.trim().is_empty()) else {
+        return Err(bad("new_name (non-empty string) is required"));
     };
     Ok(Json(
         companiond_core::rename::rename_character(&st, &old, &new).await?,
     ))
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use companiond_core::envelope::parse_body;
+
+    #[test]
+    fn the_switch_reads_name_only_without_catgirl_name() {
+        let named = |s: &str| {
+            parse_body::<SwitchBody>(s.as_bytes())
+                .ok()
+                .and_then(|b| b.catgirl_name.unwrap_or(b.name))
+        };
+        assert_eq!(
+            named(r#"{"catgirl_name": "A", "name": "B"}"#).as_deref(),
+            Some("A")
+        );
+        assert_eq!(named(r#"{"name": "B"}"#).as_deref(), Some("B"));
+        assert_eq!(named(r#"{"catgirl_name": null, "name": "B"}"#), None);
+        assert_eq!(named(r#"{"catgirl_name": 5, "name": "B"}"#), None);
+        assert_eq!(named(r#"{"name": 5}"#), None);
+    }
 }

@@ -3,7 +3,7 @@
 use axum::extract::{Path as UrlPath, State};
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::{no_store, JsonBody};
+use companiond_core::envelope::{body_refused, loose, no_store, BodyOf, SuccessEnvelope};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -40,14 +40,16 @@ pub(crate) struct Onboarding {
     state: Value,
 }
 
-/// The onboarding outcome to record.
-#[derive(ToSchema)]
+/// The onboarding outcome to record (anything else, text or not, is a 400).
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"status": "completed"}))]
-#[allow(dead_code)]
 pub(crate) struct OnboardingBody {
-    #[schema(value_type = String, pattern = "^(pending|completed|skipped)$")]
-    status: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, pattern = "^(pending|completed|skipped)$")]
+    status: Option<String>,
 }
+
+companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> => OnboardingBody);
 
 /// Personality presets (none in companiond).
 #[derive(Serialize, ToSchema)]
@@ -110,9 +112,9 @@ pub(crate) async fn onboarding_get(State(st): State<AppState>) -> Response {
 
 pub(crate) async fn onboarding_set(
     State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(body): BodyOf<OnboardingBody>,
 ) -> Answer<Json<Onboarding>> {
-    let status = body.get("status").and_then(Value::as_str).unwrap_or("");
+    let status = body.status.as_deref().unwrap_or("");
     if !matches!(status, "pending" | "completed" | "skipped") {
         return Err(bad("status must be pending, completed or skipped"));
     }

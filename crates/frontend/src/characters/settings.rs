@@ -2,9 +2,11 @@
 //! settings, lighting, touch reactions, reply language and voices.
 
 use axum::extract::{Path as UrlPath, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::no_store;
+use companiond_core::envelope::{
+    body_refused, loose, no_store, BodyFault, BodyOf, BodyRejection, SuccessEnvelope,
+};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -35,6 +37,9 @@ pub(crate) struct VoiceModeStatus {
 /// any of them (unknown keys are ignored, numbers clamped to their range).
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
+// Not the parser: a save is merged key by key over the stored settings
+// (`merge_mmd`: each value checked and clamped, a bad one refused by name), and
+// these types are also the answer's schema; they document the known keys.
 #[allow(dead_code)]
 pub(crate) struct MmdSettings {
     lighting: Option<MmdLighting>,
@@ -99,25 +104,31 @@ pub(crate) struct MmdSettingsAnswer {
     settings: Value,
 }
 
-/// `{lighting}`: the VRM lighting, every value a number.
-#[derive(ToSchema)]
+/// `{lighting}`: the VRM lighting, every value a number (stored as sent).
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"lighting": {"ambient": 0.6, "main": 1.2}}))]
-#[allow(dead_code)]
 pub(crate) struct LightingBody {
-    lighting: std::collections::BTreeMap<String, f64>,
+    /// Not an object: `lighting must be an object`; a value that is not a
+    /// number: `every lighting value must be a number`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = std::collections::BTreeMap<String, f64>, required = true)]
+    lighting: Option<Map<String, Value>>,
 }
 
-/// A model's touch reactions.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+/// A model's touch reactions. A field of another type counts as missing.
+#[derive(Deserialize, ToSchema)]
 pub(crate) struct TouchSetBody {
     /// The model the reactions belong to (not blank).
-    #[schema(pattern = "\\S")]
-    model_name: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true, pattern = "\\S")]
+    model_name: Option<String>,
     /// The reactions, stored as sent.
-    #[schema(value_type = Object)]
-    touch_set: Value,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = Object, required = true)]
+    touch_set: Option<Map<String, Value>>,
 }
+
+companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> => LightingBody, TouchSetBody);
 
 /// A character's reply language: its own (empty: none) and the one in effect
 /// (the UI language when it has none).
@@ -130,12 +141,24 @@ pub(crate) struct LanguagePreference {
 }
 
 /// `{language}`: a language code (empty or null: none).
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"language": "zh-CN"}))]
-#[allow(dead_code)]
 pub(crate) struct LanguageBody {
     #[schema(pattern = "^[A-Za-z0-9_-]{0,16}$")]
     language: Option<String>,
+}
+
+/// A language that is not text keeps its 400; any other fault as `JsonBody` answers.
+impl BodyRejection for LanguageBody {
+    type Error = Response;
+    fn rejected(fault: BodyFault) -> Response {
+        match fault {
+            BodyFault::Invalid { field, .. } if field == "language" => {
+                bad("language must be a string").into_response()
+            }
+            f => body_refused::<SuccessEnvelope>(f),
+        }
+    }
 }
 
 /// The saved reply language.
@@ -353,9 +376,10 @@ pub(crate) async fn mmd_settings_put(
 
 pub(crate) async fn lighting_put(
     State(st): State<AppState>,
-    CharacterEdit { name, body }: CharacterEdit,
+    UrlPath(name): UrlPath<String>,
+    BodyOf(body): BodyOf<LightingBody>,
 ) -> Answer<Json<Done>> {
-    let Some(lighting) = body.get("lighting").and_then(Value::as_object).cloned() else {
+    let Some(lighting) = body.lighting else {
         return Err(bad("lighting must be an object"));
     };
     if lighting.values().any(|v| !v.is_number()) {
@@ -371,18 +395,19 @@ pub(crate) async fn lighting_put(
 
 pub(crate) async fn touch_set_patch(
     State(st): State<AppState>,
-    CharacterEdit { name, body }: CharacterEdit,
+    UrlPath(name): UrlPath<String>,
+    BodyOf(body): BodyOf<TouchSetBody>,
 ) -> Answer<Json<Done>> {
     let Some(model) = body
-        .get("model_name")
-        .and_then(Value::as_str)
+        .model_name
+        .as_deref()
         .map(str::trim)
         .filter(|m| !m.is_empty())
         .map(str::to_string)
     else {
         return Err(bad("model_name is required"));
     };
-    let Some(set) = body.get("touch_set").filter(|v| v.is_object()).cloned() else {
+    let Some(set) = body.touch_set.map(Value::Object) else {
         return Err(bad("touch_set must be an object"));
     };
     update_profile(&st, &name, move |p| {
@@ -437,13 +462,15 @@ pub(crate) async fn language_get(
 
 pub(crate) async fn language_put(
     State(st): State<AppState>,
-    CharacterEdit { name, body }: CharacterEdit,
+    UrlPath(name): UrlPath<String>,
+    BodyOf(body): BodyOf<LanguageBody>,
 ) -> Answer<Json<LanguageSet>> {
-    let lang = match body.get("language") {
-        Some(Value::String(s)) => s.trim().to_string(),
-        Some(Value::Null) | None => String::new(),
-        Some(_) => return Err(bad("language must be a string")),
-    };
+    let lang = body
+        .language
+        .as_deref()
+        .map(str::trim)
+        .unwrap_or("")
+        .to_string();
     if lang.len() > 16
         || !lang
             .chars()
@@ -608,4 +635,41 @@ pub(crate) async fn unregister_voice(
         session_restarted: false,
         voice_id_changed: true,
     }))
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use companiond_core::envelope::parse_body;
+
+    #[test]
+    fn lighting_touch_and_language_bodies() {
+        let lighting = |s: &str| {
+            parse_body::<LightingBody>(s.as_bytes())
+                .ok()
+                .and_then(|b| b.lighting)
+        };
+        assert!(lighting(r#"{"lighting": {"a": 1, "b": "x"}}"#).is_some());
+        assert!(lighting(r#"{"lighting": [1]}"#).is_none());
+        let touch = |s: &str| {
+            parse_body::<TouchSetBody>(s.as_bytes())
+                .ok()
+                .map(|b| (b.model_name.is_some(), b.touch_set.is_some()))
+        };
+        assert_eq!(
+            touch(r#"{"model_name": "m", "touch_set": {}}"#),
+            Some((true, true))
+        );
+        assert_eq!(
+            touch(r#"{"model_name": 1, "touch_set": "x"}"#),
+            Some((false, false))
+        );
+        let status = |s: &str| match parse_body::<LanguageBody>(s.as_bytes()) {
+            Ok(_) => 200,
+            Err(f) => LanguageBody::rejected(f).status().as_u16(),
+        };
+        assert_eq!(status(r#"{"language": null}"#), 200);
+        assert_eq!(status(r#"{"language": 5}"#), 400);
+        assert_eq!(status("{x"), 422);
+    }
 }

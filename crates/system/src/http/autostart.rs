@@ -1,15 +1,14 @@
 //! `/api/autostart-prompt/{state,heartbeat,shown,decision}`.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::ok_json;
+use companiond_core::envelope::{ok_json, BodyOf};
 use companiond_core::AppState;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::body_object;
+use super::bodies::{AutostartDecisionBody, AutostartHeartbeatBody, AutostartShownBody};
 use crate::autostart::{self, PublicState};
 use crate::error::SysResult;
 
@@ -69,9 +68,8 @@ pub async fn state(State(st): State<AppState>) -> SysResult<Response> {
 /// `POST /api/autostart-prompt/heartbeat`.
 pub async fn heartbeat(
     State(st): State<AppState>,
-    body: Body,
+    BodyOf(b): BodyOf<AutostartHeartbeatBody>,
 ) -> SysResult<Json<AutostartHeartbeat>> {
-    let b = body_object(body).await?;
     let (s, (should, reason, token)) = autostart::update(&st, move |s, cfg, now| {
         Ok(autostart::heartbeat(s, &b, cfg, now))
     })
@@ -87,8 +85,10 @@ pub async fn heartbeat(
 }
 
 /// `POST /api/autostart-prompt/shown`.
-pub async fn shown(State(st): State<AppState>, body: Body) -> SysResult<Json<AutostartShown>> {
-    let b = body_object(body).await?;
+pub async fn shown(
+    State(st): State<AppState>,
+    BodyOf(b): BodyOf<AutostartShownBody>,
+) -> SysResult<Json<AutostartShown>> {
     let (s, already) =
         autostart::update(&st, move |s, cfg, now| autostart::shown(s, &b, cfg, now)).await?;
     Ok(Json(AutostartShown {
@@ -99,8 +99,10 @@ pub async fn shown(State(st): State<AppState>, body: Body) -> SysResult<Json<Aut
 }
 
 /// `POST /api/autostart-prompt/decision`.
-pub async fn decision(State(st): State<AppState>, body: Body) -> SysResult<Json<AutostartDecided>> {
-    let b = body_object(body).await?;
+pub async fn decision(
+    State(st): State<AppState>,
+    BodyOf(b): BodyOf<AutostartDecisionBody>,
+) -> SysResult<Json<AutostartDecided>> {
     let (s, ()) =
         autostart::update(&st, move |s, cfg, now| autostart::decision(s, &b, cfg, now)).await?;
     Ok(Json(AutostartDecided { ok: true, state: s }))

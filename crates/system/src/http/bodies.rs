@@ -1,28 +1,74 @@
-//! The request shapes of the system routes, for the OpenAPI document
-//! (docs/openapi.md, docs/system.md § OpenAPI).
+//! The request bodies of the system routes: each is the parser of its route's
+//! body (`companiond_core::envelope::BodyOf`) and its schema in the OpenAPI
+//! document (docs/openapi.md, docs/system.md § OpenAPI).
 //!
-//! The handlers read their JSON object bodies field by field ([`super::body_object`]
-//! and the domain modules), leniently as the original application did: a field of
-//! the wrong type takes its default, unknown fields are ignored. These types name
-//! the fields those readers look up, with their types, limits and defaults; they
-//! are never deserialized, hence `dead_code` is allowed here.
-#![allow(dead_code)]
+//! The bodies are read leniently, as the original application did: a field of
+//! the wrong type takes its default (`loose::or_none`), unknown fields are
+//! ignored. A body that is not a JSON object is a 400 (`SystemError::body`).
+//!
+//! Two types are not parsers yet (marked `dead_code`): the activity signal
+//! (its own 16 KiB limit and an empty body answered `invalid_json`, the name
+//! checked before the signals and each bad signal answered `invalid_signal`)
+//! and the proactive round (the whole object is handed to the round's source
+//! selection). They state the shape their readers accept.
 
+use companiond_core::envelope::{loose, BodyFault, BodyRejection};
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::MAX_BODY;
+pub use crate::autostart::{AutostartDecisionBody, AutostartHeartbeatBody, AutostartShownBody};
+use crate::error::SystemError;
+pub use crate::handoff::{HandoffConsumeBody, HandoffCreateBody};
+use crate::persona::PersonaName;
+pub use crate::platform::PlaytimeBody;
+pub use crate::proactive::InviteRespondBody;
+pub use crate::survey::SurveySubmitBody;
+
+companiond_core::body_rejected!(SystemError, limit = MAX_BODY, SystemError::body =>
+    NoticesAckBody, TutorialPutBody, SurveySubmitBody, HandoffCreateBody, HandoffConsumeBody,
+    AutostartHeartbeatBody, AutostartShownBody, AutostartDecisionBody, EmotionBody,
+    MusicPlayedBody, InviteRespondBody, TranslateBody);
+
+/// A `seconds` that does not read keeps its code; any other fault is the
+/// family's body refusal.
+impl BodyRejection for PlaytimeBody {
+    type Error = SystemError;
+    const LIMIT: usize = MAX_BODY;
+    fn rejected(fault: BodyFault) -> SystemError {
+        match fault {
+            BodyFault::Invalid { field, why } if field == "seconds" => {
+                SystemError::InvalidSeconds(why)
+            }
+            f => SystemError::body(f),
+        }
+    }
+}
+
 /// `POST /api/pending-notices/ack`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"cursor": 3}))]
 pub struct NoticesAckBody {
     /// Drain the notices at or before this cursor (an integer, or its decimal
     /// text; anything else drains nothing).
+    #[serde(default, deserialize_with = "cursor")]
     #[schema(value_type = Option<u64>)]
-    cursor: Option<Value>,
+    pub cursor: u64,
+}
+
+/// A cursor: a non-negative integer or its decimal text; anything else is 0.
+fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => n.as_u64().unwrap_or(0),
+        Value::String(s) => s.trim().parse::<u64>().unwrap_or(0),
+        _ => 0,
+    })
 }
 
 /// `POST /api/activity_signal`: at least one signal besides the name.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read by `activity::validate` (see the module doc)
 #[schema(example = json!({"persona_name": "Companion", "idle_seconds": 12.5,
     "window_title": "Editor"}))]
 pub struct ActivityBody {
@@ -43,51 +89,59 @@ pub struct ActivityBody {
     process_name: Option<String>,
 }
 
-/// `POST /api/survey/submit`.
-#[derive(ToSchema)]
-#[schema(example = json!({"action": "submit", "answers": {"q1": "yes"}, "lang": "en"}))]
-pub struct SurveySubmitBody {
-    /// `skip`, else a submit.
-    action: Option<String>,
-    /// Answers by question id (ignored for a skip).
-    answers: Option<Map<String, Value>>,
-    lang: Option<String>,
-}
-
 /// `POST /api/emotion/analysis`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"text": "I am so happy today!", "persona_name": "Companion"}))]
 pub struct EmotionBody {
-    /// The text to analyse (cut at 4000 characters); `null` counts as empty.
-    text: Option<String>,
-    /// The character whose open chat is told the result (`lanlan_name` is the
-    /// older spelling).
-    persona_name: Option<String>,
-    lanlan_name: Option<String>,
+    /// The text to analyse (cut at 4000 characters); `null` counts as empty,
+    /// absent or another type is `missing_text`.
+    #[serde(default, deserialize_with = "text_or_null")]
+    #[schema(value_type = Option<String>)]
+    pub text: Option<String>,
+    /// The character whose open chat is told the result.
+    #[serde(flatten)]
+    pub persona: PersonaName,
     /// A model key for this call only.
-    api_key: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    pub api_key: Option<String>,
     /// A model name for this call only.
-    model: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    pub model: Option<String>,
 }
 
-/// `POST /api/translate`.
-#[derive(ToSchema)]
+/// Text, with null read as empty; another type is absent.
+fn text_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Null => Some(String::new()),
+        _ => None,
+    })
+}
+
+/// `POST /api/translate`. A field of another type counts as absent.
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"text": "Hello", "target_lang": "ja", "skip_google": false}))]
 pub struct TranslateBody {
     /// At most 50000 characters.
-    text: String,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    pub text: Option<String>,
     /// `zh`, `en`, `ja`, `ko` or `ru` (other values mean `zh`).
+    #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(default = "zh")]
-    target_lang: Option<String>,
+    pub target_lang: Option<String>,
     /// Detected when absent.
-    source_lang: Option<String>,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    pub source_lang: Option<String>,
     /// Go straight to the model.
+    #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(default = false)]
-    skip_google: Option<bool>,
+    pub skip_google: Option<bool>,
 }
 
 /// `POST /api/proactive_chat`: one round's context.
 #[derive(ToSchema)]
+#[allow(dead_code)] // read by the proactive round (see the module doc)
 #[schema(example = json!({"persona_name": "Companion", "enabled_modes": ["music", "window", "chat"],
     "is_playing_music": false}))]
 pub struct ProactiveBody {
@@ -110,128 +164,49 @@ pub struct ProactiveBody {
 }
 
 /// A body naming a character (`POST /api/proactive/music_played_through`).
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"persona_name": "Companion"}))]
 pub struct MusicPlayedBody {
-    /// Else the current character (`lanlan_name` is the older spelling).
-    persona_name: Option<String>,
-    lanlan_name: Option<String>,
-}
-
-/// `POST /api/mini_game/invite/respond`.
-#[derive(ToSchema)]
-#[schema(example = json!({"persona_name": "Companion", "session_id": "abc", "choice": "accept"}))]
-pub struct InviteRespondBody {
-    /// Else the current character (`lanlan_name` is the older spelling).
-    persona_name: Option<String>,
-    lanlan_name: Option<String>,
-    /// The pending invitation (at most 128 characters).
-    session_id: Option<String>,
-    /// `accept`, `decline` or `later`.
-    choice: String,
+    /// Else the current character.
+    #[serde(flatten)]
+    pub persona: PersonaName,
 }
 
 /// `PUT /api/seven-day-tutorial/state`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"expectedRevision": 0, "state": {"completedRounds": [1]}}))]
 pub struct TutorialPutBody {
     /// The client's tutorial state; the server normalises it (the stored
-    /// `state` of the answer shows the result).
-    state: Map<String, Value>,
-    /// The revision the client read (a stale one answers 409 with the stored document).
+    /// `state` of the answer shows the result). Not an object: `invalid_state`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = Object, required = true)]
+    pub state: Option<Map<String, Value>>,
+    /// The revision the client read (a stale one answers 409 with the stored
+    /// document). Not a non-negative integer: `invalid_expected_revision`.
     #[serde(rename = "expectedRevision")]
-    #[schema(minimum = 0)]
-    expected_revision: i64,
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = i64, required = true, minimum = 0)]
+    pub expected_revision: Option<i64>,
 }
 
-/// `POST /api/autostart-prompt/heartbeat`: usage since the last heartbeat.
-#[derive(ToSchema)]
-#[schema(example = json!({"foreground_ms_delta": 60000, "home_interactions_delta": 2,
-    "autostart_supported": true}))]
-pub struct AutostartHeartbeatBody {
-    /// Clamped to 0..=1800000 (30 minutes).
-    foreground_ms_delta: Option<i64>,
-    /// Clamped to 0..=20 (so are the two below).
-    home_interactions_delta: Option<i64>,
-    chat_turns_delta: Option<i64>,
-    voice_sessions_delta: Option<i64>,
-    autostart_enabled: Option<bool>,
-    #[schema(default = true)]
-    autostart_supported: Option<bool>,
-    /// `autostart_enabled` is the system's own answer.
-    #[schema(default = false)]
-    autostart_status_authoritative: Option<bool>,
-    /// At most 64 characters (`provider` is accepted too).
-    autostart_provider: Option<String>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use companiond_core::envelope::parse_body;
 
-/// `POST /api/autostart-prompt/shown`.
-#[derive(ToSchema)]
-#[schema(example = json!({"prompt_token": "pt_1"}))]
-pub struct AutostartShownBody {
-    /// The token of the prompt shown (`token` is accepted too).
-    prompt_token: Option<String>,
-}
-
-/// `POST /api/autostart-prompt/decision`.
-#[derive(ToSchema)]
-#[schema(example = json!({"prompt_token": "pt_1", "decision": "accept", "result": "enabled"}))]
-pub struct AutostartDecisionBody {
-    /// The token of the prompt answered (`token` is accepted too).
-    prompt_token: String,
-    /// `accept`, `later` or `never` (`action` is accepted too).
-    decision: String,
-    /// For `accept`: `enabled`, `accepted`, or a failure.
-    result: Option<String>,
-    /// For a failed `accept`: what went wrong (at most 200 characters).
-    error: Option<String>,
-    /// At most 64 characters (`provider` is accepted too).
-    autostart_provider: Option<String>,
-}
-
-/// `POST /api/platform/update-playtime`.
-#[derive(ToSchema)]
-#[schema(example = json!({"seconds": 60}))]
-pub struct PlaytimeBody {
-    /// Seconds played since the last report (an integer, its decimal text, or a
-    /// number truncated); counted up to 3600 per report.
-    #[schema(minimum = 0, default = 10)]
-    seconds: Option<i64>,
-}
-
-/// `POST /api/guide/handoff/create`.
-#[derive(ToSchema)]
-#[schema(example = json!({"target_page": "chat", "source_page": "home",
-    "resume_scene": "intro"}))]
-pub struct HandoffCreateBody {
-    /// The page that will consume the token (at most 80 characters).
-    #[schema(min_length = 1)]
-    target_page: String,
-    /// At most 80 characters.
-    #[schema(default = "home_yui_guide_v1")]
-    flow_id: Option<String>,
-    /// At most 80 characters.
-    #[schema(default = "home")]
-    source_page: Option<String>,
-    /// At most 240 characters.
-    source_path: Option<String>,
-    /// At most 240 characters.
-    target_path: Option<String>,
-    /// At most 120 characters.
-    resume_scene: Option<String>,
-}
-
-/// `POST /api/guide/handoff/consume`.
-#[derive(ToSchema)]
-#[schema(example = json!({"token": "…", "signature": "…", "expected_page": "chat"}))]
-pub struct HandoffConsumeBody {
-    #[schema(min_length = 1, max_length = 128)]
-    token: String,
-    #[schema(min_length = 1, max_length = 128)]
-    signature: String,
-    /// The consuming page; must be the token's target.
-    #[schema(min_length = 1, max_length = 80)]
-    expected_page: String,
-    #[schema(max_length = 120)]
-    consumer_id: Option<String>,
+    #[test]
+    fn playtime_seconds_keep_their_code() {
+        let r = |s: &str| {
+            parse_body::<PlaytimeBody>(s.as_bytes())
+                .map(|b| b.seconds)
+                .map_err(|f| PlaytimeBody::rejected(f).code())
+        };
+        assert_eq!(r("{}"), Ok(10));
+        assert_eq!(r(r#"{"seconds": null}"#), Ok(10));
+        assert_eq!(r(r#"{"seconds": " 12 "}"#), Ok(12));
+        assert_eq!(r(r#"{"seconds": "soon"}"#), Err("invalid_seconds"));
+        assert_eq!(r(r#"{"seconds": -1}"#), Err("invalid_seconds"));
+        assert_eq!(r("[1]"), Err("invalid_body"));
+        assert_eq!(r("{x"), Err("invalid_json"));
+    }
 }

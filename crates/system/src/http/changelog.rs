@@ -1,8 +1,7 @@
 //! `/api/changelog`, `/api/survey` and `/api/survey/submit`.
 
-use axum::body::Body;
 use axum::extract::State;
-use companiond_core::envelope::QueryOf;
+use companiond_core::envelope::{BodyOf, QueryOf};
 
 use super::queries::*;
 use axum::Json;
@@ -12,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::body_object;
+use super::bodies::SurveySubmitBody;
 use crate::error::{SysResult, SystemError};
 use crate::{changelog, survey};
 
@@ -88,10 +87,9 @@ pub async fn survey(
 /// `POST /api/survey/submit`.
 pub async fn survey_submit(
     State(st): State<AppState>,
-    body: Body,
+    BodyOf(body): BodyOf<SurveySubmitBody>,
 ) -> SysResult<Json<SurveySubmitted>> {
-    let b = body_object(body).await?;
-    let s = survey::submit(&st, &b).await?;
+    let s = survey::submit(&st, body).await?;
     Ok(Json(SurveySubmitted {
         ok: true,
         success: true,

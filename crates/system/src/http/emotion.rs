@@ -1,18 +1,18 @@
 //! `POST /api/emotion/analysis`.
 
-use axum::body::Body;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
+use companiond_core::envelope::BodyOf;
 use companiond_core::frames::ServerFrame;
 use companiond_core::AppState;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use utoipa::ToSchema;
 
-use super::body_object;
+use super::bodies::EmotionBody;
+use crate::emotion;
 use crate::error::SystemError;
-use crate::{emotion, persona};
 
 /// The emotion of a text; `success:false` with `error` and `error_code` when
 /// the model failed and no heuristic answer was possible (`source: failed`).
@@ -36,24 +36,20 @@ pub struct Emotion {
 
 /// `POST /api/emotion/analysis`: the emotion of `text`; the open chat of the named
 /// character is told the result.
-pub async fn emotion(State(st): State<AppState>, body: Body) -> Result<Json<Emotion>, Response> {
-    let b = body_object(body)
-        .await
-        .map_err(IntoResponse::into_response)?;
-    let text = match b.get("text") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) => String::new(),
-        _ => {
-            return Err(SystemError::MissingText("text is required".into())
-                .with_fields(json!({"emotion": "neutral", "confidence": 0.0})))
-        }
+pub async fn emotion(
+    State(st): State<AppState>,
+    BodyOf(b): BodyOf<EmotionBody>,
+) -> Result<Json<Emotion>, Response> {
+    let Some(text) = b.text else {
+        return Err(SystemError::MissingText("text is required".into())
+            .with_fields(json!({"emotion": "neutral", "confidence": 0.0})));
     };
-    let name = persona::named_in(&b)
+    let name = b
+        .persona
+        .named()
         .filter(|n| st.characters.exists(n))
         .unwrap_or_default();
-    let key = b.get("api_key").and_then(Value::as_str).map(str::to_string);
-    let model = b.get("model").and_then(Value::as_str).map(str::to_string);
-    let o = emotion::analyse(&st, &text, &name, key, model).await;
+    let o = emotion::analyse(&st, &text, &name, b.api_key, b.model).await;
     if !name.is_empty() {
         if let Some(m) = st.sessions.get(&name) {
             m.notify(ServerFrame::Emotion {

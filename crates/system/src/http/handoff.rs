@@ -1,14 +1,14 @@
 //! Guide handoff tokens: `/api/guide/handoff/{create,consume}` and the original
 //! pages' `/api/yui-guide/...` paths of the same routes (every answer no-store).
 
-use axum::body::Body;
 use axum::http::{header, HeaderMap};
 use axum::Json;
+use companiond_core::envelope::BodyOf;
 use companiond_core::{now_millis, Ext};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::body_object;
+use super::bodies::{HandoffConsumeBody, HandoffCreateBody};
 use crate::error::SysResult;
 use crate::handoff::PublicToken;
 use crate::state::SystemState;
@@ -53,47 +53,34 @@ fn request_origin(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
-/// What a handoff route does with its token.
-#[derive(Clone, Copy)]
-enum Step {
-    Create,
-    Consume,
-}
-
-async fn answer(
-    sys: &SystemState,
-    headers: &HeaderMap,
-    body: Body,
-    step: Step,
-) -> SysResult<Json<HandoffToken>> {
-    let b = body_object(body).await?;
-    let origin = request_origin(headers);
-    let now = now_millis();
-    let token = match step {
-        Step::Create => sys.handoff.create(&b, &origin, now).await?,
-        Step::Consume => sys.handoff.consume(&b, &origin, now).await?,
-    };
-    Ok(Json(HandoffToken {
+fn answer(token: PublicToken) -> Json<HandoffToken> {
+    Json(HandoffToken {
         ok: true,
         success: true,
         token,
-    }))
+    })
 }
 
 /// `POST /api/guide/handoff/create`.
 pub async fn create(
     Ext(sys): Ext<SystemState>,
     headers: HeaderMap,
-    body: Body,
+    BodyOf(body): BodyOf<HandoffCreateBody>,
 ) -> SysResult<Json<HandoffToken>> {
-    answer(&sys, &headers, body, Step::Create).await
+    let origin = request_origin(&headers);
+    Ok(answer(
+        sys.handoff.create(&body, &origin, now_millis()).await?,
+    ))
 }
 
 /// `POST /api/guide/handoff/consume`.
 pub async fn consume(
     Ext(sys): Ext<SystemState>,
     headers: HeaderMap,
-    body: Body,
+    BodyOf(body): BodyOf<HandoffConsumeBody>,
 ) -> SysResult<Json<HandoffToken>> {
-    answer(&sys, &headers, body, Step::Consume).await
+    let origin = request_origin(&headers);
+    Ok(answer(
+        sys.handoff.consume(&body, &origin, now_millis()).await?,
+    ))
 }

@@ -29,7 +29,7 @@ use crate::error::{SysResult, SystemError};
 use crate::state::SystemState;
 
 /// Default largest JSON body of a system route.
-const MAX_BODY: usize = 256 * 1024;
+pub(crate) const MAX_BODY: usize = 256 * 1024;
 
 pub async fn add_no_store(r: Response) -> Response {
     no_store(r)

@@ -4,13 +4,13 @@
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
+use companiond_core::envelope::BodyOf;
 use companiond_core::AppState;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::body_object;
 use crate::error::SysResult;
-use crate::platform::{self, AchievementState};
+use crate::platform::{self, AchievementState, PlaytimeBody};
 
 /// `POST /api/platform/set-achievement-status/{name}`.
 #[derive(Serialize, ToSchema)]
@@ -85,8 +85,7 @@ pub async fn update_playtime(
 ) -> SysResult<Json<PlaytimeRecorded>> {
     // The configuration is checked before the body, as it always was.
     let cfg = platform::configured(&st).await?;
-    let b = body_object(body).await?;
-    let seconds = platform::parse_seconds(b.get("seconds"))?;
+    let seconds = BodyOf::<PlaytimeBody>::read(body).await?.seconds;
     let (total, unlocked) = platform::record_playtime(&st, cfg, seconds).await?;
     Ok(Json(PlaytimeRecorded {
         success: true,

@@ -1,16 +1,19 @@
 //! `/api/proactive_chat`, `/api/proactive/music_played_through` and
 //! `/api/mini_game/invite/respond`.
 
+use axum::extract::State;
 use axum::Json;
-use companiond_core::now_millis;
+use companiond_core::envelope::BodyOf;
+use companiond_core::{now_millis, AppState, Ext};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::bodies::{InviteRespondBody, MusicPlayedBody};
 use super::ObjectCall;
 use crate::error::SysResult;
-use crate::persona;
 use crate::proactive::invitations::Resolution;
 use crate::proactive::round::{stage_of, Outcome};
+use crate::state::SystemState;
 
 /// The answer of `POST /api/proactive_chat`: a pass (nothing sent, the reason
 /// code says why) or a delivered message.
@@ -145,9 +148,11 @@ pub async fn proactive_chat(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Jso
 /// `POST /api/proactive/music_played_through`: the recommended song was heard to
 /// the end, so its source may be used again.
 pub async fn music_played_through(
-    ObjectCall(st, sys, b): ObjectCall,
+    State(st): State<AppState>,
+    Ext(sys): Ext<SystemState>,
+    BodyOf(b): BodyOf<MusicPlayedBody>,
 ) -> SysResult<Json<MusicCleared>> {
-    let name = persona::named_or_current(&st, &b)?;
+    let name = b.persona.or_current(&st)?;
     let cleared = sys.proactive.clear_music(&name);
     Ok(Json(MusicCleared {
         success: true,
@@ -158,7 +163,11 @@ pub async fn music_played_through(
 }
 
 /// `POST /api/mini_game/invite/respond`.
-pub async fn invite_respond(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<InviteAnswered>> {
+pub async fn invite_respond(
+    State(st): State<AppState>,
+    Ext(sys): Ext<SystemState>,
+    BodyOf(b): BodyOf<InviteRespondBody>,
+) -> SysResult<Json<InviteAnswered>> {
     let r: Resolution = sys.proactive.respond(&st, &b, now_millis())?;
     let (game_type, game_url) = r.game.unzip();
     Ok(Json(InviteAnswered {

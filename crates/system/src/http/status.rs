@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use companiond_core::envelope::QueryOf;
+use companiond_core::envelope::{BodyOf, QueryOf};
 
 use super::queries::*;
 use axum::http::{header, HeaderValue};
@@ -18,7 +18,7 @@ use serde_json::Value;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::ToSchema;
 
-use super::body_object;
+use super::bodies::NoticesAckBody;
 use crate::error::{SysResult, SystemError};
 use crate::state::SystemState;
 use crate::{activity, status, token_usage};
@@ -117,14 +117,11 @@ pub async fn pending_notices(State(st): State<AppState>) -> Response {
 }
 
 /// `POST /api/pending-notices/ack`.
-pub async fn ack(State(st): State<AppState>, body: Body) -> SysResult<Json<NoticesAcked>> {
-    let b = body_object(body).await?;
-    let cursor = match b.get("cursor") {
-        Some(Value::Number(n)) => n.as_u64().unwrap_or(0),
-        Some(Value::String(s)) => s.trim().parse::<u64>().unwrap_or(0),
-        _ => 0,
-    };
-    let drained = st.notices.ack(cursor);
+pub async fn ack(
+    State(st): State<AppState>,
+    BodyOf(body): BodyOf<NoticesAckBody>,
+) -> SysResult<Json<NoticesAcked>> {
+    let drained = st.notices.ack(body.cursor);
     let (_, cursor) = st.notices.peek();
     Ok(Json(NoticesAcked {
         success: true,

@@ -1,13 +1,17 @@
 //! `POST /api/translate`.
 
+use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
+use companiond_core::envelope::BodyOf;
+use companiond_core::{AppState, Ext};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use utoipa::ToSchema;
 
-use super::ObjectCall;
+use super::bodies::TranslateBody;
 use crate::error::SystemError;
+use crate::state::SystemState;
 use crate::translate;
 
 /// The answer of `POST /api/translate`; `success:false` with `error_code:
@@ -34,13 +38,13 @@ pub struct Translated {
 }
 
 /// `POST /api/translate`: Google first (unless disabled or skipped), then the model.
-pub async fn translate(ObjectCall(st, sys, b): ObjectCall) -> Result<Json<Translated>, Response> {
-    let raw_target = b
-        .get("target_lang")
-        .and_then(Value::as_str)
-        .unwrap_or("zh")
-        .to_string();
-    let text = b.get("text").and_then(Value::as_str).unwrap_or("");
+pub async fn translate(
+    State(st): State<AppState>,
+    Ext(sys): Ext<SystemState>,
+    BodyOf(b): BodyOf<TranslateBody>,
+) -> Result<Json<Translated>, Response> {
+    let raw_target = b.target_lang.unwrap_or_else(|| "zh".to_string());
+    let text = b.text.as_deref().unwrap_or("");
     if text.trim().is_empty() {
         return Err(
             SystemError::MissingText("text is required".into()).with_fields(
@@ -57,11 +61,8 @@ pub async fn translate(ObjectCall(st, sys, b): ObjectCall) -> Result<Json<Transl
             })),
         );
     }
-    let skip_google = b
-        .get("skip_google")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let source = b.get("source_lang").and_then(Value::as_str);
+    let skip_google = b.skip_google.unwrap_or(false);
+    let source = b.source_lang.as_deref();
     let google = sys.google.as_deref();
     let t = translate::translate(&st, google, text, source, &raw_target, skip_google).await;
     let failed = t.failure.is_some();

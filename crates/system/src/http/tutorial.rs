@@ -1,12 +1,11 @@
 //! `GET|PUT /api/seven-day-tutorial/state`.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::Json;
+use companiond_core::envelope::BodyOf;
 use companiond_core::AppState;
-use serde_json::Value;
 
-use super::body_object;
+use super::bodies::TutorialPutBody;
 use crate::error::SysResult;
 use crate::tutorial;
 
@@ -22,10 +21,9 @@ pub async fn get_state(State(st): State<AppState>) -> SysResult<Json<tutorial::P
 /// `PUT /api/seven-day-tutorial/state` (`{state, expectedRevision}`).
 pub async fn put_state(
     State(st): State<AppState>,
-    body: Body,
+    BodyOf(body): BodyOf<TutorialPutBody>,
 ) -> SysResult<Json<tutorial::Public>> {
-    let b = Value::Object(body_object(body).await?);
-    let (state, expected) = tutorial::validate_put(&b)?;
+    let (state, expected) = tutorial::validate_put(body.state, body.expected_revision)?;
     let next = tutorial::replace(&st, &state, expected).await?;
     Ok(Json(tutorial::Public {
         ok: true,

@@ -5,14 +5,16 @@
 use companiond_core::frames::ServerFrame;
 use std::collections::HashMap;
 
+use companiond_core::envelope::loose;
 use companiond_core::AppState;
 use rand::Rng;
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use utoipa::ToSchema;
 
 use super::round::Totals;
-use super::{lock, text_field, Proactive};
+use super::{lock, Proactive};
 use crate::error::{SysResult, SystemError};
-use crate::persona;
+use crate::persona::PersonaName;
 
 /// Invitation odds per eligible round, and the forced first invitation.
 pub const INVITE_ODDS: f64 = 0.12;
@@ -174,25 +176,46 @@ impl Invite {
     }
 }
 
+/// `POST /api/mini_game/invite/respond`. A field of another type counts as absent.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Companion", "session_id": "abc", "choice": "accept"}))]
+pub struct InviteRespondBody {
+    /// Else the current character.
+    #[serde(flatten)]
+    persona: PersonaName,
+    /// The pending invitation (at most 128 characters).
+    #[serde(default, deserialize_with = "loose::or_none")]
+    session_id: Option<String>,
+    /// `accept`, `decline` or `later`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
+    choice: Option<String>,
+}
+
 impl Proactive {
     /// Apply the user's response to the pending invitation.
     pub fn respond(
         &self,
         st: &AppState,
-        body: &Map<String, Value>,
+        body: &InviteRespondBody,
         now: i64,
     ) -> SysResult<Resolution> {
-        let name = persona::named_or_current(st, body)?;
-        let choice = match body.get("choice") {
-            Some(Value::String(s)) => s.trim().to_ascii_lowercase(),
-            _ => String::new(),
-        };
+        let name = body.persona.or_current(st)?;
+        let choice = body
+            .choice
+            .as_deref()
+            .map(|s| s.trim().to_ascii_lowercase())
+            .unwrap_or_default();
         if !matches!(choice.as_str(), "accept" | "decline" | "later") {
             return Err(SystemError::InvalidChoice(
                 "choice must be accept, decline or later".into(),
             ));
         }
-        let session_id = text_field(body, "session_id", 128).unwrap_or_default();
+        let session_id = body
+            .session_id
+            .as_deref()
+            .map(|s| s.trim().chars().take(128).collect::<String>())
+            .unwrap_or_default();
         let mut invites = lock(&self.invites);
         let inv = invites.entry(name.clone()).or_default();
         if !inv.pending() || inv.pending_session_id.as_deref() != Some(session_id.as_str()) {
@@ -272,10 +295,11 @@ impl Proactive {
             }
             inv.pending_session_id.clone()?
         };
-        let mut body = Map::new();
-        body.insert("persona_name".into(), json!(name));
-        body.insert("session_id".into(), json!(session_id));
-        body.insert("choice".into(), json!(chat_choice(text)));
+        let body = InviteRespondBody {
+            persona: PersonaName::of(name),
+            session_id: Some(session_id),
+            choice: Some(chat_choice(text).to_string()),
+        };
         self.respond(st, &body, now).ok()
     }
 

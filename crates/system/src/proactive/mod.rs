@@ -11,6 +11,7 @@
 
 mod dedup;
 pub mod invitations;
+pub use invitations::InviteRespondBody;
 pub mod round;
 mod sources;
 
