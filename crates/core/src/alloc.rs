@@ -94,13 +94,27 @@ pub fn spawn_trimmer() {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
         return;
     }
-    tokio::spawn(async {
+    spawn_with_trim(|| {
+        trim();
+        true
+    });
+}
+
+/// Run `work` on a blocking thread every [`TRIM_EVERY`], beside the heap's
+/// trim, until it answers `false` or the runtime ends: what else a family
+/// hands back once a minute (the memory family's index caches and maps).
+pub fn spawn_with_trim(work: impl Fn() -> bool + Send + Sync + 'static) {
+    let work = std::sync::Arc::new(work);
+    tokio::spawn(async move {
         let mut tick = tokio::time::interval(TRIM_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         loop {
             tick.tick().await;
-            let _ = tokio::task::spawn_blocking(trim).await;
+            let w = work.clone();
+            if let Ok(false) = tokio::task::spawn_blocking(move || w()).await {
+                return;
+            }
         }
     });
 }

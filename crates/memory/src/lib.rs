@@ -568,26 +568,22 @@ pub fn api(state: &AppState) -> Api {
 /// This family as the binary lists it: its routes and its start-up work.
 pub const FAMILY: companiond_core::server::Family = companiond_core::server::Family { api, start };
 
-/// Start-up work: provide the family state, install the memory hooks other
-/// families call, create or complete every character's memory unit, then
-/// start the review watcher and the index catch-up.
 /// Once a minute (with the heap's trim, `companiond_core::alloc`), the open
 /// indexes hand back their caches and mapped pages ([`index::Handles::release`]).
 fn spawn_releaser(state: &AppState) {
     let weak = Arc::downgrade(&state.0);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(companiond_core::alloc::TRIM_EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            let Some(inner) = weak.upgrade() else { return };
-            let rt = AppState(inner).ext::<MemoryRuntime>();
-            let _ = tokio::task::spawn_blocking(move || rt.index.release()).await;
+    companiond_core::alloc::spawn_with_trim(move || match weak.upgrade() {
+        Some(inner) => {
+            AppState(inner).ext::<MemoryRuntime>().index.release();
+            true
         }
+        None => false,
     });
 }
 
+/// Start-up work: provide the family state, install the memory hooks other
+/// families call, create or complete every character's memory unit, then
+/// start the review watcher and the index catch-up.
 pub fn start(state: &AppState) {
     state.provide(Arc::new(MemoryRuntime::default()));
     state.hooks.set_memory_service(Arc::new(Service {
