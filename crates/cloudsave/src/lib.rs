@@ -69,7 +69,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("upload")
         .path::<http::CharacterPath>()
-        .own_json_body::<http::UploadOptions>()
+        .own_json_body::<Option<http::UploadOptions>>()
         .ok::<Succeeded<Transferred>>()
         .fails::<CloudSaveError>()
         .post(
@@ -79,7 +79,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("download")
         .path::<http::CharacterPath>()
-        .own_json_body::<download::DownloadOptions>()
+        .own_json_body::<Option<download::DownloadOptions>>()
         .ok::<Succeeded<Transferred>>()
         .fails::<CloudSaveError>()
 }

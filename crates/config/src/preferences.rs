@@ -48,8 +48,8 @@ pub struct Vector {
 #[schema(example = json!({"model_path": "/static/models/mao/mao.model3.json",
     "position": {"x": 0.5, "y": 0.2}, "scale": {"x": 1.0, "y": 1.0}}))]
 pub struct ModelPreference {
-    /// Non-empty (trimmed), at most 2048 bytes, not `__global_conversation__`.
-    #[schema(min_length = 1, max_length = 2048)]
+    /// Not blank (trimmed), at most 2048 characters, not `__global_conversation__`.
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 2048, pattern = "\\S")]
     model_path: Option<String>,
     position: Vector,
     scale: Vector,
@@ -58,7 +58,7 @@ pub struct ModelPreference {
     display: Option<Map<String, Value>>,
     rotation: Option<Map<String, Value>>,
     camera_position: Option<Map<String, Value>>,
-    /// `{width, height}` > 0; any other value is dropped.
+    /// `{width, height}` > 0; another object is dropped (null: absent).
     #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(value_type = Option<Object>)]
     viewport: Option<Map<String, Value>>,
@@ -70,7 +70,7 @@ pub fn validate(body: ModelPreference) -> Result<Map<String, Value>, ConfigError
         Some(s) if !s.is_empty() => s,
         _ => return Err(ConfigError::bad("model_path is required")),
     };
-    if path.len() > MAX_PATH_LEN {
+    if path.chars().count() > MAX_PATH_LEN {
         return Err(ConfigError::bad("model_path is too long"));
     }
     if path == RESERVED_PATH {

@@ -123,7 +123,7 @@ pub(crate) struct CardDropBody {
     #[serde(default, deserialize_with = "loose::present")]
     #[schema(nullable = false)]
     name: Option<String>,
-    /// Not a `data:image/` text (or larger): ignored.
+    /// Not a `data:image/` text (or larger): ignored; another type is refused.
     #[serde(rename = "dataUrl")]
     #[serde(default, deserialize_with = "loose::or_none")]
     data_url: Option<String>,
@@ -527,7 +527,8 @@ mod body_tests {
             Ok(_) => 200,
             Err(f) => CardDropBody::rejected(f).status().as_u16(),
         };
-        assert_eq!(status(r#"{"name": "Mika", "dataUrl": 5}"#), 200);
+        assert_eq!(status(r#"{"name": "Mika", "dataUrl": null}"#), 200);
+        assert_eq!(status(r#"{"name": "Mika", "dataUrl": 5}"#), 422);
         assert_eq!(status(r#"{"name": null}"#), 400);
         assert_eq!(status(r#"{"name": 3}"#), 400);
         assert_eq!(status("[1]"), 422);

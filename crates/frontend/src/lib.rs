@@ -176,7 +176,7 @@ pub fn api(state: &AppState) -> Api {
             cards::create,
         )
         .id("create_character")
-        .json_body::<cards::CardForm>()
+        .json_body::<cards::NewCardForm>()
         .ok::<cards::CardCreated>()
         .fails_of([bad_request(), names(), storage()])
         .put(

@@ -75,8 +75,12 @@ async fn field_text(
 }
 
 /// Form fields from an `application/x-www-form-urlencoded` or `multipart/form-data`
-/// body (a JSON object body is accepted too).
-pub struct FormFields(pub IndexMap<String, Value>);
+/// body, where every value is text, or from a JSON object body, whose values
+/// must have the documented JSON types (`json`).
+pub struct FormFields {
+    fields: IndexMap<String, Value>,
+    json: bool,
+}
 
 impl<S: Send + Sync> FromRequest<S> for FormFields {
     type Rejection = JukeboxError;
@@ -84,6 +88,7 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         let ct = content_type(&req);
         let mut out = IndexMap::new();
+        let json = ct.starts_with("application/json");
         if ct.starts_with("multipart/form-data") {
             let mut mp = multipart(req).await?;
             let mut total = 0usize;
@@ -96,7 +101,7 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
                 }
                 out.insert(name, Value::String(text));
             }
-        } else if ct.starts_with("application/json") {
+        } else if json {
             let v: Value = read_json_body(req)
                 .await
                 .map_err(|(status, msg)| match status {
@@ -120,57 +125,60 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
                 out.insert(k.into_owned(), Value::String(v.into_owned()));
             }
         }
-        Ok(FormFields(out))
+        Ok(FormFields { fields: out, json })
     }
 }
 
 impl FormFields {
-    /// A field as text (`None` when absent or null).
-    pub fn text(&self, key: &str) -> Option<String> {
-        match self.0.get(key)? {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            Value::Bool(b) => Some(b.to_string()),
-            other => Some(other.to_string()),
+    /// A field as text (`None` when absent or null); in a JSON body it must be a string.
+    fn text(&self, key: &str) -> Result<Option<String>, JukeboxError> {
+        match self.fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) if self.json => Err(JukeboxError::bad(format!("{key} must be a string"))),
+            Some(other) => Ok(Some(other.to_string())),
         }
     }
 
     pub fn required(&self, key: &str) -> Result<String, JukeboxError> {
-        self.text(key)
+        self.text(key)?
             .ok_or_else(|| JukeboxError::bad(format!("field {key} is required")))
     }
 
+    /// A boolean: JSON `true`/`false`, or in a form its text ([`bool_option`]).
     pub fn boolean(&self, key: &str) -> Result<Option<bool>, JukeboxError> {
-        match self.0.get(key) {
+        match self.fields.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(Value::String(s)) => bool_option(key, s).map(Some),
-            Some(Value::Number(n)) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => {
-                Ok(Some(n.as_i64() == Some(1)))
-            }
+            Some(Value::String(s)) if !self.json => bool_option(key, s).map(Some),
             Some(_) => Err(JukeboxError::bad(format!("{key} must be a boolean"))),
         }
     }
 
+    /// An integer: a JSON integer, or in a form its decimal text (blank: absent).
     pub fn integer(&self, key: &str) -> Result<Option<i64>, JukeboxError> {
         let bad = || JukeboxError::bad(format!("{key} must be an integer"));
-        match self.0.get(key) {
+        match self.fields.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
-            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-            Some(Value::String(s)) => s.trim().parse::<i64>().map(Some).map_err(|_| bad()),
+            Some(Value::String(s)) if !self.json && s.trim().is_empty() => Ok(None),
+            Some(Value::String(s)) if !self.json => {
+                s.trim().parse::<i64>().map(Some).map_err(|_| bad())
+            }
             Some(_) => Err(bad()),
         }
     }
 
-    /// An optional list of ids: a JSON string array given as text (or as a JSON array).
+    /// An optional list of ids: a JSON array of strings, or in a form that
+    /// array as text.
     pub fn id_list(&self, key: &str) -> Result<Option<Vec<String>>, JukeboxError> {
         let bad = || JukeboxError::bad(format!("{key} must be a JSON array of strings"));
-        let v = match self.0.get(key) {
+        let v = match self.fields.get(key) {
             None | Some(Value::Null) => return Ok(None),
-            Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
-            Some(Value::String(s)) => serde_json::from_str::<Value>(s).map_err(|_| bad())?,
+            Some(Value::String(s)) if !self.json && s.trim().is_empty() => return Ok(None),
+            Some(Value::String(s)) if !self.json => {
+                serde_json::from_str::<Value>(s).map_err(|_| bad())?
+            }
             Some(v) => v.clone(),
         };
         match v {
@@ -360,14 +368,15 @@ fn visible_field(form: &FormFields) -> Result<bool, JukeboxError> {
 const MAX_LABEL_CHARS: usize = 256;
 
 fn label(form: &FormFields, key: &str, allow_empty: bool) -> Result<Option<String>, JukeboxError> {
-    let Some(v) = form.text(key) else {
+    let Some(v) = form.text(key)? else {
         return Ok(None);
     };
+    let bad_chars = v.chars().any(char::is_control);
     let v = v.trim().to_string();
     if v.is_empty() && !allow_empty {
         return Err(JukeboxError::bad(format!("{key} must not be empty")));
     }
-    if v.chars().count() > MAX_LABEL_CHARS || v.chars().any(char::is_control) {
+    if v.chars().count() > MAX_LABEL_CHARS || bad_chars {
         return Err(JukeboxError::bad(format!(
             "{key} must be at most {MAX_LABEL_CHARS} characters without control characters"
         )));

@@ -221,16 +221,18 @@ batch_deletion!(
 #[derive(ToSchema)]
 #[schema(as = JukeboxSongIds, example = json!({"songIds": ["Song_1"]}))]
 pub struct SongIds {
-    #[schema(rename = "songIds")]
-    song_ids: Option<Vec<String>>,
+    /// At least one.
+    #[schema(rename = "songIds", min_items = 1)]
+    song_ids: Vec<String>,
 }
 
 /// `POST /api/jukebox/actions/batch-delete`.
 #[derive(ToSchema)]
 #[schema(as = JukeboxActionIds, example = json!({"actionIds": ["Dance_1"]}))]
 pub struct ActionIds {
-    #[schema(rename = "actionIds")]
-    action_ids: Option<Vec<String>>,
+    /// At least one.
+    #[schema(rename = "actionIds", min_items = 1)]
+    action_ids: Vec<String>,
 }
 
 /// A visibility change.
@@ -245,11 +247,19 @@ pub struct VisibilityBody {
 #[derive(ToSchema)]
 #[schema(as = JukeboxSongMetadata, example = json!({"name": "Evening song", "artist": "Someone"}))]
 pub struct SongMetadata {
-    /// Non-empty, at most 256 characters, no control characters.
-    #[schema(min_length = 1, max_length = 256)]
+    /// Not blank, at most 256 characters, no control characters.
+    #[schema(
+        nullable = false,
+        max_length = 256,
+        pattern = "^(?=.*\\S)[^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     name: Option<String>,
-    /// At most 256 characters (empty clears it).
-    #[schema(max_length = 256)]
+    /// At most 256 characters, no control characters (empty clears it).
+    #[schema(
+        nullable = false,
+        max_length = 256,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     artist: Option<String>,
 }
 
@@ -257,8 +267,8 @@ pub struct SongMetadata {
 #[derive(ToSchema)]
 #[schema(as = JukeboxActionMetadata, example = json!({"name": "Spin"}))]
 pub struct ActionMetadata {
-    /// Non-empty, at most 256 characters, no control characters.
-    #[schema(min_length = 1, max_length = 256)]
+    /// Not blank, at most 256 characters, no control characters.
+    #[schema(max_length = 256, pattern = "^(?=.*\\S)[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     name: String,
 }
 

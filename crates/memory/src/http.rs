@@ -45,7 +45,11 @@ pub(crate) async fn recent_files(
 #[derive(Deserialize, IntoParams)]
 pub(crate) struct RecentFileQuery {
     /// Logical file name `recent_<character>.json` (from `recent_files`).
-    #[param(example = "recent_Companion.json", required = true)]
+    #[param(
+        example = "recent_Companion.json",
+        required = true,
+        pattern = "^recent_.+\\.json$"
+    )]
     filename: Option<String>,
 }
 
@@ -61,6 +65,7 @@ pub(crate) struct RecentFileQuery {
 #[allow(dead_code)]
 pub(crate) struct SaveBody {
     /// Logical file name `recent_<character>.json`.
+    #[schema(pattern = "^recent_.+\\.json$")]
     filename: String,
     /// The whole new history (at most 10,000 entries, 2,097,152 text characters).
     #[schema(max_items = 10000)]
@@ -370,17 +375,19 @@ impl Window<'_> {
 /// The query of the facts and reflections listings.
 #[derive(Deserialize, IntoParams)]
 pub(crate) struct ListQuery {
-    /// The character (non-empty).
+    /// The character (not blank).
     #[param(example = "Companion")]
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     character: String,
     /// Free text (at most 1,000 characters); empty = the whole window, newest first.
     q: Option<String>,
     /// Window start: a date (`YYYY-MM-DD`), an ISO date-time or seconds since the epoch.
+    #[param(schema_with = time_bound)]
     #[serde(default, deserialize_with = "lenient::text")]
     since: Option<String>,
     /// Window end (same forms; a date includes its whole day).
+    #[param(schema_with = time_bound)]
     #[serde(default, deserialize_with = "lenient::text")]
     until: Option<String>,
     #[param(minimum = 0, maximum = 100000, default = 0, value_type = Option<u32>)]
@@ -398,9 +405,9 @@ pub(crate) struct ListQuery {
 /// The query of `GET /api/memory/persona`.
 #[derive(Deserialize, IntoParams)]
 pub(crate) struct CharacterQuery {
-    /// The character (non-empty).
+    /// The character (not blank).
     #[param(example = "Companion")]
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     character: String,
 }
@@ -408,18 +415,20 @@ pub(crate) struct CharacterQuery {
 /// The query of `GET /api/memory/search`.
 #[derive(Deserialize, IntoParams)]
 pub(crate) struct SearchQuery {
-    /// The character (non-empty).
+    /// The character (not blank).
     #[param(example = "Companion")]
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     character: String,
     /// Free text (at most 1,000 characters).
     #[param(example = "tea")]
     q: Option<String>,
     /// Window start: a date (`YYYY-MM-DD`), an ISO date-time or seconds since the epoch.
+    #[param(schema_with = time_bound)]
     #[serde(default, deserialize_with = "lenient::text")]
     since: Option<String>,
     /// Window end (same forms).
+    #[param(schema_with = time_bound)]
     #[serde(default, deserialize_with = "lenient::text")]
     until: Option<String>,
     #[param(minimum = 0, maximum = 100000, default = 0, value_type = Option<u32>)]
@@ -428,9 +437,27 @@ pub(crate) struct SearchQuery {
     #[param(minimum = 1, maximum = 100, default = 50, value_type = Option<u32>)]
     #[serde(default, deserialize_with = "lenient::int")]
     limit: Option<i64>,
-    /// Comma-separated kinds: `fact`, `reflection`, `persona`, `line`.
-    #[param(default = "fact,reflection")]
+    /// Comma-separated kinds: `fact`, `reflection`, `persona`, `line` (plurals too).
+    #[param(
+        default = "fact,reflection",
+        pattern = "^[ ,]*(facts?|reflections?|persona|lines?) *(,[ ,]*(facts?|reflections?|persona|lines?) *)*[ ,]*$"
+    )]
     kinds: Option<String>,
+}
+
+/// The schema of a window bound (`timefmt::bound`): a date, an RFC 3339
+/// date-time, or seconds since the epoch (digits, an optional fraction); blank
+/// is no bound.
+fn time_bound() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    AnyOfBuilder::new()
+        .item(string().format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))))
+        .item(string().format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))))
+        .item(string().pattern(Some("^[0-9]{1,11}(\\.[0-9]{1,6})?$")))
+        .item(string().pattern(Some("^ *$")))
+        .build()
+        .into()
 }
 
 /// Facts or reflections of a character, paged.
@@ -514,9 +541,9 @@ pub(crate) async fn persona_get(
 #[derive(Deserialize, IntoParams, ToSchema)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ArchiveQuery {
-    /// The character (non-empty).
+    /// The character (not blank).
     #[param(example = "Companion")]
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     character: String,
     /// Only entries older than this one (`next_before` of the previous page).

@@ -126,7 +126,10 @@ fn ms_of(t: PrimitiveDateTime, offset: UtcOffset) -> i64 {
 /// with `end` its last millisecond), or a number of seconds since the epoch.
 pub fn bound(s: &str, end: bool) -> Option<i64> {
     let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>() {
+    let (whole, frac) = s.split_once('.').unwrap_or((s, "0"));
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if digits(whole) && digits(frac) {
+        let secs: f64 = s.parse().ok()?;
         // Seconds since the epoch, years 1970..=9999.
         if secs.is_finite() && (0.0..=253_402_300_799.0).contains(&secs) {
             return Some((secs * 1000.0) as i64);
@@ -166,6 +169,11 @@ mod tests {
             "2024-05-01T25:00",
             "-5",
             "1e300",
+            "1e5",
+            "+5",
+            ".5",
+            "5.",
+            "inf",
         ] {
             assert_eq!(bound(bad, false), None, "{bad}");
         }

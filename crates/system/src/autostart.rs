@@ -243,13 +243,14 @@ impl State {
 
 /// A usage counter: an integer, or a number truncated; anything else is 0.
 fn delta<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::Number(n) => n
+    match Value::deserialize(d)? {
+        Value::Number(n) => Ok(n
             .as_i64()
             .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
-            .unwrap_or(0),
-        _ => 0,
-    })
+            .unwrap_or(0)),
+        Value::Null => Ok(0),
+        _ => Err(serde::de::Error::custom("a usage delta must be a number")),
+    }
 }
 
 /// The first text of a field and its older spelling, trimmed ("" when neither is).
@@ -262,25 +263,25 @@ fn provider_of(a: &Option<String>, b: &Option<String>) -> String {
     first_text(a, b).chars().take(64).collect()
 }
 
-/// `POST /api/autostart-prompt/heartbeat`: usage since the last heartbeat. A
-/// field of another type counts as absent.
+/// `POST /api/autostart-prompt/heartbeat`: usage since the last heartbeat
+/// (deltas: numbers, truncated and clamped; null is 0).
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"foreground_ms_delta": 60000, "home_interactions_delta": 2,
     "autostart_supported": true}))]
 pub struct AutostartHeartbeatBody {
     /// Clamped to 0..=1800000 (30 minutes).
     #[serde(default, deserialize_with = "delta")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<f64>)]
     foreground_ms_delta: i64,
     /// Clamped to 0..=20 (so are the two below).
     #[serde(default, deserialize_with = "delta")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<f64>)]
     home_interactions_delta: i64,
     #[serde(default, deserialize_with = "delta")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<f64>)]
     chat_turns_delta: i64,
     #[serde(default, deserialize_with = "delta")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(value_type = Option<f64>)]
     voice_sessions_delta: i64,
     #[serde(default, deserialize_with = "loose::or_none")]
     autostart_enabled: Option<bool>,

@@ -336,7 +336,11 @@ mod tests {
         let h = Handoff::default();
         let o = "http://127.0.0.1:1";
         assert!(h.create(&m(json!({})), o, 0).await.is_err());
-        assert!(h.create(&m(json!({"target_page": 5})), o, 0).await.is_err());
+        assert!(h
+            .create(&m(json!({"target_page": null})), o, 0)
+            .await
+            .is_err());
+        assert!(serde_json::from_value::<HandoffCreateBody>(json!({"target_page": 5})).is_err());
         let t = h
             .create(&m(json!({"target_page": "chat"})), o, 1000)
             .await

@@ -126,8 +126,30 @@ pub struct PlaytimeBody {
     /// Seconds played since the last report (an integer, its decimal text, a
     /// boolean, or a number truncated); counted up to 3600 per report.
     #[serde(default = "default_seconds", deserialize_with = "seconds")]
-    #[schema(value_type = Option<i64>, minimum = 0, default = 10)]
+    #[schema(schema_with = seconds_schema, default = 10)]
     pub seconds: i64,
+}
+
+/// The forms [`parse_seconds`] reads: a number from 0 (truncated), its decimal
+/// text, a boolean (1 or 0) or null (the default).
+fn seconds_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Type};
+    AnyOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Number)
+                .minimum(Some(0.0))
+                .maximum(Some(1e15)),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^ *0*[0-9]{1,15} *$")),
+        )
+        .item(ObjectBuilder::new().schema_type(Type::Boolean))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .build()
+        .into()
 }
 
 fn default_seconds() -> i64 {
@@ -154,16 +176,30 @@ pub fn parse_seconds(v: Option<&Value>) -> SysResult<i64> {
                 if f.abs() > 1e15 {
                     return Err(bad());
                 }
+                if f < 0.0 {
+                    return Err(SystemError::InvalidSeconds(
+                        "seconds must be non-negative".into(),
+                    ));
+                }
                 f.trunc() as i64
             }
         },
-        Some(Value::String(s)) => s.trim().parse::<i64>().map_err(|_| bad())?,
+        Some(Value::String(s)) => {
+            let t = s.trim();
+            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            t.parse::<i64>().map_err(|_| bad())?
+        }
         Some(_) => return Err(bad()),
     };
     if n < 0 {
         return Err(SystemError::InvalidSeconds(
             "seconds must be non-negative".into(),
         ));
+    }
+    if n > 1_000_000_000_000_000 {
+        return Err(bad());
     }
     Ok(n.min(MAX_DELTA))
 }

@@ -163,13 +163,17 @@ pub struct ModelDeleted {
 #[derive(Deserialize, IntoParams)]
 pub struct MappingQuery {
     /// The model name (no path separators); absent or blank: `{}` is answered.
-    #[param(example = "Miku")]
+    #[param(
+        example = "Miku",
+        max_length = 200,
+        pattern = "^([^./\\\\][^/\\\\]*)?$"
+    )]
     pub model: Option<String>,
 }
 
-/// `POST /api/model/mmd/emotion_mapping`'s body (a `model` that is blank or not
-/// text is `missing_model`, a `mapping` not an object `invalid_mapping`; JSON
-/// that is not an object names no model).
+/// `POST /api/model/mmd/emotion_mapping`'s body (a `model` that is blank or
+/// absent is `missing_model`, an absent `mapping` `invalid_mapping`; a value of
+/// another type, or JSON that is not an object, is refused as a body).
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"model": "Miku", "mapping": {"happy": ["smile"], "sad": ["cry"]}}))]
 pub struct SaveMapping {
@@ -317,9 +321,18 @@ mod body_tests {
     #[test]
     fn the_mapping_body_keeps_its_codes() {
         assert_eq!(code(r#"{"model": "M", "mapping": {}}"#), Ok("M".into()));
-        assert!(code(r#"{"model": 5, "mapping": {}}"#).is_err_and(|e| e.contains("missing_model")));
         assert!(
-            code(r#"{"model": "M", "mapping": []}"#).is_err_and(|e| e.contains("invalid_mapping"))
+            code(r#"{"model": " ", "mapping": {}}"#).is_err_and(|e| e.contains("missing_model"))
+        );
+        assert!(code(r#"{"model": "M"}"#).is_err_and(|e| e.contains("invalid_mapping")));
+        // A value of another type than the document's is refused as a body.
+        assert_eq!(
+            code(r#"{"model": 5, "mapping": {}}"#),
+            Err("status 422".into())
+        );
+        assert_eq!(
+            code(r#"{"model": "M", "mapping": []}"#),
+            Err("status 422".into())
         );
         assert_eq!(code("[1]"), Err("status 400".into()));
         assert_eq!(code("{x"), Err("status 422".into()));

@@ -26,7 +26,7 @@ pub(super) fn mapping_name(model: &str) -> Result<&str, AvatarError> {
         )
     };
     if model.is_empty()
-        || model.len() > MAX_MODEL_NAME
+        || model.chars().count() > MAX_MODEL_NAME
         || model.starts_with('.')
         || model.contains(['/', '\\'])
     {

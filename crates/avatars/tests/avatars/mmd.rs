@@ -273,7 +273,8 @@ async fn mmd_listing_delete_rules_and_emotion_mappings() {
         json!({"model": "alice"}),
     ] {
         let (st, b) = s.post("/api/model/mmd/emotion_mapping", bad.clone()).await;
-        assert_eq!(st, 400, "{bad}: {b}");
+        // A mapping of another type is refused as a body (422), the others by rule.
+        assert!(st == 400 || st == 422, "{bad}: {b}");
         assert_eq!(b["success"], false);
     }
     let (st, _) = s.get("/api/model/mmd/emotion_mapping?model=..%2Fx").await;

@@ -82,9 +82,12 @@ pub struct ConversationSettingsWrite {
 #[derive(Deserialize, IntoParams)]
 #[allow(dead_code)] // read from the `HeaderMap` by `parse_write`
 pub struct WriteHeaders {
-    /// `"conversation-settings-N"` (also `W/`, and the bare revision): refused with
-    /// 412 and the current document when stale.
+    /// `"conversation-settings-N"` (also `W/`, and the bare revision; blank is
+    /// absent): refused with 412 and the current document when stale.
     #[serde(rename = "If-Match")]
+    #[param(
+        pattern = "^\\s*((W/)?(\"(conversation-settings-)?[0-9]{1,16}\"|(conversation-settings-)?[0-9]{1,16}))?\\s*$"
+    )]
     if_match: Option<String>,
     /// JSON `{writeId, writerId, value}`: the ASR decision tuple.
     #[serde(rename = "X-Conversation-Settings-ASR-Decision")]
@@ -128,8 +131,8 @@ fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Confi
 
 fn parse_write(headers: &HeaderMap, body: RawJson) -> Result<Write, ConfigError> {
     let body = body.object()?;
-    let if_match = match header_str(headers, "if-match")? {
-        None => None,
+    let if_match = match header_str(headers, "if-match")?.map(str::trim) {
+        None | Some("") => None,
         Some(raw) => Some(conversation::parse_if_match(raw).ok_or_else(|| {
             ConfigError::bad_code(
                 "invalid If-Match: expected \"conversation-settings-<revision>\"",

@@ -18,7 +18,7 @@ pub use crate::preferences::ModelPreference;
 #[derive(Deserialize, ToSchema)]
 pub struct ModelPathBody {
     /// Trimmed; required (absent, null or blank: `model_path is required`).
-    #[schema(min_length = 1)]
+    #[schema(value_type = String, required = true, min_length = 1, pattern = "\\S")]
     model_path: Option<String>,
 }
 

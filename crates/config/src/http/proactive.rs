@@ -67,8 +67,8 @@ pub struct SettingsApplied {
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"mode": "normal"}))]
 pub struct ModeBody {
-    /// `off`, `normal`, `focus` or `frequent` (anything else, text or not, is
-    /// an unknown mode).
+    /// `off`, `normal`, `focus` or `frequent` (other text, null or nothing is
+    /// an unknown mode; another type is `invalid_body`).
     #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(value_type = String)]
     mode: Option<String>,

@@ -89,14 +89,19 @@ pub struct ProviderSettings {
     #[serde(rename = "coreApiKey")]
     core_api_key: Option<String>,
     #[serde(rename = "enableCustomApi")]
+    #[schema(nullable = false)]
     enable_custom_api: Option<bool>,
     #[serde(rename = "useMimoTokenPlan")]
+    #[schema(nullable = false)]
     use_mimo_token_plan: Option<bool>,
     #[serde(rename = "disableTts")]
+    #[schema(nullable = false)]
     disable_tts: Option<bool>,
     #[serde(rename = "gptsovitsEnabled")]
+    #[schema(nullable = false)]
     gptsovits_enabled: Option<bool>,
     #[serde(rename = "resolvedProviderUrls")]
+    #[schema(nullable = false)]
     resolved_provider_urls: Option<Map<String, Value>>,
     /// Any other provider field.
     #[serde(flatten)]

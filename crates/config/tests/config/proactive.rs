@@ -130,12 +130,21 @@ async fn proactive_settings_rejections_and_user_owned() {
         .await;
     assert_eq!((st, v["success"].clone()), (200, json!(false)));
     // Unknown modes.
-    for m in [json!("custom"), json!("turbo"), json!(null), json!(["off"])] {
+    for m in [json!("custom"), json!("turbo"), json!(null)] {
         let (st, v) = s.post("/api/proactive/mode", json!({"mode": m})).await;
         assert_eq!(st, 200);
         assert_eq!(v["success"], json!(false), "{m}: {v}");
         assert!(v["error"].as_str().unwrap().contains("unknown mode"));
     }
+    // A mode of another type is refused as a body (200, as every proactive refusal).
+    let (st, v) = s
+        .post("/api/proactive/mode", json!({"mode": ["off"]}))
+        .await;
+    assert_eq!(
+        (st, v["error_code"].as_str()),
+        (200, Some("invalid_body")),
+        "{v}"
+    );
     // Proactive writes bump the revision: a UI holding the old ETag gets 412.
     let (_, h, _) = get_with_headers(&s, CS).await;
     let etag = h["etag"].to_str().unwrap().to_string();

@@ -2,7 +2,7 @@
 //! any character as a card (PNG, JSON, CHARX), its card image, and the choice
 //! of greeting. The card formats are `crate::cards`; docs/characters.md.
 
-use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, Request, State};
 use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing;
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use utoipa::{IntoParams, ToSchema};
 
 use super::api::{Api, DocumentedError, ErrorDoc, Part};
-use super::envelope::{ok_json, JsonBody, SuccessError};
+use super::envelope::{ok_json, JsonBody, QueryOf, SuccessError};
 use super::multipart::{multipart, with_drain_cap, DrainCap};
 use crate::cards::{self, CardError, ASSETS_DIR, ASSETS_KEY, IMAGES_DIR};
 use crate::characters::CharacterError;
@@ -164,9 +164,12 @@ struct Imported {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct ExportQuery {
-    /// `png` (default: a V3 PNG that also carries the V2 chunk), `json` (V3) or `charx`.
+    /// `png` (default: a V3 PNG that also carries the V2 chunk), `json` (V3) or `charx` (any case).
+    #[param(pattern = "^([pP][nN][gG]|[jJ][sS][oO][nN]|[cC][hH][aA][rR][xX])$")]
     format: Option<String>,
 }
+
+crate::query_rejected!(CardRouteError, CardRouteError::Bad => ExportQuery);
 
 /// `{index}`: the greeting a new conversation opens with (0 = `first_mes`,
 /// n = the n-th of `alternate_greetings`).
@@ -396,7 +399,7 @@ fn attachment(bytes: Vec<u8>, content_type: &'static str, file: &str) -> Respons
 async fn export(
     State(st): State<AppState>,
     UrlPath(name): UrlPath<String>,
-    Query(q): Query<ExportQuery>,
+    QueryOf(q): QueryOf<ExportQuery>,
 ) -> Res<Response> {
     let format = q
         .format
@@ -528,7 +531,7 @@ pub fn routes(api: Api) -> Api {
     )
     .id("export_card")
     .query::<ExportQuery>()
-    .ok_file("*/*")
+    .ok_file("image/png, application/json, application/zip")
     .fails::<CardRouteError>()
     .get(
         "/api/characters/card/{name}/image",

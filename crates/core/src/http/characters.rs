@@ -82,7 +82,7 @@ impl DocumentedError for CharacterError {
 #[schema(example = json!({"name": "Mika", "model_type": "live2d", "voice": "soft"}))]
 struct NewProfile {
     #[serde(default, deserialize_with = "loose::or_none")]
-    #[schema(value_type = String, required = true)]
+    #[schema(value_type = String, required = true, pattern = "\\S")]
     name: Option<String>,
     /// Profile fields, stored as sent.
     #[serde(flatten)]

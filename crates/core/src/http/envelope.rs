@@ -263,17 +263,19 @@ pub async fn read_json_body<T: DeserializeOwned>(req: Request) -> Result<T, (Sta
                 "request body too large or unreadable".to_string(),
             )
         })?;
-    let slice: &[u8] = if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        b"{}"
-    } else {
-        &bytes
-    };
-    serde_json::from_slice(slice).map_err(|e| {
+    let slice: &[u8] = if bytes.is_empty() { b"{}" } else { &bytes };
+    let invalid = |e: serde_json::Error| {
         (
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("invalid request body: {e}"),
         )
-    })
+    };
+    let value: Value = serde_json::from_slice(slice).map_err(invalid)?;
+    match with_whole_numbers(&value) {
+        Some(whole) => serde_json::from_value(value).or_else(|_| serde_json::from_value(whole)),
+        None => serde_json::from_value(value),
+    }
+    .map_err(invalid)
 }
 
 impl<S, T, E> FromRequest<S> for JsonBody<T, E>
@@ -378,12 +380,12 @@ pub fn body_refused<E: Envelope>(fault: BodyFault) -> Response {
 /// A JSON object body parsed into `T`: the same type documents the route's body
 /// (`Api::json_body::<T>()` / `own_json_body`), so the document and the parser
 /// cannot differ. The body is read whatever its Content-Type, up to
-/// `T::LIMIT` bytes; an empty (or blank) body counts as `{}`. A body that does
+/// `T::LIMIT` bytes; an empty body counts as `{}`. A body that does
 /// not parse is answered by `T`'s family ([`BodyRejection`]), the message
 /// naming the field that failed.
 pub struct BodyOf<T>(pub T);
 
-/// Parse `bytes` as the JSON object of `T` (blank = `{}`). Any other JSON
+/// Parse `bytes` as the JSON object of `T` (an empty body is `{}`). Any other JSON
 /// value is [`BodyFault::NotObject`] (serde would read an array as a struct's
 /// fields in order).
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BodyFault> {
@@ -395,7 +397,7 @@ pub fn parse_body_with<T: DeserializeOwned>(
     bytes: &[u8],
     null_is_empty: bool,
 ) -> Result<T, BodyFault> {
-    let value: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+    let value: Value = if bytes.is_empty() {
         Value::Object(Map::new())
     } else {
         match serde_json::from_slice(bytes).map_err(|e| BodyFault::NotJson(e.to_string()))? {
@@ -406,6 +408,15 @@ pub fn parse_body_with<T: DeserializeOwned>(
     if !value.is_object() {
         return Err(BodyFault::NotObject);
     }
+    let value = match with_whole_numbers(&value) {
+        // `5.0` for an integer field: read again with whole numbers written as
+        // integers; a field stored as sent keeps `5.0` when the first read takes it.
+        Some(whole) => match serde_json::from_value::<T>(value) {
+            Ok(t) => return Ok(t),
+            Err(_) => whole,
+        },
+        None => value,
+    };
     serde_path_to_error::deserialize(value).map_err(|e| BodyFault::Invalid {
         field: if e.path().iter().next().is_none() {
             String::new()
@@ -414,6 +425,34 @@ pub fn parse_body_with<T: DeserializeOwned>(
         },
         why: e.inner().to_string(),
     })
+}
+
+/// `v` with every number that has a zero fraction (`5.0`) written as the
+/// integer it is, or `None` when it has none. JSON Schema's `integer`, which
+/// the document promises, counts `5.0` as one; serde refuses it for an integer field.
+fn with_whole_numbers(v: &Value) -> Option<Value> {
+    fn whole(v: &Value) -> Option<i64> {
+        v.as_f64()
+            .filter(|f| v.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    }
+    fn any(v: &Value) -> bool {
+        match v {
+            Value::Array(items) => items.iter().any(any),
+            Value::Object(m) => m.values().any(any),
+            n => whole(n).is_some(),
+        }
+    }
+    fn rewrite(v: &Value) -> Value {
+        match v {
+            Value::Array(items) => Value::Array(items.iter().map(rewrite).collect()),
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), rewrite(v))).collect())
+            }
+            n => whole(n).map(Value::from).unwrap_or_else(|| n.clone()),
+        }
+    }
+    any(v).then(|| rewrite(v))
 }
 
 impl<T: DeserializeOwned + BodyRejection> BodyOf<T> {
@@ -500,9 +539,17 @@ pub mod lenient {
         Ok(s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
     }
 
-    /// A switch: on for `true` or `1`, off for anything else or nothing.
+    /// A switch: on for `true` or `1`, off for `false`, `0` or no parameter;
+    /// anything else (blank too) is an error (the document says boolean).
     pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        Ok(matches!(text(d)?.as_deref(), Some("true" | "1")))
+        let s = Option::<String>::deserialize(d)?;
+        match s.as_deref().map(str::trim) {
+            Some("true" | "1") => Ok(true),
+            None | Some("false" | "0") => Ok(false),
+            Some(other) => Err(serde::de::Error::custom(format!(
+                "{other:?} is not true or false"
+            ))),
+        }
     }
 
     /// An integer (surrounding blanks allowed); blank is `None`, anything else
@@ -533,13 +580,18 @@ pub mod loose {
         T::deserialize(d).map(Some)
     }
 
-    /// Any value; one that is not a `T` counts as absent (the field takes its
-    /// default), as the original application read such fields.
+    /// A `T` or `null`, which counts as absent (the field takes its default),
+    /// as the original pages send an unset field. A value of another type is
+    /// refused: the document says which type the field is.
     pub fn or_none<'de, D: Deserializer<'de>, T: DeserializeOwned>(
         d: D,
     ) -> Result<Option<T>, D::Error> {
-        let v = Value::deserialize(d)?;
-        Ok(serde_json::from_value(v).ok())
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            v => serde_json::from_value(v)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+        }
     }
 
     /// An integer, its decimal text (trimmed) or a number (truncated); anything
@@ -642,16 +694,36 @@ mod body_tests {
         kept: Option<String>,
     }
 
+    #[derive(Deserialize, Debug)]
+    struct W {
+        count: u32,
+        #[serde(default)]
+        kept: Option<Value>,
+    }
+
+    #[test]
+    fn a_whole_number_is_an_integer_and_a_kept_value_stays_as_sent() {
+        let w = parse_body::<W>(br#"{"count": 5.0}"#);
+        assert!(w.is_ok_and(|w| w.count == 5));
+        assert!(parse_body::<W>(br#"{"count": 5.5}"#).is_err());
+        let w = parse_body::<W>(br#"{"count": 1, "kept": [2.0]}"#);
+        assert!(w.is_ok_and(|w| w.kept == Some(serde_json::json!([2.0]))));
+    }
+
     #[test]
     fn faults_name_the_field() {
         let p = |s: &str| parse_body::<B>(s.as_bytes());
-        let b = p(r#"{"name": "a", "n": " 7 ", "on": "yes"}"#);
+        let b = p(r#"{"name": "a", "n": " 7 ", "on": null}"#);
         assert!(b
             .as_ref()
             .is_ok_and(|b| b.name == "a" && b.n == Some(7) && b.on.is_none()));
+        assert!(
+            p(r#"{"name": "a", "on": "yes"}"#).is_err_and(|f| f.to_string().starts_with("on: "))
+        );
         assert!(p(r#"{"name": "a", "n": 2.9}"#).is_ok_and(|b| b.n == Some(2)));
+        assert!(p("   ").is_err_and(|f| matches!(f, BodyFault::NotJson(_))));
         assert_eq!(
-            p("   ").err(),
+            p("").err(),
             Some(BodyFault::Invalid {
                 field: String::new(),
                 why: "missing field `name`".into()

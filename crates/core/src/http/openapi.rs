@@ -77,6 +77,29 @@ impl Typed {
 }
 
 impl Typed {
+    /// Whether this (object) schema lists a required field, looked up through
+    /// its `$ref`, `allOf` parts included: then a blank body, read as `{}`, is refused.
+    pub fn requires_a_field(&self) -> bool {
+        fn requires(s: &RefOr<Schema>, comps: &[(String, RefOr<Schema>)], depth: u8) -> bool {
+            if depth > 8 {
+                return false;
+            }
+            match s {
+                RefOr::Ref(r) => {
+                    let name = r.ref_location.rsplit('/').next().unwrap_or_default();
+                    comps
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .is_some_and(|(_, s)| requires(s, comps, depth + 1))
+                }
+                RefOr::T(Schema::Object(o)) => !o.required.is_empty(),
+                RefOr::T(Schema::AllOf(a)) => a.items.iter().any(|s| requires(s, comps, depth + 1)),
+                RefOr::T(_) => false,
+            }
+        }
+        requires(&self.schema, &self.components, 0)
+    }
+
     /// An array of `T`, its items a `$ref` when `T` is named.
     pub fn list_of<T: ToSchema>() -> Typed {
         let item = Typed::of::<T>();
@@ -510,9 +533,13 @@ fn operation(
     match &op.body {
         Some(Body::Json(t)) | Some(Body::OwnJson(t)) => {
             used.extend(t.components.clone());
-            let required = match &op.body {
-                Some(Body::Json(_)) => Required::True,
-                _ => Required::False,
+            // Every JSON body reader takes a blank body as `{}` (`parse_body`,
+            // `read_json_body`, the families' own readers): the body is required
+            // only when `{}` is not of its shape, i.e. its schema requires a field.
+            let required = if t.requires_a_field() {
+                Required::True
+            } else {
+                Required::False
             };
             b = b.request_body(Some(
                 RequestBodyBuilder::new()
@@ -574,10 +601,16 @@ fn operation(
         }
         let mut rb = ResponseBuilder::new().description(descriptions.join("; "));
         if any_bytes {
-            rb = rb.content(
-                content_type.to_string(),
-                Content::new(Some(binary_schema())),
-            );
+            // A file answer may come in several types (`ok_file("image/png, application/json")`):
+            // bytes each, a JSON one any JSON value.
+            for ct in content_type.split(',').map(str::trim) {
+                let schema = if ct == "application/json" || ct.ends_with("+json") {
+                    RefOr::T(Schema::Object(ObjectBuilder::new().build()))
+                } else {
+                    binary_schema()
+                };
+                rb = rb.content(ct.to_string(), Content::new(Some(schema)));
+            }
         } else if !schemas.is_empty() {
             let schema = if schemas.len() == 1 {
                 schemas.remove(0)

@@ -78,11 +78,12 @@ async fn characters_crud_and_name_rules() {
             .0,
         400
     );
+    // A name of another type is refused as a body.
     assert_eq!(
         s.post("/api/characters/profile", json!({"name": 5}))
             .await
             .0,
-        400
+        422
     );
     assert_eq!(s.post("/api/characters/profile", json!({})).await.0, 400);
 

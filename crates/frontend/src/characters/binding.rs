@@ -28,6 +28,9 @@ use crate::models::Live2dModel;
 #[allow(dead_code)]
 pub(crate) struct BindBody {
     /// `live2d`, `live3d`, `vrm`, `mmd` or `pngtuber` (any case).
+    #[schema(
+        pattern = "^ *([lL][iI][vV][eE][23][dD]|[vV][rR][mM]|[mM][mM][dD]|[pP][nN][gG][tT][uU][bB][eE][rR])? *$"
+    )]
     model_type: Option<String>,
     live2d: Option<String>,
     live2d_item_id: Option<String>,
@@ -108,6 +111,27 @@ pub(crate) async fn bind_model(
     CharacterEdit { name, body }: CharacterEdit,
 ) -> Answer<Json<Message>> {
     existing(&st, &name)?;
+    for key in [
+        "model_type",
+        "live2d",
+        "live2d_item_id",
+        "item_id",
+        "vrm",
+        "mmd",
+    ] {
+        if body
+            .get(key)
+            .is_some_and(|v| !v.is_null() && !v.is_string())
+        {
+            return Err(bad(format!("{key} must be a string")));
+        }
+    }
+    if body
+        .get("pngtuber")
+        .is_some_and(|v| !v.is_null() && !v.is_object())
+    {
+        return Err(bad("pngtuber must be an object"));
+    }
     let mut set = Map::new();
     let model_type = str_field(&body, "model_type").map(str::to_ascii_lowercase);
     let idle_only = model_type.is_none()

@@ -22,17 +22,19 @@ pub(crate) struct CurrentCatgirl {
     current_catgirl: String,
 }
 
-/// The switch body: the character in `catgirl_name` (or `name`); other keys are ignored.
+/// The switch body: the character in `catgirl_name`; other keys are ignored.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"catgirl_name": "Mika"}))]
 pub(crate) struct SwitchBody {
-    /// The character to switch to (trimmed; required unless `name` is given).
-    /// Given but not text (null too): `name` is not read, and it is missing.
+    /// The character to switch to (trimmed). The older spelling `name` is read
+    /// when `catgirl_name` is absent; given but not text (null too), it is
+    /// missing and `name` is not read.
     #[serde(default, deserialize_with = "given_text")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String, required = true, pattern = "\\S")]
     catgirl_name: Option<Option<String>>,
-    /// Read when `catgirl_name` is absent.
+    /// The older spelling, left out of the document (one of the two is required).
     #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(ignore)]
     name: Option<String>,
 }
 
@@ -74,6 +76,26 @@ pub(crate) struct CardForm {
     voice_id: Option<String>,
     model_type: Option<String>,
     /// Other keys (kept as sent or ignored, as said above).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// The card form of a create: [`CardForm`] with its name required.
+#[derive(ToSchema)]
+#[schema(example = json!({"档案名": "Mika", "性格": "cheerful", "_field_order": ["性格"]}))]
+// Not the parser (as `CardForm`).
+#[allow(dead_code)]
+pub(crate) struct NewCardForm {
+    /// The character's name (the character name rules apply).
+    #[serde(rename = "档案名")]
+    #[schema(pattern = "\\S")]
+    name: String,
+    /// The order the card form shows the user fields in.
+    #[serde(rename = "_field_order")]
+    field_order: Option<Vec<String>>,
+    voice_id: Option<String>,
+    model_type: Option<String>,
+    /// Other keys (kept as sent or ignored, as `CardForm` says).
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -122,8 +144,9 @@ pub(crate) struct DeleteBody {
 // so the form is read as a JSON object (`master_set`); this type documents it.
 #[allow(dead_code)]
 pub(crate) struct MasterForm {
-    /// The master's name: at most 60 characters, without `/` or `\\`.
+    /// The master's name: not blank, at most 60 characters, without `/` or `\\`.
     #[serde(rename = "档案名")]
+    #[schema(max_length = 60, pattern = "^(?=.*\\S)[^/\\\\]*$")]
     name: String,
     /// Other keys (kept as sent or ignored, as said above).
     #[serde(flatten)]
@@ -259,10 +282,15 @@ fn form_fields(body: &Map<String, Value>) -> Answer<(Map<String, Value>, Vec<Str
     Ok((out, ignored))
 }
 
-fn field_order(body: &Map<String, Value>) -> Option<Value> {
-    body.get("_field_order")
-        .filter(|v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string)))
-        .cloned()
+/// `_field_order`: absent or null, or a list of strings (400 otherwise).
+fn field_order(body: &Map<String, Value>) -> Answer<Option<Value>> {
+    match body.get("_field_order") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) if v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) => {
+            Ok(Some(v.clone()))
+        }
+        Some(_) => Err(bad("_field_order must be a list of strings")),
+    }
 }
 
 pub(crate) async fn create(
@@ -274,7 +302,7 @@ pub(crate) async fn create(
     };
     let base = validate_name(raw, NameRules::NEW).map_err(CharacterError::Invalid)?;
     let (mut fields, _) = form_fields(&body)?;
-    if let Some(order) = field_order(&body) {
+    if let Some(order) = field_order(&body)? {
         reserved_obj(&mut fields).insert("field_order".into(), order);
     }
     // A taken name gets a suffix: name(1), name(2) ...
@@ -304,8 +332,14 @@ pub(crate) async fn save(
     State(st): State<AppState>,
     CharacterEdit { name, body }: CharacterEdit,
 ) -> Answer<Json<CardSaved>> {
+    if body
+        .get("档案名")
+        .is_some_and(|v| !v.is_null() && !v.is_string())
+    {
+        return Err(bad("档案名 must be a string"));
+    }
     let (fields, ignored) = form_fields(&body)?;
-    let order = field_order(&body);
+    let order = field_order(&body)?;
     let voice_changed = update_profile(&st, &name, move |p| {
         let old_voice = p.get("voice_id").cloned();
         let mut next = Map::new();

@@ -42,10 +42,14 @@ pub(crate) struct VoiceModeStatus {
 // these types are also the answer's schema; they document the known keys.
 #[allow(dead_code)]
 pub(crate) struct MmdSettings {
+    #[schema(nullable = false)]
     lighting: Option<MmdLighting>,
+    #[schema(nullable = false)]
     rendering: Option<MmdRendering>,
+    #[schema(nullable = false)]
     physics: Option<MmdPhysics>,
     /// Also accepted as `cursor_follow` in a save.
+    #[schema(nullable = false)]
     cursor_follow: Option<MmdCursorFollow>,
 }
 
@@ -53,12 +57,17 @@ pub(crate) struct MmdSettings {
 #[schema(rename_all = "camelCase")]
 #[allow(dead_code)]
 pub(crate) struct MmdLighting {
-    #[schema(minimum = 0, maximum = 10)]
+    /// Clamped to 0..=10.
+    #[schema(nullable = false)]
     ambient_intensity: Option<f64>,
     /// A CSS colour (at most 32 characters).
+    #[schema(nullable = false, max_length = 32)]
     ambient_color: Option<String>,
-    #[schema(minimum = 0, maximum = 10)]
+    /// Clamped to 0..=10.
+    #[schema(nullable = false)]
     directional_intensity: Option<f64>,
+    /// A CSS colour (at most 32 characters).
+    #[schema(nullable = false, max_length = 32)]
     directional_color: Option<String>,
 }
 
@@ -66,20 +75,26 @@ pub(crate) struct MmdLighting {
 #[schema(rename_all = "camelCase")]
 #[allow(dead_code)]
 pub(crate) struct MmdRendering {
-    #[schema(minimum = 0, maximum = 7)]
+    /// Clamped to 0..=7.
+    #[schema(nullable = false)]
     tone_mapping: Option<f64>,
-    #[schema(minimum = 0, maximum = 10)]
+    /// Clamped to 0..=10.
+    #[schema(nullable = false)]
     exposure: Option<f64>,
+    #[schema(nullable = false)]
     outline: Option<bool>,
-    #[schema(minimum = 0, maximum = 4)]
+    /// Clamped to 0..=4.
+    #[schema(nullable = false)]
     pixel_ratio: Option<f64>,
 }
 
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub(crate) struct MmdPhysics {
+    #[schema(nullable = false)]
     enabled: Option<bool>,
-    #[schema(minimum = 0, maximum = 10)]
+    /// Clamped to 0..=10.
+    #[schema(nullable = false)]
     strength: Option<f64>,
 }
 
@@ -87,12 +102,16 @@ pub(crate) struct MmdPhysics {
 #[schema(rename_all = "camelCase")]
 #[allow(dead_code)]
 pub(crate) struct MmdCursorFollow {
+    #[schema(nullable = false)]
     enabled: Option<bool>,
-    #[schema(minimum = 0, maximum = 90)]
+    /// Clamped to 0..=90.
+    #[schema(nullable = false)]
     head_yaw: Option<f64>,
-    #[schema(minimum = 0, maximum = 90)]
+    /// Clamped to 0..=90.
+    #[schema(nullable = false)]
     head_pitch: Option<f64>,
-    #[schema(minimum = 0, maximum = 20)]
+    /// Clamped to 0..=20.
+    #[schema(nullable = false)]
     smooth_speed: Option<f64>,
 }
 
@@ -108,14 +127,14 @@ pub(crate) struct MmdSettingsAnswer {
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"lighting": {"ambient": 0.6, "main": 1.2}}))]
 pub(crate) struct LightingBody {
-    /// Not an object: `lighting must be an object`; a value that is not a
-    /// number: `every lighting value must be a number`.
+    /// Absent or null: `lighting must be an object` (another type is refused
+    /// as a body); a value that is not a number: `every lighting value must be a number`.
     #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(value_type = std::collections::BTreeMap<String, f64>, required = true)]
     lighting: Option<Map<String, Value>>,
 }
 
-/// A model's touch reactions. A field of another type counts as missing.
+/// A model's touch reactions (null counts as missing; another type is refused).
 #[derive(Deserialize, ToSchema)]
 pub(crate) struct TouchSetBody {
     /// The model the reactions belong to (not blank).
@@ -327,7 +346,7 @@ fn merge_mmd(base: &mut Value, patch: &Map<String, Value>) -> Result<(), String>
                     json!(f)
                 }
                 (Value::Bool(_), Value::Bool(b)) => json!(b),
-                (Value::String(_), Value::String(s)) if s.len() <= 32 => json!(s),
+                (Value::String(_), Value::String(s)) if s.chars().count() <= 32 => json!(s),
                 _ => return Err(format!("{group_in}.{k} has the wrong type")),
             };
             target.insert(k.clone(), next);
@@ -650,7 +669,8 @@ mod body_tests {
                 .and_then(|b| b.lighting)
         };
         assert!(lighting(r#"{"lighting": {"a": 1, "b": "x"}}"#).is_some());
-        assert!(lighting(r#"{"lighting": [1]}"#).is_none());
+        assert!(lighting(r#"{"lighting": null}"#).is_none());
+        assert!(parse_body::<LightingBody>(br#"{"lighting": [1]}"#).is_err());
         let touch = |s: &str| {
             parse_body::<TouchSetBody>(s.as_bytes())
                 .ok()
@@ -661,9 +681,10 @@ mod body_tests {
             Some((true, true))
         );
         assert_eq!(
-            touch(r#"{"model_name": 1, "touch_set": "x"}"#),
+            touch(r#"{"model_name": null, "touch_set": null}"#),
             Some((false, false))
         );
+        assert_eq!(touch(r#"{"model_name": 1, "touch_set": {}}"#), None);
         let status = |s: &str| match parse_body::<LanguageBody>(s.as_bytes()) {
             Ok(_) => 200,
             Err(f) => LanguageBody::rejected(f).status().as_u16(),

@@ -109,7 +109,7 @@ async fn model_lists_storage_and_unavailable_features() {
         s.post_csrf("/api/widget-mode/enabled", json!({"enabled": "yes"}))
             .await
             .0,
-        400
+        422
     );
     let (_, w) = s
         .post_csrf("/api/widget-mode/enabled", json!({"enabled": true}))

@@ -34,15 +34,15 @@ pub struct LogsQuery {
     /// The session to read; without it, the list of sessions.
     #[serde(default, deserialize_with = "lenient::text")]
     pub session_id: Option<String>,
-    /// Only logs of this game type.
-    #[param(pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    /// Only logs of this game type (blank: every game).
+    #[param(pattern = "^ *([A-Za-z0-9_-]{1,64})? *$")]
     #[serde(default, deserialize_with = "lenient::text")]
     pub game_type: Option<String>,
     /// Entries after this sequence number (a negative cursor reads from 0).
     #[serde(default, deserialize_with = "lenient::int")]
     pub since: Option<i64>,
     /// At most this many entries (clamped to 1..=1000).
-    #[param(minimum = 1, maximum = 1000, default = 300)]
+    #[param(default = 300)]
     #[serde(default, deserialize_with = "lenient::int")]
     pub limit: Option<i64>,
 }
@@ -51,11 +51,11 @@ pub struct LogsQuery {
 #[derive(Deserialize, IntoParams)]
 pub struct LeaderboardQuery {
     /// Rows of the page (clamped to 0..=100).
-    #[param(minimum = 0, maximum = 100, default = 10)]
+    #[param(default = 10)]
     #[serde(default, deserialize_with = "lenient::int")]
     pub limit: Option<i64>,
     /// Rows skipped (clamped to 0..=100000).
-    #[param(minimum = 0, maximum = 100000, default = 0)]
+    #[param(default = 0)]
     #[serde(default, deserialize_with = "lenient::int")]
     pub offset: Option<i64>,
     /// Whose best to report in `your_best`.

@@ -53,7 +53,7 @@ pub struct NoticesAckBody {
     /// Drain the notices at or before this cursor (an integer, or its decimal
     /// text; anything else drains nothing).
     #[serde(default, deserialize_with = "cursor")]
-    #[schema(value_type = Option<u64>)]
+    #[schema(value_type = Value)]
     pub cursor: u64,
 }
 
@@ -93,10 +93,9 @@ pub struct ActivityBody {
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"text": "I am so happy today!", "persona_name": "Companion"}))]
 pub struct EmotionBody {
-    /// The text to analyse (cut at 4000 characters); `null` counts as empty,
-    /// absent or another type is `missing_text`.
-    #[serde(default, deserialize_with = "text_or_null")]
-    #[schema(value_type = Option<String>)]
+    /// The text to analyse (cut at 4000 characters); absent or `null` is `missing_text`.
+    #[serde(default, deserialize_with = "loose::or_none")]
+    #[schema(value_type = String, required = true)]
     pub text: Option<String>,
     /// The character whose open chat is told the result.
     #[serde(flatten)]
@@ -109,22 +108,13 @@ pub struct EmotionBody {
     pub model: Option<String>,
 }
 
-/// Text, with null read as empty; another type is absent.
-fn text_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::String(s) => Some(s),
-        Value::Null => Some(String::new()),
-        _ => None,
-    })
-}
-
-/// `POST /api/translate`. A field of another type counts as absent.
+/// `POST /api/translate`. A null field counts as absent.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"text": "Hello", "target_lang": "ja", "skip_google": false}))]
 pub struct TranslateBody {
-    /// At most 50000 characters.
+    /// Not blank, at most 50000 characters.
     #[serde(default, deserialize_with = "loose::or_none")]
-    #[schema(value_type = String, required = true)]
+    #[schema(value_type = String, required = true, max_length = 50000, pattern = "\\S")]
     pub text: Option<String>,
     /// `zh`, `en`, `ja`, `ko` or `ru` (other values mean `zh`).
     #[serde(default, deserialize_with = "loose::or_none")]

@@ -40,7 +40,7 @@ async fn read_obj(body: Body, limit: usize) -> SysResult<Map<String, Value>> {
     let bytes = axum::body::to_bytes(body, limit)
         .await
         .map_err(|_| SystemError::BodyTooLarge(format!("the body is larger than {limit} bytes")))?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    if bytes.is_empty() {
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Value>(&bytes) {

@@ -39,7 +39,7 @@ pub struct SurveyQuery {
 pub struct FileExistsQuery {
     /// A path relative to the application folder, or an absolute one (required:
     /// none answers 400 `missing_path`).
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     pub path: String,
 }
@@ -48,7 +48,7 @@ pub struct FileExistsQuery {
 #[derive(Deserialize, IntoParams)]
 pub struct FirstImageQuery {
     /// A folder under the approved roots (required: none answers 400 `missing_path`).
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     pub folder: String,
 }
@@ -57,7 +57,7 @@ pub struct FirstImageQuery {
 #[derive(Deserialize, IntoParams)]
 pub struct MemeUrlQuery {
     /// A public http(s) image URL.
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     pub url: String,
 }
@@ -66,7 +66,7 @@ pub struct MemeUrlQuery {
 #[derive(Deserialize, IntoParams)]
 pub struct ImagePathQuery {
     /// A local or workshop image under the approved roots.
-    #[param(required = true)]
+    #[param(required = true, pattern = "\\S")]
     #[serde(default)]
     pub image_path: String,
 }

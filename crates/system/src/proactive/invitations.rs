@@ -186,9 +186,13 @@ pub struct InviteRespondBody {
     /// The pending invitation (at most 128 characters).
     #[serde(default, deserialize_with = "loose::or_none")]
     session_id: Option<String>,
-    /// `accept`, `decline` or `later`.
+    /// `accept`, `decline` or `later` (any case).
     #[serde(default, deserialize_with = "loose::or_none")]
-    #[schema(value_type = String, required = true)]
+    #[schema(
+        value_type = String,
+        required = true,
+        pattern = "^ *([aA][cC][cC][eE][pP][tT]|[dD][eE][cC][lL][iI][nN][eE]|[lL][aA][tT][eE][rR]) *$"
+    )]
     choice: Option<String>,
 }
 

@@ -44,6 +44,13 @@ async fn guide_handoff_tokens() {
         origin.clone(),
     )
     .await;
+    assert_eq!(code, 400, "a field of another type is refused: {v}");
+    let (code, v) = post(
+        "/api/guide/handoff/create",
+        json!({"target_page": "chat", "resume_scene": "intro", "flow_id": null}),
+        origin.clone(),
+    )
+    .await;
     assert_eq!(code, 200, "{v}");
     let t = v["token"].clone();
     assert_eq!(t["token"].as_str().unwrap().len(), 32);
