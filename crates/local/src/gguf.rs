@@ -142,10 +142,10 @@ pub fn inspect(path: &Path, n_ctx: Option<usize>) -> Result<Info, FileError> {
         .get("tokenizer.ggml.model")
         .and_then(|v| v.to_string().ok())
     {
-        Some(m) if m == "gpt2" => {}
+        Some(m) if crate::tokenizer::MODELS.contains(&m.as_str()) => {}
         other => {
             return Err(FileError::Unsupported(format!(
-                "{shown}: the tokenizer `{}` is not supported yet (byte-level BPE `gpt2` only)",
+                "{shown}: the tokenizer `{}` is not supported (byte-level BPE `gpt2` and SentencePiece `llama` are)",
                 other.map(String::as_str).unwrap_or("none")
             )))
         }

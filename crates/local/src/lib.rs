@@ -5,6 +5,7 @@
 //! - `gguf.rs` checks a file before loading (GGUF, whole, supported, fits memory);
 //! - `model.rs` the transformer (Llama, Qwen2, Qwen3) with a KV cache that keeps a prefix;
 //! - `q4_1.rs` decoding's product for Q4_1 weights (AVX2), read as they are in the file;
+//! - `tokenizer.rs` byte-level BPE or SentencePiece (`spm.rs`) from the GGUF metadata;
 //! - `template.rs` the model's chat template (minijinja); `json_guard.rs` and
 //!   `schema_guard.rs` JSON- and JSON-schema-constrained sampling;
 //! - `engine.rs` the worker thread: one copy loaded on first use, chat first, idle unload;
@@ -23,7 +24,9 @@ pub mod model;
 pub mod pull;
 pub mod q4_1;
 pub mod schema_guard;
+pub mod spm;
 pub mod template;
+pub mod tokenizer;
 
 use std::sync::Arc;
 
