@@ -34,7 +34,7 @@ pub enum Command {
 }
 
 /// `companiond model list|pull NAME|run FILE --prompt TEXT [--max-tokens N]
-/// [--threads N] [--data-dir DIR]`.
+/// [--threads N] [--top K] [--data-dir DIR]`.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
     /// `list` (the curated models and which are pulled), `pull`, or `run`
@@ -52,6 +52,9 @@ pub struct ModelArgs {
     /// `run`: CPU threads (default: physical cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// `run`: also print the `top` likeliest tokens and their logits at each step.
+    #[arg(long, default_value_t = 0)]
+    pub top: usize,
     /// The data folder (as for `serve`); models go to `<data>/models/`.
     #[arg(long, env = "COMPANIOND_DATA_DIR")]
     pub data_dir: Option<PathBuf>,

@@ -98,7 +98,7 @@ pub fn run(args: &ModelArgs) -> i32 {
             };
             let threads = args.threads.unwrap_or_else(num_cpus::get_physical).max(1);
             let prompt = args.prompt.clone().unwrap_or_default();
-            match run_file(&path, &prompt, args.max_tokens, threads) {
+            match run_file(&path, &prompt, args.max_tokens, threads, args.top) {
                 Ok(v) => {
                     println!("{v}");
                     0
@@ -118,12 +118,14 @@ pub fn run(args: &ModelArgs) -> i32 {
 
 /// `model run`: check and load `path`, tokenize `prompt` (the BOS the file
 /// asks for, special tokens read as such) and continue it greedily for up to
-/// `max_tokens` tokens (stopping at an end-of-turn token); the answer as JSON.
+/// `max_tokens` tokens (stopping at an end-of-turn token); the answer as JSON,
+/// with the `top` likeliest tokens of each step and their logits.
 pub fn run_file(
     path: &std::path::Path,
     prompt: &str,
     max_tokens: usize,
     threads: usize,
+    top: usize,
 ) -> Result<serde_json::Value, String> {
     use crate::gguf;
     use crate::model::{argmax, Model};
@@ -136,6 +138,7 @@ pub fn run_file(
     let stops = crate::engine::stop_tokens(&ct, &tok);
     let ids = tok.encode(prompt, true)?;
     let mut out: Vec<u32> = Vec::new();
+    let mut steps: Vec<Vec<(u32, f32)>> = Vec::new();
     let mut secs = 0.0;
     if max_tokens > 0 {
         if ids.is_empty() {
@@ -162,6 +165,9 @@ pub fn run_file(
             .and_then(|t| t.to_vec1::<f32>())
             .map_err(|e| e.to_string())?;
         while out.len() < max_tokens {
+            if top > 0 {
+                steps.push(crate::engine::top_k(&logits, top));
+            }
             let next = argmax(&logits);
             if stops.contains(&next) {
                 break;
@@ -187,6 +193,7 @@ pub fn run_file(
         "tokens": out,
         "text": tok.decode(&out, true)?,
         "stop_tokens": stop,
+        "top": steps,
         "seconds": secs,
     }))
 }

@@ -556,7 +556,7 @@ fn sample(logits: &[f32], temperature: f32, rng: &mut Rng) -> u32 {
 }
 
 /// The `k` largest logits, largest first.
-fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+pub(crate) fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut v: Vec<(u32, f32)> = logits
         .iter()
         .enumerate()

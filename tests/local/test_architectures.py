@@ -1,0 +1,138 @@
+"""companiond against llama.cpp on the same files: every architecture and the
+SentencePiece tokenizer (docs/local-model.md, "How the architectures are tested").
+
+No real Gemma or Phi-3 file can be downloaded on the build machine, so
+``synth.py`` writes tiny random models of each architecture (f32 and Q8_0) with
+a small SentencePiece vocabulary. ``companiond model run`` tokenizes and
+continues a prompt greedily; llama.cpp (``llama_cpp``, the Python binding)
+does the same on the same file with the same thread count, f32 KV cache and
+no flash attention. Tokens must be identical; at each generated step the
+logits of companiond's five likeliest tokens must equal llama.cpp's within a
+tolerance, and where the two pick different tokens llama.cpp's own top two
+must be that close (a tie within rounding), after which the continuations
+may part.
+"""
+
+import json
+import subprocess
+
+import llama_cpp
+import numpy as np
+import pytest
+
+import synth
+from conftest import binary
+
+ARCHS = ["llama", "gemma", "gemma2", "gemma3", "phi3"]
+QTYPES = ["F32", "Q8_0"]
+
+TEXTS = [
+    "Hello world",
+    " leading space",
+    "  two  spaces and a trailing one ",
+    "naïve café über 東京",
+    "emoji 🙂 and 🚀 fall back to bytes!",
+    "tabs\tand\nnew lines\n\n",
+    "What's the time? It's half past three.",
+    "Numbers like 12, 345 and 6789",
+    "<h1>a user-defined token is matched in plain text",
+    "",
+    "x",
+]
+SPECIAL_TEXTS = {
+    "llama": "<s>[INST] Hello [/INST] Once upon a time</s>",
+    "gemma": "<bos><start_of_turn>user\nHello world<end_of_turn>\n<start_of_turn>model\n",
+    "phi3": "<|system|>\nBe kind.<|end|>\n<|user|>\nHello there <|end|>\n<|assistant|>\n",
+}
+PROMPTS = [
+    "Once upon a time there was",
+    # 16 tokens or more: the prompt goes through the f32 GEMM path, and past
+    # the synthetic Gemmas' sliding window (6) within the prompt.
+    "The quick brown fox jumps over the lazy dog. Every morning it said hello to the sun",
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("synth")
+    out = {}
+    for arch in ARCHS:
+        for q in QTYPES:
+            out[arch, q] = synth.write(d / f"{arch}-{q}.gguf", arch, synth.gguf.GGMLQuantizationType[q])
+    return out
+
+
+def run(path, prompt, max_tokens, top=5):
+    p = subprocess.run([binary(), "model", "run", str(path), "--prompt", prompt,
+                        "--max-tokens", str(max_tokens), "--threads", "1", "--top", str(top)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def family(arch):
+    return "gemma" if arch.startswith("gemma") else arch
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tokenization_matches_llama_cpp(files, arch):
+    path = files[arch, "F32"]
+    llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    for text in TEXTS + [SPECIAL_TEXTS[family(arch)]]:
+        # companiond adds no second BOS to a text that starts with one.
+        bos = not text.startswith(("<s>", "<bos>"))
+        ref = llm.tokenize(text.encode(), add_bos=bos, special=True)
+        out = run(path, text, 0)
+        assert out["prompt_tokens"] == ref, text
+        # Detokenization: each token's piece, control tokens left out.
+        pieces = b"".join(llm._model.detokenize([t]) for t in ref)
+        assert out["prompt_text"] == pieces.decode("utf-8", errors="replace"), text
+    # The emoji is no piece: its four bytes, after BOS (and the space prefix).
+    ids = run(path, "🙂", 0)["prompt_tokens"]
+    assert len(ids) >= 5, ids
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_continuation_matches_llama_cpp(files, arch, qtype):
+    path = files[arch, qtype]
+    # f32 weights agree to rounding; Q8_0 products quantise the activations,
+    # in a different order of summation on each side.
+    tol = 2e-3 if qtype == "F32" else 6e-2
+    llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=1, n_batch=256, type_k=0, type_v=0,
+                          flash_attn=False, logits_all=True, verbose=False)
+    compared, parted = 0, 0
+    for prompt in PROMPTS:
+        out = run(path, prompt, 16)
+        ids = llm.tokenize(prompt.encode(), add_bos=True, special=True)
+        assert out["prompt_tokens"] == ids
+        llm.reset()
+        llm.eval(ids)
+        stops = set(out["stop_tokens"])
+        for step, tok in enumerate(out["tokens"] + [None]):
+            logits = np.array(llm.scores[llm.n_tokens - 1])
+            best = int(np.argmax(logits))
+            if tok is None:
+                # companiond stopped: at a stop token, or after 16 tokens.
+                assert step == 16 or best in stops, (step, best)
+                break
+            for t, v in out["top"][step]:
+                assert abs(logits[t] - v) <= tol * max(1.0, abs(v)), (arch, qtype, step, t, logits[t], v)
+            compared += 1
+            if tok != best:
+                # Only a tie within rounding may part the two.
+                assert logits[best] - logits[tok] <= 2 * tol * max(1.0, abs(logits[best])), (
+                    arch, qtype, step, best, tok, logits[best], logits[tok])
+                parted += 1
+                break
+            llm.eval([tok])
+    assert compared >= 8, compared
+    if qtype == "F32":
+        assert parted == 0
+
+
+def test_phi3_and_gemma_are_no_longer_refused(files):
+    for arch in ARCHS:
+        out = run(files[arch, "Q8_0"], "Hello", 2)
+        assert out["architecture"] == arch
+        assert len(out["tokens"]) <= 2
