@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import synth
-from conftest import binary
+from conftest import Companiond, binary
 
 ARCHS = ["llama", "gemma", "gemma2", "gemma3", "phi3"]
 QTYPES = ["F32", "Q8_0"]
@@ -136,3 +136,22 @@ def test_phi3_and_gemma_are_no_longer_refused(files):
         out = run(files[arch, "Q8_0"], "Hello", 2)
         assert out["architecture"] == arch
         assert len(out["tokens"]) <= 2
+
+
+@pytest.mark.parametrize("arch", ["gemma2", "phi3"])
+def test_a_chat_turn_with_the_models_own_template(files, arch, tmp_path):
+    """The engine end to end: the file's chat template (Gemma's refuses the
+    system prompt, which is folded into the first user turn), SentencePiece
+    with the template's BOS not doubled, streamed text, the prefix cache."""
+    c = Companiond(tmp_path, model=files[arch, "Q8_0"])
+    try:
+        reply, frames = c.turn("Hello there, how are you?")
+        assert frames[-1]["type"] == "turn_end"
+        assert not [f for f in frames if f["type"] == "error"], frames
+        assert reply.strip()
+        c.turn("And what about the weather?")
+        engine = c.get("/api/local/status").json()["engine"]
+        assert engine["loaded"] == {"phi3": "Phi-3 synthetic"}.get(arch, f"{arch} synthetic")
+        assert engine["last_cached_tokens"] > 0
+    finally:
+        c.stop()
