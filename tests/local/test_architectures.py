@@ -45,7 +45,8 @@ SPECIAL_TEXTS = {
     "phi3": "<|system|>\nBe kind.<|end|>\n<|user|>\nHello there <|end|>\n<|assistant|>\n",
 }
 PROMPTS = [
-    "Once upon a time there was",
+    # Under 16 tokens: every product quantises its activations, as llama.cpp's.
+    "Once upon a time",
     # 16 tokens or more: the prompt goes through the f32 GEMM path, and past
     # the synthetic Gemmas' sliding window (6) within the prompt.
     "The quick brown fox jumps over the lazy dog. Every morning it said hello to the sun",
@@ -96,9 +97,6 @@ def test_tokenization_matches_llama_cpp(files, arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_greedy_continuation_matches_llama_cpp(files, arch, qtype):
     path = files[arch, qtype]
-    # f32 weights agree to rounding; Q8_0 products quantise the activations,
-    # in a different order of summation on each side.
-    tol = 2e-3 if qtype == "F32" else 6e-2
     llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=1, n_batch=256, type_k=0, type_v=0,
                           flash_attn=False, logits_all=True, verbose=False)
     compared, parted = 0, 0
@@ -106,6 +104,18 @@ def test_greedy_continuation_matches_llama_cpp(files, arch, qtype):
         out = run(path, prompt, 16)
         ids = llm.tokenize(prompt.encode(), add_bos=True, special=True)
         assert out["prompt_tokens"] == ids
+        # f32 weights agree to rounding. Q8_0 products quantise the
+        # activations as llama.cpp's do: under 16 prompt tokens the logits
+        # are the same to the bit but for Gemma's GELU (llama.cpp reads it
+        # from an f16 table); a longer prompt goes through companiond's f32
+        # GEMM of the dequantised weights (more precise, further apart).
+        gemma = arch.startswith("gemma")
+        if qtype == "F32":
+            tol = 2e-3
+        elif len(ids) < 16:
+            tol = 2.5e-2 if gemma else 1e-5
+        else:
+            tol = 6e-2
         llm.reset()
         llm.eval(ids)
         stops = set(out["stop_tokens"])
