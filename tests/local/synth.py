@@ -100,8 +100,9 @@ def _tensor(w, name, arr, qtype):
         w.add_tensor(name, data, raw_dtype=qtype)
 
 
-def write(path, arch, qtype=gguf.GGMLQuantizationType.F32, seed=0):
-    """Write a tiny random model of `arch` (llama, gemma, gemma2, gemma3, phi3)."""
+def write(path, arch, qtype=gguf.GGMLQuantizationType.F32, seed=0, orig_ctx=4096):
+    """Write a tiny random model of `arch` (llama, gemma, gemma2, gemma3, phi3);
+    Phi-3's RoPE factors are the long ones past `orig_ctx`."""
     rng = np.random.default_rng(seed)
     family = "gemma" if arch.startswith("gemma") else ("phi3" if arch == "phi3" else "llama")
     pieces, scores, types = vocab(family)
@@ -131,9 +132,12 @@ def write(path, arch, qtype=gguf.GGMLQuantizationType.F32, seed=0):
     elif arch == "gemma3":
         w.add_sliding_window(6)
         w.add_rope_freq_base(1000000.0)
+        # As Gemma 3 4B and larger: linear scaling on the global layers only.
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(8.0)
     elif arch == "phi3":
         w.add_rope_freq_base(10000.0)
-        w.add_rope_scaling_orig_ctx_len(4096)
+        w.add_rope_scaling_orig_ctx_len(orig_ctx)
         w.add_rope_scaling_attn_factors(1.19)
     else:
         w.add_rope_freq_base(10000.0)
@@ -167,6 +171,9 @@ def write(path, arch, qtype=gguf.GGMLQuantizationType.F32, seed=0):
     _tensor(w, "output_norm.weight", norm(d["n_embd"]), qtype)
     if family == "llama" or family == "phi3":
         _tensor(w, "output.weight", rnd(n_vocab, d["n_embd"], scale=0.5), qtype)
+    if arch == "llama":
+        # Llama 3's per-dimension RoPE divisors.
+        _tensor(w, "rope_freqs.weight", (1.0 + 3 * rng.random(d["head_dim"] // 2)).astype(np.float32), qtype)
     if arch == "phi3":
         half = d["head_dim"] // 2
         _tensor(w, "rope_factors_short.weight", (1.0 + rng.random(half)).astype(np.float32), qtype)

@@ -60,6 +60,9 @@ def files(tmp_path_factory):
     for arch in ARCHS:
         for q in QTYPES:
             out[arch, q] = synth.write(d / f"{arch}-{q}.gguf", arch, synth.gguf.GGMLQuantizationType[q])
+    # Phi-3 past its original context (256 < companiond's smallest window,
+    # 512): the long RoPE factors on both sides.
+    out["phi3-long", "F32"] = synth.write(d / "phi3-long.gguf", "phi3", orig_ctx=256)
     return out
 
 
@@ -93,11 +96,10 @@ def test_tokenization_matches_llama_cpp(files, arch):
     assert len(ids) >= 5, ids
 
 
-@pytest.mark.parametrize("qtype", QTYPES)
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch,qtype", [(a, q) for a in ARCHS for q in QTYPES] + [("phi3-long", "F32")])
 def test_greedy_continuation_matches_llama_cpp(files, arch, qtype):
     path = files[arch, qtype]
-    llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=1, n_batch=256, type_k=0, type_v=0,
+    llm = llama_cpp.Llama(str(path), n_ctx=512, n_threads=1, n_batch=512, type_k=0, type_v=0,
                           flash_attn=False, logits_all=True, verbose=False)
     compared, parted = 0, 0
     for prompt in PROMPTS:
