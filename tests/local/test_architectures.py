@@ -2,7 +2,7 @@
 SentencePiece tokenizer (docs/local-model.md, "How the architectures are tested").
 
 No real Gemma or Phi-3 file can be downloaded on the build machine, so
-``synth.py`` writes tiny random models of each architecture (f32 and Q8_0) with
+``synth.py`` writes tiny random models of each architecture (f32, Q8_0, Q4_1) with
 a small SentencePiece vocabulary. ``companiond model run`` tokenizes and
 continues a prompt greedily; llama.cpp (``llama_cpp``, the Python binding)
 does the same on the same file with the same thread count, f32 KV cache and
@@ -24,7 +24,7 @@ import synth
 from conftest import Companiond, binary
 
 ARCHS = ["llama", "gemma", "gemma2", "gemma3", "phi3"]
-QTYPES = ["F32", "Q8_0"]
+QTYPES = ["F32", "Q8_0", "Q4_1"]
 
 TEXTS = [
     "Hello world",
@@ -114,9 +114,12 @@ def test_greedy_continuation_matches_llama_cpp(files, arch, qtype):
         gemma = arch.startswith("gemma")
         if qtype == "F32":
             tol = 2e-3
-        elif len(ids) < 16:
+        elif len(ids) < 16 and qtype == "Q8_0":
             tol = 2.5e-2 if gemma else 1e-5
         else:
+            # Q4_1 is companiond's own AVX2 kernel (q4_1.rs), which keeps
+            # the activations' block scales in f32 where ggml rounds them to
+            # f16: both are as far from the exact product.
             tol = 6e-2
         llm.reset()
         llm.eval(ids)
