@@ -4,6 +4,7 @@
 //!
 //! - `gguf.rs` checks a file before loading (GGUF, whole, supported, fits memory);
 //! - `model.rs` the transformer (Llama, Qwen2, Qwen3) with a KV cache that keeps a prefix;
+//! - `mat.rs` weight matrices and the device (CPU, or a GPU with `cuda`/`metal`);
 //! - `q4_1.rs` decoding's product for Q4_1 weights (AVX2), read as they are in the file;
 //! - `tokenizer.rs` byte-level BPE or SentencePiece (`spm.rs`) from the GGUF metadata;
 //! - `template.rs` the model's chat template (minijinja); `json_guard.rs` and
@@ -20,6 +21,7 @@ pub mod engine;
 pub mod gguf;
 mod http;
 pub mod json_guard;
+pub mod mat;
 pub mod model;
 pub mod pull;
 pub mod q4_1;

@@ -17,8 +17,10 @@
 use std::fs::File;
 use std::path::Path;
 
-use candle_core::quantized::{gguf_file, QMatMul, QTensor};
-use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_core::quantized::{gguf_file, QTensor};
+use candle_core::{DType, Device, Result, Tensor};
+
+use crate::mat::{matmul, Mat};
 
 /// Metadata read once from the file.
 #[derive(Clone, Debug)]
@@ -215,83 +217,11 @@ struct Layer {
     cache: Option<(Tensor, Tensor)>,
 }
 
-/// A weight matrix for `x @ w^T`: quantised as in the file for one token
-/// at a time (decoding), dequantised per call into an f32 GEMM for a prompt
-/// of many tokens (prefill), which is several times faster on the CPU.
-/// Q4_1 weights are read as they are by our kernel ([`crate::q4_1`]) where
-/// the CPU has AVX2; elsewhere, and for Q5_0 and Q5_1 (no SIMD kernel in
-/// candle), they are converted to Q8_0 once at load: more memory and more
-/// bytes read a token, but much faster than candle's scalar products.
-struct Mat {
-    /// candle's quantised product; `None` for Q4_1 read by our kernel.
-    q: Option<QMatMul>,
-    raw: std::sync::Arc<QTensor>,
-}
-
-/// Rows from which a call takes the GEMM path.
-const GEMM_ROWS: usize = 16;
-
-impl Mat {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?;
-        if rows >= GEMM_ROWS {
-            let w = self.raw.dequantize(&Device::Cpu)?;
-            let (b, t, k) = x.dims3()?;
-            let y = x.reshape((b * t, k))?.matmul(&w.t()?)?;
-            let n = y.dim(1)?;
-            return y.reshape((b, t, n));
-        }
-        match &self.q {
-            Some(q) => q.forward(x),
-            None => self.q4_1(x),
-        }
-    }
-
-    /// `x @ w^T` by [`crate::q4_1::matvec`], one row of `x` at a time.
-    fn q4_1(&self, x: &Tensor) -> Result<Tensor> {
-        let (n, k) = self.raw.shape().dims2()?;
-        let mut dims = x.dims().to_vec();
-        let xs = x.flatten_all()?.to_vec1::<f32>()?;
-        let data = self.raw.data()?;
-        let mut y = vec![0f32; xs.len() / k * n];
-        for (x, y) in xs.chunks_exact(k).zip(y.chunks_exact_mut(n)) {
-            let a = crate::q4_1::Activations::quantise(x);
-            crate::q4_1::matvec(&data, k, &a, y).map_err(candle_core::Error::msg)?;
-        }
-        if let Some(last) = dims.last_mut() {
-            *last = n;
-        }
-        Tensor::from_vec(y, dims, &Device::Cpu)
-    }
-}
-
-fn matmul(t: QTensor) -> Result<Mat> {
-    use candle_core::quantized::GgmlDType as T;
-    let cols = t.shape().dims().last().copied().unwrap_or(0);
-    let whole_blocks = cols.is_multiple_of(32) && t.shape().rank() == 2;
-    if t.dtype() == T::Q4_1 && whole_blocks && crate::q4_1::available() {
-        return Ok(Mat {
-            q: None,
-            raw: std::sync::Arc::new(t),
-        });
-    }
-    let slow = matches!(t.dtype(), T::Q4_1 | T::Q5_0 | T::Q5_1);
-    let t = if slow && cols.is_multiple_of(32) {
-        let w = t.dequantize(&Device::Cpu)?;
-        QTensor::quantize(&w, T::Q8_0)?
-    } else {
-        t
-    };
-    let raw = std::sync::Arc::new(t);
-    Ok(Mat {
-        q: Some(QMatMul::from_arc(raw.clone())?),
-        raw,
-    })
-}
-
 /// A loaded model and its KV cache.
 pub struct Model {
     pub hp: Hparams,
+    /// The CPU, or a GPU with the `cuda` or `metal` feature ([`crate::mat::device`]).
+    dev: Device,
     embd: QTensor,
     layers: Vec<Layer>,
     norm: Tensor,
@@ -307,7 +237,7 @@ pub struct Model {
 impl Model {
     /// Load the tensors of `path` (already checked by [`crate::gguf::inspect`]).
     pub fn load(path: &Path, n_ctx: usize) -> Result<Model> {
-        let dev = Device::Cpu;
+        let dev = crate::mat::device();
         let mut f = File::open(path)?;
         let ct = gguf_file::Content::read(&mut f)?;
         let hp = Hparams::read(&ct)?;
@@ -400,6 +330,7 @@ impl Model {
             hp.rope_scale,
             factors.as_deref(),
             n_ctx,
+            &dev,
         )?];
         if layers.iter().any(|l| l.sliding) {
             ropes.push(rope_table(
@@ -408,9 +339,11 @@ impl Model {
                 1.0,
                 factors.as_deref(),
                 n_ctx,
+                &dev,
             )?);
         }
         Ok(Model {
+            dev,
             ropes,
             hp,
             embd,
@@ -443,7 +376,7 @@ impl Model {
     /// Run `tokens` after the cached positions; the logits of the last one
     /// (or, with `all_hidden`, the final hidden states of every position).
     pub fn forward(&mut self, tokens: &[u32], all_hidden: bool) -> Result<Tensor> {
-        let dev = Device::Cpu;
+        let dev = self.dev.clone();
         let t = tokens.len();
         let start = self.cached;
         if t == 0 || start + t > self.n_ctx {
@@ -460,7 +393,7 @@ impl Model {
         }
         let total = start + t;
         let mask = if t > 1 {
-            Some(causal_mask(t, start, 0, None)?)
+            Some(causal_mask(t, start, 0, None, &dev)?)
         } else {
             None
         };
@@ -469,7 +402,7 @@ impl Model {
         let lo = (start + 1).saturating_sub(self.hp.n_swa.max(1));
         let lo = if self.hp.n_swa > 0 { lo } else { 0 };
         let swa_mask = if t > 1 && self.layers.iter().any(|l| l.sliding) {
-            Some(causal_mask(t, start, lo, Some(self.hp.n_swa))?)
+            Some(causal_mask(t, start, lo, Some(self.hp.n_swa), &dev)?)
         } else {
             None
         };
@@ -650,8 +583,8 @@ fn rope_table(
     scale: f32,
     factors: Option<&[f32]>,
     n_ctx: usize,
+    dev: &Device,
 ) -> Result<(Tensor, Tensor)> {
-    let dev = Device::Cpu;
     let half = hp.head_dim / 2;
     let inv: Vec<f32> = (0..half)
         .map(|i| {
@@ -663,8 +596,8 @@ fn rope_table(
             }
         })
         .collect();
-    let inv = Tensor::from_vec(inv, (1, half), &dev)?;
-    let pos = Tensor::arange(0u32, n_ctx as u32, &dev)?
+    let inv = Tensor::from_vec(inv, (1, half), dev)?;
+    let pos = Tensor::arange(0u32, n_ctx as u32, dev)?
         .to_dtype(DType::F32)?
         .reshape((n_ctx, 1))?;
     let freqs = pos.matmul(&inv)?;
@@ -679,7 +612,13 @@ fn rope_table(
 /// The additive mask of `t` queries at positions `start..start + t` over the
 /// keys at `lo..start + t`: -inf for a key after the query or, with a
 /// `window`, `window` or more positions before it.
-fn causal_mask(t: usize, start: usize, lo: usize, window: Option<usize>) -> Result<Tensor> {
+fn causal_mask(
+    t: usize,
+    start: usize,
+    lo: usize,
+    window: Option<usize>,
+    dev: &Device,
+) -> Result<Tensor> {
     let total = start + t;
     let m: Vec<f32> = (0..t)
         .flat_map(|i| {
@@ -694,5 +633,5 @@ fn causal_mask(t: usize, start: usize, lo: usize, window: Option<usize>) -> Resu
             })
         })
         .collect();
-    Tensor::from_vec(m, (t, total - lo), &Device::Cpu)
+    Tensor::from_vec(m, (t, total - lo), dev)
 }
