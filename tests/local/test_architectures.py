@@ -170,3 +170,24 @@ def test_a_chat_turn_with_the_models_own_template(files, arch, tmp_path):
         assert engine["last_cached_tokens"] > 0
     finally:
         c.stop()
+
+
+def test_unsupported_files_are_refused_with_a_reason(tmp_path):
+    """Another architecture or tokenizer: `model_unsupported`, exit code 1."""
+    for arch, tok in [("rwkv6", "llama"), ("llama", "bert")]:
+        path = tmp_path / f"{arch}-{tok}.gguf"
+        w = synth.gguf.GGUFWriter(str(path), arch)
+        for k, v in [("block_count", 1), ("embedding_length", 32), ("attention.head_count", 2)]:
+            w.add_uint32(f"{arch}.{k}", v)
+        w.add_tokenizer_model(tok)
+        w.add_token_list(["<unk>", "<s>", "</s>", "a"])
+        w.add_tensor("token_embd.weight", synth.np.zeros((4, 32), dtype=synth.np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        p = subprocess.run([binary(), "model", "run", str(path), "--prompt", "a"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1, p
+        assert "model_unsupported" in p.stderr, p.stderr
+        assert "panicked" not in p.stderr
