@@ -136,7 +136,9 @@ pub fn run_file(
     let ct = candle_core::quantized::gguf_file::Content::read(&mut f).map_err(|e| e.to_string())?;
     let tok = Tok::from_gguf(&ct)?;
     let stops = crate::engine::stop_tokens(&ct, &tok);
+    let t_tok = std::time::Instant::now();
     let ids = tok.encode(prompt, true)?;
+    let tokenize_secs = t_tok.elapsed().as_secs_f64();
     let mut out: Vec<u32> = Vec::new();
     let mut steps: Vec<Vec<(u32, f32)>> = Vec::new();
     let mut secs = 0.0;
@@ -195,5 +197,6 @@ pub fn run_file(
         "stop_tokens": stop,
         "top": steps,
         "seconds": secs,
+        "tokenize_seconds": tokenize_secs,
     }))
 }
