@@ -42,7 +42,7 @@ TEXTS = [
 SPECIAL_TEXTS = {
     "llama": "<s>[INST] Hello [/INST] Once upon a time</s>",
     "gemma": "<bos><start_of_turn>user\nHello world<end_of_turn>\n<start_of_turn>model\n",
-    "phi3": "<|system|>\nBe kind.<|end|>\n<|user|>\nHello there <|end|>\n<|assistant|>\n",
+    "phi3": "<|system|>\nBe kind.<|end|>\n<|user|>\x0b\x0c\r\n Hello there <|end|>\n<|assistant|>\n",
 }
 PROMPTS = [
     # Under 16 tokens: every product quantises its activations, as llama.cpp's.

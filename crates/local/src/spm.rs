@@ -296,10 +296,9 @@ impl Spm {
                 out.push(Frag::Token(id));
                 a = at + pat.len();
                 if rstrip {
-                    let rest = &text[a..b];
-                    a = b - rest
-                        .trim_start_matches(|c: char| c.is_ascii_whitespace())
-                        .len();
+                    // C's isspace, as llama.cpp.
+                    let space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r');
+                    a = b - text[a..b].trim_start_matches(space).len();
                 }
             }
             if a < b {
