@@ -172,6 +172,39 @@ def test_a_chat_turn_with_the_models_own_template(files, arch, tmp_path):
         c.stop()
 
 
+BPE_TEXTS = [
+    "The capital of France is",
+    "<|im_start|>system\nYou are kind.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
+    " leading space", "a  b", "Numbers 12345 and 3.14!", "naïve café 東京 🙂",
+    "tabs\t\tnew\n\n\nlines   end  ",
+]
+
+
+def test_byte_level_bpe_matches_llama_cpp_on_the_real_smollm2(gguf):
+    """The `gpt2` path on a real file: no space added before the text or
+    after a special token (a ChatML prompt reads `system`, not ` system`),
+    digits alone; and the trained model's greedy continuation."""
+    llm = llama_cpp.Llama(str(gguf), n_ctx=512, n_threads=1, n_batch=512, type_k=0, type_v=0,
+                          flash_attn=False, logits_all=True, verbose=False)
+    for text in BPE_TEXTS:
+        ref = llm.tokenize(text.encode(), add_bos=False, special=True)
+        out = run(gguf, text, 0)
+        assert out["prompt_tokens"] == ref, text
+    out = run(gguf, "The capital of France is", 8)
+    assert out["text"].startswith(" Paris")
+    llm.eval(out["prompt_tokens"])
+    for step, tok in enumerate(out["tokens"]):
+        logits = np.array(llm.scores[llm.n_tokens - 1])
+        # Q4_1 weights: companiond's own kernel (see the synthetic Q4_1 case).
+        for t, v in out["top"][step]:
+            assert abs(logits[t] - v) <= 4e-2 * max(1.0, abs(v)), (step, t, logits[t], v)
+        best = int(np.argmax(logits))
+        if tok != best:
+            assert logits[best] - logits[tok] <= 0.1, (step, best, tok)
+            break
+        llm.eval([tok])
+
+
 def test_unsupported_files_are_refused_with_a_reason(tmp_path):
     """Another architecture or tokenizer: `model_unsupported`, exit code 1."""
     for arch, tok in [("rwkv6", "llama"), ("llama", "bert")]:
