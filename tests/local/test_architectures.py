@@ -196,7 +196,8 @@ def test_byte_level_bpe_matches_llama_cpp_on_the_real_smollm2(gguf):
     for step, tok in enumerate(out["tokens"]):
         logits = np.array(llm.scores[llm.n_tokens - 1])
         # Q4_1 weights: companiond's own kernel (see the synthetic Q4_1 case);
-        # 30 layers amplify its f16-versus-f32 scale rounding to about 3 %.
+        # activations re-quantised in 30 layers grow its f16-versus-f32 scale
+        # rounding to about 3 %.
         for t, v in out["top"][step]:
             assert abs(logits[t] - v) <= 4e-2 * max(1.0, abs(v)), (step, t, logits[t], v)
         best = int(np.argmax(logits))
