@@ -82,7 +82,8 @@ impl Template {
 }
 
 /// `msgs` with the system messages put at the start of the first user
-/// message and consecutive messages of one role joined by a blank line.
+/// message (which opens the conversation) and consecutive messages of one
+/// role joined by a blank line.
 fn fold(msgs: &[Value]) -> Vec<Value> {
     let text = |m: &Value, k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let system: Vec<String> = msgs
@@ -102,12 +103,16 @@ fn fold(msgs: &[Value]) -> Vec<Value> {
             _ => out.push((role, content)),
         }
     }
-    if !system.is_empty() {
-        let sys = system.join("\n\n");
-        match out.iter_mut().find(|m| m.0 == "user") {
-            Some(u) => u.1 = format!("{sys}\n\n{}", u.1),
-            None => out.insert(0, ("user".into(), sys)),
+    let sys = system.join("\n\n");
+    match out.first_mut() {
+        // A conversation that opens with the assistant (a greeting) gets a
+        // first user turn: the system prompt, or nothing.
+        Some(first) if first.0 == "user" => {
+            if !sys.is_empty() {
+                first.1 = format!("{sys}\n\n{}", first.1);
+            }
         }
+        _ => out.insert(0, ("user".into(), sys)),
     }
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -133,6 +138,19 @@ mod tests {
             .contains("<|im_start|>user\nx"));
     }
 
+    /// Gemma 3's template takes the system prompt into the first user turn
+    /// itself (`is string`, `trim`, whitespace control).
+    #[test]
+    fn gemma3_style_template() {
+        let src = "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n{%- if messages[0]['content'] is string -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- else -%}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}{%- endif -%}\n{%- set loop_messages = messages[1:] -%}\n{%- else -%}{%- set first_user_prefix = \"\" -%}{%- set loop_messages = messages -%}{%- endif -%}\n{%- for message in loop_messages -%}\n{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}{{ raise_exception('Conversation roles must alternate') }}{%- endif -%}\n{%- if (message['role'] == 'assistant') -%}{%- set role = 'model' -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}\n{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}\n{%- if message['content'] is string -%}{{ message['content'] | trim }}{%- endif -%}\n{{ '<end_of_turn>\n' }}\n{%- endfor -%}\n{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}";
+        let t = Template::new(Some(src), "<bos>", "<eos>");
+        let p = t.render(&[ChatMessage::system("Be kind."), ChatMessage::user(" Hi ")]);
+        assert_eq!(
+            p,
+            "<bos><start_of_turn>user\nBe kind.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
+
     /// Gemma's template (1 and 2) raises on a system role and on turns that
     /// do not alternate.
     #[test]
@@ -147,6 +165,16 @@ mod tests {
         assert_eq!(
             p,
             "<bos><start_of_turn>user\nYou are kind.\n\nHi\n\nStill there?<end_of_turn>\n<start_of_turn>model\n"
+        );
+        // Opening with the assistant's greeting.
+        let p = t.render(&[
+            ChatMessage::system("Be kind."),
+            ChatMessage::assistant("Hello!"),
+            ChatMessage::user("Hi"),
+        ]);
+        assert_eq!(
+            p,
+            "<bos><start_of_turn>user\nBe kind.<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
         );
         let t = Template::new(Some("{{ broken"), "", "");
         assert!(t
