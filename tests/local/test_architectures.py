@@ -208,8 +208,9 @@ def test_byte_level_bpe_matches_llama_cpp_on_the_real_smollm2(gguf):
 
 
 def test_unsupported_files_are_refused_with_a_reason(tmp_path):
-    """Another architecture or tokenizer: `model_unsupported`, exit code 1."""
-    for arch, tok in [("rwkv6", "llama"), ("llama", "bert")]:
+    """Another architecture or tokenizer, or a BPE vocabulary without its
+    merges: `model_unsupported`, exit code 1."""
+    for arch, tok in [("rwkv6", "llama"), ("llama", "bert"), ("llama", "gpt2")]:
         path = tmp_path / f"{arch}-{tok}.gguf"
         w = synth.gguf.GGUFWriter(str(path), arch)
         for k, v in [("block_count", 1), ("embedding_length", 32), ("attention.head_count", 2)]:

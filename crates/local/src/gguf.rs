@@ -142,7 +142,24 @@ pub fn inspect(path: &Path, n_ctx: Option<usize>) -> Result<Info, FileError> {
         .get("tokenizer.ggml.model")
         .and_then(|v| v.to_string().ok())
     {
-        Some(m) if crate::tokenizer::MODELS.contains(&m.as_str()) => {}
+        Some(m) if crate::tokenizer::MODELS.contains(&m.as_str()) => {
+            let array = |k: &str| {
+                ct.metadata
+                    .get(k)
+                    .and_then(|v| v.to_vec().ok())
+                    .is_some_and(|a| !a.is_empty())
+            };
+            let need: &[&str] = if m == "gpt2" {
+                &["tokenizer.ggml.tokens", "tokenizer.ggml.merges"]
+            } else {
+                &["tokenizer.ggml.tokens"]
+            };
+            if let Some(k) = need.iter().find(|k| !array(k)) {
+                return Err(FileError::Unsupported(format!(
+                    "{shown}: the tokenizer has no {k}"
+                )));
+            }
+        }
         other => {
             return Err(FileError::Unsupported(format!(
                 "{shown}: the tokenizer `{}` is not supported (byte-level BPE `gpt2` and SentencePiece `llama` are)",
