@@ -467,7 +467,8 @@ fn prefill(l: &mut Loaded, tokens: &[u32]) -> Result<(Vec<f32>, usize), LlmError
     if common == tokens.len() {
         common -= 1;
     }
-    l.model.truncate(common).map_err(engine_err)?;
+    // The model may keep less (a sliding window no longer held): from there.
+    let common = l.model.truncate(common).map_err(engine_err)?;
     l.cached.truncate(common);
     let mut logits = None;
     let mut pos = common;

@@ -71,9 +71,14 @@ pub fn available_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// KV cache bytes of `hp` at `n_ctx` positions (f32 keys and values).
+/// KV cache bytes of `hp` at `n_ctx` positions (f32 keys and values; a
+/// sliding-window layer holds its window, the slack and one prompt chunk).
 pub fn kv_bytes(hp: &Hparams, n_ctx: usize) -> u64 {
-    (2 * hp.n_layer * hp.n_head_kv * hp.head_dim * n_ctx * 4) as u64
+    let swa = (hp.n_swa + 2 * crate::model::SWA_SLACK + 256).min(n_ctx);
+    let positions: usize = (0..hp.n_layer)
+        .map(|i| if hp.sliding(i) { swa } else { n_ctx })
+        .sum();
+    (2 * hp.n_head_kv * hp.head_dim * positions * 4) as u64
 }
 
 /// Read the header of `path` and check it: GGUF magic, every tensor's data

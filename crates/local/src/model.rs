@@ -62,6 +62,13 @@ pub struct Hparams {
     pub gelu: bool,
 }
 
+impl Hparams {
+    /// Whether layer `i` attends within the sliding window.
+    pub fn sliding(&self, i: usize) -> bool {
+        self.swa_pattern > 0 && i % self.swa_pattern < self.swa_pattern - 1
+    }
+}
+
 fn md_u(ct: &gguf_file::Content, k: &str) -> Option<usize> {
     let v = ct.metadata.get(k)?;
     v.to_u32()
@@ -232,7 +239,15 @@ pub struct Model {
     pub n_ctx: usize,
     /// Positions held in the KV cache.
     pub cached: usize,
+    /// The first position the sliding-window layers still hold (they drop
+    /// what no query can see any more, but [`SWA_SLACK`]).
+    swa_from: usize,
 }
+
+/// Positions a sliding-window layer keeps beyond its window, so that the
+/// prefix cache can still cut back that far (a chat's new prompt differs from
+/// the last one near its end); it drops the older ones `SWA_SLACK` at a time.
+pub const SWA_SLACK: usize = 512;
 
 impl Model {
     /// Load the tensors of `path` (already checked by [`crate::gguf::inspect`]).
@@ -303,7 +318,7 @@ impl Model {
                 bv,
                 q_norm,
                 k_norm,
-                sliding: hp.swa_pattern > 0 && i % hp.swa_pattern < hp.swa_pattern - 1,
+                sliding: hp.sliding(i),
                 cache: None,
             });
         }
@@ -352,25 +367,38 @@ impl Model {
             output,
             n_ctx,
             cached: 0,
+            swa_from: 0,
         })
     }
 
-    /// Forget the cache past `n` positions (the prefix kept for the next call).
-    pub fn truncate(&mut self, n: usize) -> Result<()> {
-        if n >= self.cached {
-            return Ok(());
+    /// Forget the cache past `n` positions (the prefix kept for the next
+    /// call); the positions actually kept: `n`, or 0 when the sliding-window
+    /// layers no longer hold the window the next position needs.
+    pub fn truncate(&mut self, n: usize) -> Result<usize> {
+        if n >= self.cached && n > 0 {
+            return Ok(self.cached);
         }
+        let n = if self.swa_from > 0 && n + 1 < self.swa_from + self.hp.n_swa {
+            0
+        } else {
+            n
+        };
+        let from = self.swa_from;
         for l in &mut self.layers {
+            let first = if l.sliding { from } else { 0 };
             l.cache = match (n, l.cache.take()) {
                 (0, _) | (_, None) => None,
                 (n, Some((k, v))) => Some((
-                    k.narrow(2, 0, n)?.contiguous()?,
-                    v.narrow(2, 0, n)?.contiguous()?,
+                    k.narrow(2, 0, n - first)?.contiguous()?,
+                    v.narrow(2, 0, n - first)?.contiguous()?,
                 )),
             };
         }
+        if n == 0 {
+            self.swa_from = 0;
+        }
         self.cached = n;
-        Ok(())
+        Ok(n)
     }
 
     /// Run `tokens` after the cached positions; the logits of the last one
@@ -401,6 +429,18 @@ impl Model {
         // chunk's first query); a chunk of many queries also masks per query.
         let lo = (start + 1).saturating_sub(self.hp.n_swa.max(1));
         let lo = if self.hp.n_swa > 0 { lo } else { 0 };
+        // What the sliding layers keep after this call: their window and
+        // the slack, dropped `SWA_SLACK` positions at a time, never a key a
+        // query of this call needs.
+        let old_from = self.swa_from;
+        if lo < old_from {
+            candle_core::bail!("the sliding-window cache lost positions it needs");
+        }
+        let swa_from = if self.hp.n_swa > 0 && total - old_from > self.hp.n_swa + 2 * SWA_SLACK {
+            (total - self.hp.n_swa - SWA_SLACK).min(lo).min(start)
+        } else {
+            old_from
+        };
         let swa_mask = if t > 1 && self.layers.iter().any(|l| l.sliding) {
             Some(causal_mask(t, start, lo, Some(self.hp.n_swa), &dev)?)
         } else {
@@ -470,14 +510,22 @@ impl Model {
                 )
             };
             let (k, v) = match l.cache.take() {
+                // A sliding layer drops the positions before `swa_from`
+                // (a view: the concatenation copies only what is kept).
+                Some((ck, cv)) if l.sliding && swa_from > old_from => {
+                    let (cut, len) = (swa_from - old_from, start - swa_from);
+                    let (ck, cv) = (ck.narrow(2, cut, len)?, cv.narrow(2, cut, len)?);
+                    (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?)
+                }
                 Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
                 None => (k, v.contiguous()?),
             };
             l.cache = Some((k.clone(), v.clone()));
             let (k, v, mask) = if l.sliding {
+                let at = lo - swa_from;
                 (
-                    k.narrow(2, lo, total - lo)?,
-                    v.narrow(2, lo, total - lo)?,
+                    k.narrow(2, at, total - lo)?,
+                    v.narrow(2, at, total - lo)?,
                     &swa_mask,
                 )
             } else {
@@ -533,6 +581,7 @@ impl Model {
             x = (x + y)?;
         }
         self.cached = total;
+        self.swa_from = swa_from;
         let x = candle_nn::ops::rms_norm(&x, &self.norm, hp.eps as f32)?;
         if all_hidden {
             return x.squeeze(0);

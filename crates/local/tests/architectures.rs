@@ -145,3 +145,49 @@ fn a_malformed_file_is_refused_without_a_panic() {
     let err = Model::load(&bad, 512).err().map(|e| e.to_string());
     assert!(err.is_some_and(|e| e.contains("attn_qkv")));
 }
+
+/// Past the window and its slack the sliding layers drop old positions:
+/// the logits stay those of one pass, a cut within what is kept is kept, a
+/// cut further back starts again from nothing.
+#[test]
+fn sliding_layers_drop_what_no_query_sees() {
+    use companiond_local::model::SWA_SLACK;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2 * SWA_SLACK + 160;
+    let tokens: Vec<u32> = (0..n as u32).map(|i| (i * 31 + 7) % VOCAB as u32).collect();
+    for arch in ["gemma2", "gemma3"] {
+        let path = dir.path().join(format!("{arch}.gguf"));
+        write(&path, arch);
+        let mut m = Model::load(&path, 2048).unwrap();
+        let whole = logits(&mut m, &tokens);
+        m.truncate(0).unwrap();
+        let mut last = Vec::new();
+        for c in tokens.chunks(256) {
+            last = logits(&mut m, c);
+        }
+        close(&whole, &last, &format!("{arch}, in chunks past the slack"));
+        // A cut near the end is kept; the same logits follow.
+        assert_eq!(m.truncate(n - 20).unwrap(), n - 20);
+        let again = logits(&mut m, &tokens[n - 20..]);
+        close(
+            &whole,
+            &again,
+            &format!("{arch}, after a cut within the slack"),
+        );
+        // Token by token from there on, then a cut before what is kept.
+        m.truncate(0).unwrap();
+        logits(&mut m, &tokens[..n - 40]);
+        for t in &tokens[n - 40..] {
+            last = logits(&mut m, &[*t]);
+        }
+        close(
+            &whole,
+            &last,
+            &format!("{arch}, token by token past the slack"),
+        );
+        assert_eq!(m.truncate(10).unwrap(), 0);
+        assert_eq!(m.cached, 0);
+        let fresh = logits(&mut m, &tokens);
+        close(&whole, &fresh, &format!("{arch}, recomputed"));
+    }
+}
