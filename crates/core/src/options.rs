@@ -28,18 +28,33 @@ pub enum Command {
     /// Replace the data folder by a backup archive (refused while a server
     /// runs on it; the replaced folder is kept aside).
     Restore(RestoreArgs),
-    /// The built-in local model's files: `model list`, `model pull NAME`
-    /// (docs/local-model.md).
+    /// The built-in local model's files: `model list`, `model pull NAME`,
+    /// `model run FILE --prompt TEXT` (docs/local-model.md).
     Model(ModelArgs),
 }
 
-/// `companiond model list|pull NAME [--data-dir DIR]`.
+/// `companiond model list|pull NAME|run FILE --prompt TEXT [--max-tokens N]
+/// [--threads N] [--top K] [--data-dir DIR]`.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// `list` (the curated models and which are pulled) or `pull`.
+    /// `list` (the curated models and which are pulled), `pull`, or `run`
+    /// (greedy continuation of a prompt, printed as JSON).
     pub action: String,
-    /// The curated model's name (`pull`).
+    /// The curated model's name (`pull`), or a GGUF file or curated name (`run`).
     pub name: Option<String>,
+    /// `run`: the text to continue (no chat template; special tokens written
+    /// in it are read as such).
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// `run`: how many tokens to generate (0: only tokenize).
+    #[arg(long, default_value_t = 16)]
+    pub max_tokens: usize,
+    /// `run`: CPU threads (default: physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// `run`: also print the `top` likeliest tokens and their logits at each step.
+    #[arg(long, default_value_t = 0)]
+    pub top: usize,
     /// The data folder (as for `serve`); models go to `<data>/models/`.
     #[arg(long, env = "COMPANIOND_DATA_DIR")]
     pub data_dir: Option<PathBuf>,

@@ -1,4 +1,5 @@
-//! `companiond model list` and `companiond model pull NAME`.
+//! `companiond model list`, `companiond model pull NAME` and
+//! `companiond model run FILE --prompt TEXT [--max-tokens N] [--threads N]`.
 
 use std::io::Write;
 
@@ -82,9 +83,120 @@ pub fn run(args: &ModelArgs) -> i32 {
                 }
             }
         }
+        "run" => {
+            let Some(name) = args.name.as_deref() else {
+                eprintln!(
+                    "companiond: model run needs a FILE (a GGUF path or a pulled model's name)"
+                );
+                return 2;
+            };
+            let path = match catalog::find(name) {
+                Some(e) if !std::path::Path::new(name).exists() => {
+                    catalog::pulled_path(&data_dir, &e)
+                }
+                _ => std::path::PathBuf::from(name),
+            };
+            let threads = args.threads.unwrap_or_else(num_cpus::get_physical).max(1);
+            let prompt = args.prompt.clone().unwrap_or_default();
+            match run_file(&path, &prompt, args.max_tokens, threads, args.top) {
+                Ok(v) => {
+                    println!("{v}");
+                    0
+                }
+                Err(err) => {
+                    eprintln!("companiond: {err}");
+                    1
+                }
+            }
+        }
         other => {
-            eprintln!("companiond: unknown model action {other:?} (list, pull)");
+            eprintln!("companiond: unknown model action {other:?} (list, pull, run)");
             2
         }
     }
+}
+
+/// `model run`: check and load `path`, tokenize `prompt` (the BOS the file
+/// asks for, special tokens read as such) and continue it greedily for up to
+/// `max_tokens` tokens (stopping at an end-of-turn token); the answer as JSON,
+/// with the `top` likeliest tokens of each step and their logits.
+pub fn run_file(
+    path: &std::path::Path,
+    prompt: &str,
+    max_tokens: usize,
+    threads: usize,
+    top: usize,
+) -> Result<serde_json::Value, String> {
+    use crate::gguf;
+    use crate::model::{argmax, Model};
+    use crate::tokenizer::Tok;
+    let info = gguf::inspect(path, Some(crate::engine::DEFAULT_MAX_CONTEXT))
+        .map_err(|e| format!("{}: {e}", e.code()))?;
+    let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let ct = candle_core::quantized::gguf_file::Content::read(&mut f).map_err(|e| e.to_string())?;
+    let tok = Tok::from_gguf(&ct)?;
+    let stops = crate::engine::stop_tokens(&ct, &tok);
+    let t_tok = std::time::Instant::now();
+    let ids = tok.encode(prompt, true)?;
+    let tokenize_secs = t_tok.elapsed().as_secs_f64();
+    let mut out: Vec<u32> = Vec::new();
+    let mut steps: Vec<Vec<(u32, f32)>> = Vec::new();
+    let mut secs = 0.0;
+    if max_tokens > 0 {
+        if ids.is_empty() {
+            return Err("the prompt has no tokens".into());
+        }
+        crate::engine::set_threads(threads);
+        let context = (ids.len() + max_tokens)
+            .max(512)
+            .min(info.context_length.max(512));
+        if ids.len() + max_tokens > context {
+            return Err(format!(
+                "context_length_exceeded: {} prompt tokens and {max_tokens} more do not fit the model's context ({context})",
+                ids.len()
+            ));
+        }
+        let mut model = Model::load(path, context).map_err(|e| e.to_string())?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let t0 = std::time::Instant::now();
+        let mut logits = pool
+            .install(|| model.forward(&ids, false))
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| e.to_string())?;
+        while out.len() < max_tokens {
+            if top > 0 {
+                steps.push(crate::engine::top_k(&logits, top));
+            }
+            let next = argmax(&logits);
+            if stops.contains(&next) {
+                break;
+            }
+            out.push(next);
+            if out.len() == max_tokens {
+                break;
+            }
+            logits = pool
+                .install(|| model.forward(&[next], false))
+                .and_then(|t| t.to_vec1::<f32>())
+                .map_err(|e| e.to_string())?;
+        }
+        secs = t0.elapsed().as_secs_f64();
+    }
+    let mut stop: Vec<u32> = stops.into_iter().collect();
+    stop.sort_unstable();
+    Ok(serde_json::json!({
+        "file": path.display().to_string(),
+        "architecture": info.architecture,
+        "prompt_tokens": ids,
+        "prompt_text": tok.decode(&ids, true)?,
+        "tokens": out,
+        "text": tok.decode(&out, true)?,
+        "stop_tokens": stop,
+        "top": steps,
+        "seconds": secs,
+        "tokenize_seconds": tokenize_secs,
+    }))
 }

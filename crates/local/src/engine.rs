@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use companiond_core::llm::{Completion, LlmError};
 use companiond_core::local_model::{LocalEvent, LocalRequest};
 use serde::Serialize;
-use tokenizers::Tokenizer;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::gguf;
@@ -47,6 +46,7 @@ impl Guard {
 }
 use crate::model::{self, Model};
 use crate::template::Template;
+use crate::tokenizer::{Stream, Tok};
 
 /// What a request runs with (read from the settings for each request).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,7 +206,7 @@ struct Loaded {
     threads: usize,
     context: usize,
     model: Model,
-    tok: Tokenizer,
+    tok: Tok,
     template: Template,
     stops: HashSet<u32>,
     /// The tokens whose keys and values are in the cache, in order.
@@ -336,7 +336,7 @@ pub fn context_for(trained: usize, settings: &Settings) -> usize {
 /// candle's CPU thread pool is made once per process, sized by
 /// `CANDLE_NUM_THREADS`: set it (unless the environment does) before the
 /// first model runs. A later change of `localThreads` needs a restart.
-fn set_threads(n: usize) {
+pub(crate) fn set_threads(n: usize) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // A fixed mmap threshold: glibc otherwise raises it after the first
@@ -358,6 +358,30 @@ fn set_threads(n: usize) {
             std::env::set_var("RAYON_NUM_THREADS", n.max(1).to_string());
         }
     });
+}
+
+/// The tokens that end a reply: the file's EOS and EOT and the usual
+/// end-of-turn tokens present in its vocabulary.
+pub(crate) fn stop_tokens(
+    ct: &candle_core::quantized::gguf_file::Content,
+    tok: &Tok,
+) -> HashSet<u32> {
+    let token = |key: &str| -> Option<u32> { ct.metadata.get(key).and_then(|v| v.to_u32().ok()) };
+    let mut stops: HashSet<u32> = token("tokenizer.ggml.eos_token_id").into_iter().collect();
+    stops.extend(token("tokenizer.ggml.eot_token_id"));
+    for s in [
+        "<|im_end|>",
+        "<|eot_id|>",
+        "<|end_of_text|>",
+        "<|endoftext|>",
+        "<|end|>",
+        "<end_of_turn>",
+    ] {
+        if let Some(id) = tok.token_to_id(s) {
+            stops.insert(id);
+        }
+    }
+    stops
 }
 
 /// Load `path` into `slot` unless it is there already.
@@ -385,8 +409,7 @@ fn ensure<'a>(
         let model = Model::load(path, context).map_err(engine_err)?;
         let mut f = std::fs::File::open(path).map_err(engine_err)?;
         let ct = candle_core::quantized::gguf_file::Content::read(&mut f).map_err(engine_err)?;
-        use candle_core::quantized::tokenizer::TokenizerFromGguf;
-        let tok = Tokenizer::from_gguf(&ct).map_err(engine_err)?;
+        let tok = Tok::from_gguf(&ct).map_err(engine_err)?;
         let token =
             |key: &str| -> Option<u32> { ct.metadata.get(key).and_then(|v| v.to_u32().ok()) };
         let text_of =
@@ -394,20 +417,7 @@ fn ensure<'a>(
         let bos = text_of(token("tokenizer.ggml.bos_token_id"));
         let eos_id = token("tokenizer.ggml.eos_token_id");
         let eos = text_of(eos_id);
-        let mut stops: HashSet<u32> = eos_id.into_iter().collect();
-        stops.extend(token("tokenizer.ggml.eot_token_id"));
-        for s in [
-            "<|im_end|>",
-            "<|eot_id|>",
-            "<|end_of_text|>",
-            "<|endoftext|>",
-            "<|end|>",
-            "<end_of_turn>",
-        ] {
-            if let Some(id) = tok.token_to_id(s) {
-                stops.insert(id);
-            }
-        }
+        let stops = stop_tokens(&ct, &tok);
         let template = Template::new(info.chat_template.as_deref(), &bos, &eos);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(settings.threads.max(1))
@@ -457,7 +467,8 @@ fn prefill(l: &mut Loaded, tokens: &[u32]) -> Result<(Vec<f32>, usize), LlmError
     if common == tokens.len() {
         common -= 1;
     }
-    l.model.truncate(common).map_err(engine_err)?;
+    // The model may keep less (a sliding window no longer held): from there.
+    let common = l.model.truncate(common).map_err(engine_err)?;
     l.cached.truncate(common);
     let mut logits = None;
     let mut pos = common;
@@ -546,7 +557,7 @@ fn sample(logits: &[f32], temperature: f32, rng: &mut Rng) -> u32 {
 }
 
 /// The `k` largest logits, largest first.
-fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+pub(crate) fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut v: Vec<(u32, f32)> = logits
         .iter()
         .enumerate()
@@ -565,7 +576,7 @@ fn top_k(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
 /// The likeliest token whose text keeps `guard` a valid JSON prefix.
 fn constrained(l: &mut Loaded, logits: &[f32], guard: &Guard) -> Option<(u32, Guard)> {
     if l.texts.is_none() {
-        let n = l.tok.get_vocab_size(true);
+        let n = l.tok.vocab_size();
         let texts = (0..n as u32)
             .map(|id| l.tok.decode(&[id], true).unwrap_or_default())
             .collect();
@@ -598,8 +609,10 @@ fn generate(
 ) -> Result<Completion, LlmError> {
     set_state(shared, "generating");
     let prompt = l.template.render(&req.messages);
-    let enc = l.tok.encode(prompt, false).map_err(engine_err)?;
-    let tokens = enc.get_ids().to_vec();
+    // A SentencePiece prompt gets the BOS its file asks for when the
+    // template did not write one.
+    let add_bos = matches!(l.tok, Tok::Spm(_));
+    let tokens = l.tok.encode(&prompt, add_bos).map_err(engine_err)?;
     if tokens.is_empty() {
         return Err(LlmError::EmptyReply);
     }
@@ -636,8 +649,8 @@ fn generate(
         (true, None) => Some(Guard::Free(JsonGuard::default())),
     };
     let mut finish = "length";
-    // `DecodeStream`'s state, kept here so the model stays borrowable.
-    let (mut window, mut prefix, mut prefix_at) = (Vec::new(), String::new(), 0usize);
+    // The decode stream's state, kept here so the model stays borrowable.
+    let mut stream = Stream::default();
     let t_gen = Instant::now();
     while out.len() < max_new {
         let next = match &guard {
@@ -656,32 +669,11 @@ fn generate(
         }
         out.push(next);
         // The new text of this token (none while a character's bytes are
-        // incomplete), decoded from the last few tokens only: decoding the
-        // whole reply each token cost a token's time in string work by the
-        // end of a long reply.
-        let decoded = tokenizers::tokenizer::step_decode_stream(
-            &l.tok,
-            vec![next],
-            true,
-            &mut window,
-            &mut prefix,
-            &mut prefix_at,
-        );
-        // A window that no longer decodes to its prefix: the new text comes
-        // from the whole reply this once, and the window starts again.
-        let decoded = match decoded {
-            Ok(d) => d,
-            Err(_) => {
-                window.clear();
-                prefix.clear();
-                prefix_at = 0;
-                let whole = l.tok.decode(&out, true).map_err(engine_err)?;
-                whole
-                    .strip_prefix(text.as_str())
-                    .filter(|d| !d.is_empty() && !whole.ends_with('\u{FFFD}'))
-                    .map(str::to_string)
-            }
-        };
+        // incomplete), decoded from the last few tokens only.
+        let decoded = l
+            .tok
+            .step(&mut stream, next, &out, &text)
+            .map_err(engine_err)?;
         if let Some(delta) = decoded {
             text.push_str(&delta);
             if !delta.is_empty() && tx.send(LocalEvent::Delta(delta)).is_err() {
@@ -746,12 +738,7 @@ fn embed(l: &mut Loaded, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
     let last_token = l.name.to_ascii_lowercase().contains("embed");
     let mut out = Vec::with_capacity(texts.len());
     for t in texts {
-        let mut ids = l
-            .tok
-            .encode(t.as_str(), false)
-            .map_err(engine_err)?
-            .get_ids()
-            .to_vec();
+        let mut ids = l.tok.encode(t.as_str(), false).map_err(engine_err)?;
         ids.truncate(l.context.saturating_sub(1).max(1));
         if last_token {
             if let Some(eos) = l.tok.token_to_id("<|endoftext|>") {

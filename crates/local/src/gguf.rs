@@ -71,9 +71,14 @@ pub fn available_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// KV cache bytes of `hp` at `n_ctx` positions (f32 keys and values).
+/// KV cache bytes of `hp` at `n_ctx` positions (f32 keys and values; a
+/// sliding-window layer holds its window, the slack and one prompt chunk).
 pub fn kv_bytes(hp: &Hparams, n_ctx: usize) -> u64 {
-    (2 * hp.n_layer * hp.n_head_kv * hp.head_dim * n_ctx * 4) as u64
+    let swa = (hp.n_swa + 2 * crate::model::SWA_SLACK + 256).min(n_ctx);
+    let positions: usize = (0..hp.n_layer)
+        .map(|i| if hp.sliding(i) { swa } else { n_ctx })
+        .sum();
+    (2 * hp.n_head_kv * hp.head_dim * positions * 4) as u64
 }
 
 /// Read the header of `path` and check it: GGUF magic, every tensor's data
@@ -142,10 +147,27 @@ pub fn inspect(path: &Path, n_ctx: Option<usize>) -> Result<Info, FileError> {
         .get("tokenizer.ggml.model")
         .and_then(|v| v.to_string().ok())
     {
-        Some(m) if m == "gpt2" => {}
+        Some(m) if crate::tokenizer::MODELS.contains(&m.as_str()) => {
+            let array = |k: &str| {
+                ct.metadata
+                    .get(k)
+                    .and_then(|v| v.to_vec().ok())
+                    .is_some_and(|a| !a.is_empty())
+            };
+            let need: &[&str] = if m == "gpt2" {
+                &["tokenizer.ggml.tokens", "tokenizer.ggml.merges"]
+            } else {
+                &["tokenizer.ggml.tokens"]
+            };
+            if let Some(k) = need.iter().find(|k| !array(k)) {
+                return Err(FileError::Unsupported(format!(
+                    "{shown}: the tokenizer has no {k}"
+                )));
+            }
+        }
         other => {
             return Err(FileError::Unsupported(format!(
-                "{shown}: the tokenizer `{}` is not supported yet (byte-level BPE `gpt2` only)",
+                "{shown}: the tokenizer `{}` is not supported (byte-level BPE `gpt2` and SentencePiece `llama` are)",
                 other.map(String::as_str).unwrap_or("none")
             )))
         }

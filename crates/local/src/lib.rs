@@ -4,7 +4,9 @@
 //!
 //! - `gguf.rs` checks a file before loading (GGUF, whole, supported, fits memory);
 //! - `model.rs` the transformer (Llama, Qwen2, Qwen3) with a KV cache that keeps a prefix;
+//! - `mat.rs` weight matrices and the device (CPU, or a GPU with `cuda`/`metal`);
 //! - `q4_1.rs` decoding's product for Q4_1 weights (AVX2), read as they are in the file;
+//! - `tokenizer.rs` byte-level BPE or SentencePiece (`spm.rs`) from the GGUF metadata;
 //! - `template.rs` the model's chat template (minijinja); `json_guard.rs` and
 //!   `schema_guard.rs` JSON- and JSON-schema-constrained sampling;
 //! - `engine.rs` the worker thread: one copy loaded on first use, chat first, idle unload;
@@ -19,11 +21,14 @@ pub mod engine;
 pub mod gguf;
 mod http;
 pub mod json_guard;
+pub mod mat;
 pub mod model;
 pub mod pull;
 pub mod q4_1;
 pub mod schema_guard;
+pub mod spm;
 pub mod template;
+pub mod tokenizer;
 
 use std::sync::Arc;
 
