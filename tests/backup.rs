@@ -373,6 +373,13 @@ async fn restore_waits_for_the_server_refuses_newer_archives_and_keeps_the_repla
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    let b: Value = r.json().await.unwrap();
+    let said = b["error"].as_str().unwrap_or_default();
+    assert!(said.starts_with("the file is not a ZIP archive"), "{b}");
+    assert!(
+        !said.contains(".restore-pending"),
+        "no server path in the answer: {b}"
+    );
 
     // Mika is deleted; the archive uploaded through the route brings her
     // back at the next start, the replaced folder kept aside.

@@ -262,46 +262,78 @@ pub fn backup_to_file(data_dir: &Path, out: &Path, include: Include) -> Result<W
     result.map_err(|e| format!("cannot write the backup {}: {e}", out.display()))
 }
 
+/// Why an archive cannot be restored (the restore route's status by variant).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArchiveError {
+    /// The file could not be read (a fault of this machine, not of the archive).
+    Unreadable(String),
+    /// Not a ZIP archive, or a broken one.
+    NotZip(String),
+    /// A ZIP without a readable companiond manifest.
+    NotBackup(String),
+    /// Written by a newer companiond (its format number).
+    Newer(u64),
+    /// A member whose name would leave the data folder.
+    BadMember(String),
+}
+
+impl std::fmt::Display for ArchiveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArchiveError::Unreadable(e) => write!(f, "the archive cannot be read: {e}"),
+            ArchiveError::NotZip(e) => write!(f, "the file is not a ZIP archive: {e}"),
+            ArchiveError::NotBackup(e) => write!(f, "not a companiond backup: {e}"),
+            ArchiveError::Newer(format) => write!(
+                f,
+                "the backup is of format {format}, newer than this companiond reads ({FORMAT}): upgrade companiond first"
+            ),
+            ArchiveError::BadMember(name) => write!(f, "bad member {name:?}"),
+        }
+    }
+}
+
 /// Read and check an archive's manifest: refused when it is not a companiond
 /// backup or of a newer format than this version reads.
-pub fn check_archive<R: Read + Seek>(archive: &mut zip::ZipArchive<R>) -> Result<Manifest, String> {
+pub fn check_archive<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+) -> Result<Manifest, ArchiveError> {
     let mut m = archive
         .by_name(MANIFEST)
-        .map_err(|_| format!("not a companiond backup (no {MANIFEST})"))?;
+        .map_err(|_| ArchiveError::NotBackup(format!("no {MANIFEST}")))?;
     let mut bytes = Vec::new();
     m.read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {MANIFEST}: {e}"))?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("{MANIFEST}: {e}"))?;
+        .map_err(|e| ArchiveError::NotZip(format!("cannot read {MANIFEST}: {e}")))?;
+    let bad = |e: serde_json::Error| ArchiveError::NotBackup(format!("{MANIFEST}: {e}"));
+    let v: Value = serde_json::from_slice(&bytes).map_err(bad)?;
     let format = v.get("format").and_then(Value::as_u64).unwrap_or(0);
     if format > FORMAT as u64 {
-        return Err(format!(
-            "the backup is of format {format}, newer than this companiond reads ({FORMAT}): upgrade companiond first"
-        ));
+        return Err(ArchiveError::Newer(format));
     }
-    serde_json::from_value(v).map_err(|e| format!("{MANIFEST}: {e}"))
+    serde_json::from_value(v).map_err(bad)
 }
 
 /// Check the archive at `path` (opened, manifest read, every member's name
 /// checked).
-pub fn check_file(path: &Path) -> Result<Manifest, String> {
-    let f =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+pub fn check_file(path: &Path) -> Result<Manifest, ArchiveError> {
+    let f = std::fs::File::open(path).map_err(|e| ArchiveError::Unreadable(e.to_string()))?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(f))
-        .map_err(|e| format!("{} is not a ZIP archive: {e}", path.display()))?;
+        .map_err(|e| ArchiveError::NotZip(e.to_string()))?;
     let m = check_archive(&mut zip)?;
     for i in 0..zip.len() {
-        let f = zip.by_index_raw(i).map_err(|e| e.to_string())?;
+        let f = zip
+            .by_index_raw(i)
+            .map_err(|e| ArchiveError::NotZip(e.to_string()))?;
         member_path(f.name())?;
     }
     Ok(m)
 }
 
 /// A member's relative path, checked: plain segments only.
-fn member_path(name: &str) -> Result<Vec<String>, String> {
-    let segs =
-        crate::paths::clean_segments(name).map_err(|e| format!("bad member {name:?}: {e}"))?;
+fn member_path(name: &str) -> Result<Vec<String>, ArchiveError> {
+    let bad = || ArchiveError::BadMember(name.to_string());
+    let segs = crate::paths::clean_segments(name).map_err(|_| bad())?;
     if segs.is_empty() || name.starts_with('/') || name.starts_with('\\') {
-        return Err(format!("bad member {name:?}"));
+        return Err(bad());
     }
     Ok(segs)
 }
@@ -318,7 +350,7 @@ pub struct Restored {
 /// `companiond restore FILE`: refused while a server holds the data dir's
 /// lock; see [`restore_locked`].
 pub fn restore_from_file(data_dir: &Path, archive: &Path) -> Result<Restored, String> {
-    check_file(archive)?;
+    check_file(archive).map_err(|e| e.to_string())?;
     let lock = InstanceLock::acquire(data_dir)?;
     let r = restore_locked(data_dir, archive);
     drop(lock);
@@ -337,7 +369,7 @@ pub fn restore_locked(data_dir: &Path, archive: &Path) -> Result<Restored, Strin
         .map_err(|e| format!("cannot open {}: {e}", archive.display()))?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(f))
         .map_err(|e| format!("{} is not a ZIP archive: {e}", archive.display()))?;
-    let manifest = check_archive(&mut zip)?;
+    let manifest = check_archive(&mut zip).map_err(|e| e.to_string())?;
     let ms = crate::now_millis();
     let base = data_dir
         .file_name()
@@ -449,7 +481,7 @@ fn extract<R: Read + Seek>(zip: &mut zip::ZipArchive<R>, into: &Path) -> Result<
         if name == MANIFEST || m.is_dir() {
             continue;
         }
-        let segs = member_path(&name)?;
+        let segs = member_path(&name).map_err(|e| e.to_string())?;
         let mut dst = into.to_path_buf();
         for s in &segs {
             dst.push(s);
@@ -622,8 +654,7 @@ mod tests {
         z.write_all(br#"{"format": 99, "app": "companiond", "version": "9", "created_at": "", "secrets": false}"#)
             .unwrap();
         z.finish().unwrap();
-        let e = check_file(&p).unwrap_err();
-        assert!(e.contains("newer"), "{e}");
+        assert!(matches!(check_file(&p), Err(ArchiveError::Newer(99))));
         assert!(member_path("../x").is_err());
         assert!(member_path("/etc/passwd").is_err());
         assert!(member_path("config/a.json").is_ok());

@@ -13,6 +13,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
+use crate::backup::ArchiveError;
 use crate::envelope::{lenient, QueryOf};
 use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -184,12 +185,10 @@ async fn upload(State(st): State<AppState>, body: Body) -> Result<Response, Back
                 .await
                 .map_err(|e| BackupError::Storage(e.to_string()))
                 .and_then(|r| {
-                    r.map_err(|e| {
-                        if e.contains("newer") {
-                            BackupError::Newer(e)
-                        } else {
-                            BackupError::Invalid(e)
-                        }
+                    r.map_err(|e| match e {
+                        ArchiveError::Newer(_) => BackupError::Newer(e.to_string()),
+                        ArchiveError::Unreadable(_) => BackupError::Storage(e.to_string()),
+                        _ => BackupError::Invalid(e.to_string()),
                     })
                 })
         }
