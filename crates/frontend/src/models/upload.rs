@@ -1,11 +1,14 @@
 //! Uploads of user VRM models and animations: the file streamed into
-//! `<data>/user_vrm/` (animations: `user_vrm/animation/`) through a hidden
-//! file, synced, then published under its name without replacing one.
+//! `<data>/user_vrm/` (animations: `user_vrm/animation/`) through core's
+//! [`Staging`] (a hidden temporary file, synced, removed on any failure or
+//! when the request is dropped), then published under its name without
+//! replacing one.
 
 use std::fmt::Display;
 use std::path::Path;
 
 use axum::body::Bytes;
+use companiond_core::staging::{StageError, Staging};
 use futures::Stream;
 
 use crate::error::{Answer, FrontendError};
@@ -33,8 +36,6 @@ pub(crate) async fn store_vrm<E: Display>(
     body: &mut (impl Stream<Item = Result<Bytes, E>> + Unpin),
     animation: bool,
 ) -> Answer<(String, u64)> {
-    use futures::StreamExt as _;
-    use tokio::io::AsyncWriteExt as _;
     let (ext, label) = if animation {
         (".vrma", "VRM animation")
     } else {
@@ -63,57 +64,79 @@ pub(crate) async fn store_vrm<E: Display>(
         dir = dir.join("animation");
     }
     let target = dir.join(&name);
+    let storage =
+        |e: std::io::Error| FrontendError::Storage(format!("cannot store the {label}: {e}"));
+    let refused = |msg: String| upload_refused(msg, "upload_refused");
+    tokio::fs::create_dir_all(&dir).await.map_err(storage)?;
+    if tokio::fs::try_exists(&target).await.unwrap_or(false) {
+        return Err(refused(format!(
+            "{label} {name} already exists: delete or rename the existing one first"
+        )));
+    }
+    // The temporary name as before (`.<name>.<32 hex>.tmp`): the pattern
+    // core's `store::sweep_leftover_temps` removes at the next start, should a
+    // crash leave one.
     let tmp = dir.join(format!(
         ".{name}.{}.tmp",
         companiond_core::options::random_token()
     ));
-    let written = async {
-        tokio::fs::create_dir_all(&dir).await?;
-        if tokio::fs::try_exists(&target).await.unwrap_or(false) {
-            return Ok(Err(format!(
-                "{label} {name} already exists: delete or rename the existing one first"
-            )));
+    let staging = Staging::create(&tmp, MAX_VRM_BYTES, true).map_err(storage)?;
+    let staged = match staging.drain(body).await {
+        Ok(staged) => staged,
+        Err(StageError::TooLarge { .. }) => {
+            return Err(refused(format!(
+                "the file is too large (at most {} MB)",
+                MAX_VRM_BYTES >> 20
+            )))
         }
-        let mut f = tokio::fs::File::create(&tmp).await?;
-        let mut total: u64 = 0;
-        while let Some(chunk) = body.next().await {
-            let chunk = match chunk {
-                Ok(c) => c,
-                Err(e) => return Ok(Err(format!("the upload was interrupted: {e}"))),
-            };
-            total += chunk.len() as u64;
-            if total > MAX_VRM_BYTES {
-                return Ok(Err(format!(
-                    "the file is too large (at most {} MB)",
-                    MAX_VRM_BYTES >> 20
-                )));
-            }
-            f.write_all(&chunk).await?;
+        Err(StageError::Body(e)) => {
+            return Err(refused(format!("the upload was interrupted: {e}")))
         }
-        f.sync_all().await?;
-        drop(f);
-        // No-clobber publish: a concurrent upload of the same name loses.
-        match tokio::fs::hard_link(&tmp, &target).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Ok(Err(format!("{label} {name} already exists")))
+        Err(StageError::Io(e)) => return Err(storage(e)),
+    };
+    let size = staged.size;
+    // No-clobber publish: a concurrent upload of the same name loses.
+    let taken = || refused(format!("{label} {name} already exists"));
+    match staged.file.persist_noclobber(&target) {
+        Ok(()) => {}
+        Err((_, e)) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(taken()),
+        Err((file, _)) => {
+            // No hard link here: a rename, unless the name was taken meanwhile.
+            if tokio::fs::try_exists(&target).await.unwrap_or(false) {
+                return Err(taken());
             }
-            Err(_) => {
-                if tokio::fs::try_exists(&target).await.unwrap_or(false) {
-                    return Ok(Err(format!("{label} {name} already exists")));
-                }
-                tokio::fs::rename(&tmp, &target).await?;
-            }
+            tokio::fs::rename(file.path(), &target)
+                .await
+                .map_err(storage)?;
+            file.keep();
         }
-        Ok::<_, std::io::Error>(Ok(total))
     }
-    .await;
-    let _ = tokio::fs::remove_file(&tmp).await;
-    match written {
-        Ok(Ok(size)) => Ok((name, size)),
-        Ok(Err(msg)) => Err(upload_refused(msg, "upload_refused")),
-        Err(e) => Err(FrontendError::Storage(format!(
-            "cannot store the {label}: {e}"
-        ))),
+    Ok((name, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body that breaks off is refused and leaves nothing behind.
+    #[tokio::test]
+    async fn an_interrupted_upload_stores_nothing() {
+        let data = std::env::temp_dir().join(format!(
+            "frontend-vrm-upload-{}-{}",
+            std::process::id(),
+            companiond_core::options::random_token()
+        ));
+        let mut body = futures::stream::iter(vec![Ok(Bytes::from_static(b"abc")), Err("gone")]);
+        let r = store_vrm(&data, "Mika.vrm", &mut body, false).await;
+        assert!(
+            matches!(r, Err(FrontendError::UploadRefused { code: "upload_refused", ref error })
+                if error == "the upload was interrupted: gone"),
+            "{r:?}"
+        );
+        let left: Vec<_> = std::fs::read_dir(data.join(USER_VRM))
+            .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+        let _ = std::fs::remove_dir_all(&data);
     }
 }
