@@ -5,7 +5,7 @@
 //!   (core's static route).
 //! * Always: the routes the original pages call around the interface — the
 //!   per-character routes under the original paths ([`characters`]), Live2D and VRM
-//!   model lists and their user mounts ([`models`]), storage location
+//!   model lists and their user mounts ([`models`], routes in [`http`]), storage location
 //!   ([`storage`]), `steam_language` and the features companiond does not have,
 //!   answered in the shape the pages read as "unavailable" ([`extras`]).
 //!
@@ -20,6 +20,7 @@
 mod characters;
 mod error;
 mod extras;
+mod http;
 mod models;
 mod pages;
 mod render;
@@ -309,76 +310,76 @@ pub fn api(state: &AppState) -> Api {
         .get(
             "/api/live2d/models",
             "Live2D models (a bare array; ?simple=true: names)",
-            models::live2d_models,
+            http::live2d::live2d_models,
         )
         .id("live2d_models")
-        .query::<models::SimpleQuery>()
-        .ok::<models::Live2dModels>()
+        .query::<http::live2d::SimpleQuery>()
+        .ok::<http::live2d::Live2dModels>()
         .get(
             "/api/live2d/user_models",
             "user Live2D models and user VRM files",
-            models::live2d_user_models,
+            http::live2d::live2d_user_models,
         )
         .id("user_models")
-        .ok::<models::UserModels>()
+        .ok::<http::live2d::UserModels>()
         .get(
             "/api/live2d/model_files/{name}",
             "motion and expression files of a Live2D model",
-            models::live2d_model_files,
+            http::live2d::live2d_model_files,
         )
         .id("live2d_model_files")
-        .ok::<models::ModelFiles>()
+        .ok::<http::live2d::ModelFiles>()
         .fails_of([live2d_not_found()])
         .get(
             "/api/live2d/emotion_mapping/{name}",
             "emotion mapping of a Live2D model (empty)",
-            models::live2d_emotion_mapping,
+            http::live2d::live2d_emotion_mapping,
         )
         .id("live2d_emotion_mapping")
-        .ok::<models::Live2dEmotionMapping>()
+        .ok::<http::live2d::Live2dEmotionMapping>()
         .get(
             "/api/model/vrm/models",
             "VRM models (project and user)",
-            models::vrm_models,
+            http::vrm::vrm_models,
         )
         .id("vrm_models")
-        .ok::<models::VrmModels>()
+        .ok::<http::vrm::VrmModels>()
         .get(
             "/api/model/vrm/animations",
             "VRM animations (project and user)",
-            models::vrm_animations,
+            http::vrm::vrm_animations,
         )
         .id("vrm_animations")
-        .ok::<models::VrmAnimations>()
+        .ok::<http::vrm::VrmAnimations>()
         .get(
             "/api/model/vrm/config",
             "where VRM files are served",
-            models::vrm_config,
+            http::vrm::vrm_config,
         )
         .id("vrm_config")
-        .ok::<models::VrmConfig>()
+        .ok::<http::vrm::VrmConfig>()
         .get(
             "/api/model/vrm/emotion_mapping/{name}",
             "emotion mapping of a VRM model (empty)",
-            models::vrm_emotion_mapping,
+            http::vrm::vrm_emotion_mapping,
         )
         .id("vrm_emotion_mapping")
-        .ok::<models::VrmEmotionMapping>()
+        .ok::<http::vrm::VrmEmotionMapping>()
         .get(
             "/api/live2d/load_model_parameters/{name}",
             "saved parameters of a Live2D model (parameters.json; {} when none)",
-            models::live2d_load_parameters,
+            http::live2d::live2d_load_parameters,
         )
         .id("saved_live2d_parameters")
-        .ok::<models::SavedParameters>()
+        .ok::<http::live2d::SavedParameters>()
         .fails_with(unreadable_model("no Live2D model of that name (with parameters {})"))
         .get(
             "/api/live2d/model_parameters/{name}",
             "parameters and parameter groups of a Live2D model (from its .cdi3.json)",
-            models::live2d_model_parameters,
+            http::live2d::live2d_model_parameters,
         )
         .id("live2d_parameters")
-        .ok::<models::ModelParameters>()
+        .ok::<http::live2d::ModelParameters>()
         .fails_with(unreadable_model(
             "no such model, or its .cdi3.json is missing or not JSON",
         ))
@@ -386,35 +387,35 @@ pub fn api(state: &AppState) -> Api {
             Method::POST,
             "/api/model/vrm/upload",
             "upload a VRM model (multipart part file, .vrm, at most 200 MB) into user_vrm/",
-            post(models::vrm_upload_model).layer(DefaultBodyLimit::disable()),
+            post(http::vrm::vrm_upload_model).layer(DefaultBodyLimit::disable()),
         )
         .id("upload_vrm_model")
         .multipart(&[Part::file("file")])
-        .ok::<models::VrmUploaded>()
+        .ok::<http::vrm::VrmUploaded>()
         .fails_of([upload(), storage()])
         .route(
             Method::POST,
             "/api/model/vrm/upload_animation",
             "upload a VRM animation (multipart part file, .vrma) into user_vrm/animation/",
-            post(models::vrm_upload_animation).layer(DefaultBodyLimit::disable()),
+            post(http::vrm::vrm_upload_animation).layer(DefaultBodyLimit::disable()),
         )
         .id("upload_vrm_animation")
         .multipart(&[Part::file("file")])
-        .ok::<models::AnimationUploaded>()
+        .ok::<http::vrm::AnimationUploaded>()
         .fails_of([upload(), storage()])
         .delete(
             "/api/model/vrm/model",
             "delete an imported VRM model (body {url: /user_vrm/<file>.vrm})",
-            models::vrm_delete,
+            http::vrm::vrm_delete,
         )
         .id("delete_vrm_model")
-        .json_body::<models::VrmDeleteBody>()
+        .json_body::<http::vrm::VrmDeleteBody>()
         .ok::<cards::Message>()
         .fails_of([bad_request(), not_found("no such model file"), storage()])
         .raw(
             Router::new()
-                .route("/user_live2d/{*path}", models::user_files(models::USER_LIVE2D))
-                .route("/user_vrm/{*path}", models::user_files(models::USER_VRM)),
+                .route("/user_live2d/{*path}", http::user_files(models::USER_LIVE2D))
+                .route("/user_vrm/{*path}", http::user_files(models::USER_VRM)),
         )
         .get(
             "/api/config/steam_language",
