@@ -173,10 +173,12 @@ pub struct Staging<T: Tap = NoTap> {
     limit: u64,
 }
 
-/// A random hidden file name: `.<prefix>-<16 hex digits><suffix>`.
+/// A random hidden name for a file or folder being received:
+/// `.<prefix><suffix>.<temp token>.tmp`, the pattern of [`crate::store`]'s
+/// temporary files, so what a crash leaves is removed by the start-up sweep
+/// (`store::sweep_leftover_temps`), and never what this process is writing.
 pub fn hidden_name(prefix: &str, suffix: &str) -> String {
-    let n: u64 = rand::random();
-    format!(".{prefix}-{n:016x}{suffix}")
+    format!(".{prefix}{suffix}.{}.tmp", crate::store::temp_token())
 }
 
 fn create_new(path: &Path) -> io::Result<File> {
@@ -193,7 +195,7 @@ impl Staging<NoTap> {
         Staging::open(path, limit, durable, TapRun::Inline(NoTap))
     }
 
-    /// Stage into `dir` (created when missing) under a [`hidden_name`] ending in `.part`.
+    /// Stage into `dir` (created when missing) under a [`hidden_name`] (`.<prefix>.part.<token>.tmp`).
     pub fn in_dir(dir: &Path, prefix: &str, limit: u64, durable: bool) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         Staging::create(&dir.join(hidden_name(prefix, ".part")), limit, durable)

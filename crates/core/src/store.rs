@@ -382,7 +382,8 @@ fn made_here(token: &str) -> bool {
 }
 
 /// Remove the temporary files that an interrupted [`atomic_write`] left under
-/// `root` (a kill -9 between create and rename), walking the tree without
+/// `root` (a kill -9 between create and rename), and the files and folders an
+/// interrupted upload left (`staging::hidden_name`), walking the tree without
 /// following symbolic links: every file of exactly that name pattern that this
 /// process did not make, whatever its age. Only sound while this process holds
 /// the data dir's lock (`instance::InstanceLock`: no other process writes
@@ -396,7 +397,20 @@ pub fn sweep_leftover_temps(root: &Path) -> usize {
         };
         for entry in entries.flatten() {
             let Ok(ft) = entry.file_type() else { continue };
+            let leftover = entry
+                .file_name()
+                .to_str()
+                .and_then(leftover_token)
+                .is_some_and(|token| !made_here(token));
             if ft.is_dir() {
+                // A folder being received (`staging::hidden_name`) that a crash
+                // left: removed whole (`remove_dir_all` does not follow links).
+                if leftover {
+                    if std::fs::remove_dir_all(entry.path()).is_ok() {
+                        removed += 1;
+                    }
+                    continue;
+                }
                 // Snapshots hold only kept documents, never a write in
                 // progress (`snapshots::prune` removes interrupted ones):
                 // not walked, so their number costs the start nothing.
@@ -406,11 +420,6 @@ pub fn sweep_leftover_temps(root: &Path) -> usize {
                 stack.push(entry.path());
                 continue;
             }
-            let leftover = entry
-                .file_name()
-                .to_str()
-                .and_then(leftover_token)
-                .is_some_and(|token| !made_here(token));
             if ft.is_file() && leftover && std::fs::remove_file(entry.path()).is_ok() {
                 removed += 1;
             }
@@ -659,6 +668,32 @@ impl From<TaskFailed> for StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sweep_removes_dead_uploads_files_and_folders_but_not_this_processs() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("user_mmd");
+        std::fs::create_dir_all(&sub).unwrap();
+        let dead = "ffffffff0123456789abcdef01234567";
+        let dead = if dead.starts_with(process_mark()) {
+            "eeeeeeee0123456789abcdef01234567"
+        } else {
+            dead
+        };
+        std::fs::write(sub.join(format!(".upload.part.{dead}.tmp")), b"x").unwrap();
+        let work = sub.join(format!(".zipwork.{dead}.tmp"));
+        std::fs::create_dir_all(work.join("inner")).unwrap();
+        std::fs::write(work.join("inner/a.pmx"), b"x").unwrap();
+        let live_file = sub.join(crate::staging::hidden_name("upload", ".part"));
+        std::fs::write(&live_file, b"x").unwrap();
+        let live_dir = sub.join(crate::staging::hidden_name("zipwork", ""));
+        std::fs::create_dir_all(&live_dir).unwrap();
+        std::fs::write(sub.join("kept.pmx"), b"x").unwrap();
+        assert_eq!(sweep_leftover_temps(dir.path()), 2);
+        assert!(!work.exists());
+        assert!(live_file.exists() && live_dir.exists());
+        assert!(sub.join("kept.pmx").exists());
+    }
 
     #[test]
     fn leftover_names() {

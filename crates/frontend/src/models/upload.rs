@@ -73,12 +73,12 @@ pub(crate) async fn store_vrm<E: Display>(
             "{label} {name} already exists: delete or rename the existing one first"
         )));
     }
-    // The temporary name as before (`.<name>.<32 hex>.tmp`): the pattern
-    // core's `store::sweep_leftover_temps` removes at the next start, should a
-    // crash leave one.
+    // The temporary name as before (`.<name>.<32 hex>.tmp`, the token carrying
+    // this process's mark): the pattern core's `store::sweep_leftover_temps`
+    // removes at the next start, should a crash leave one, and not while we write it.
     let tmp = dir.join(format!(
         ".{name}.{}.tmp",
-        companiond_core::options::random_token()
+        companiond_core::store::temp_token()
     ));
     let staging = Staging::create(&tmp, MAX_VRM_BYTES, true).map_err(storage)?;
     let staged = match staging.drain(body).await {
