@@ -200,7 +200,7 @@ mod tests {
     fn validation_rules() {
         let validate = |v: Value| {
             let b = companiond_core::envelope::parse_body::<ActivityBody>(v.to_string().as_bytes())
-                .map_err(|f| SystemError::body(f))?;
+                .map_err(SystemError::body)?;
             super::validate(&b)
         };
         assert!(validate(json!([])).is_err());
