@@ -125,7 +125,10 @@ pub async fn autocloud(Ext(cloud): Ext<CloudSave>) -> Response {
 }
 
 /// `GET /api/cloudsave/character/{name}`.
-pub async fn detail(Ext(cloud): Ext<CloudSave>, UrlPath(raw): UrlPath<String>) -> Response {
+pub async fn detail(
+    Ext(cloud): Ext<CloudSave>,
+    UrlPath(CharacterPath { name: raw }): UrlPath<CharacterPath>,
+) -> Response {
     match audit_name(&raw) {
         Ok(name) => answer(cloud.detail(&name).await, Some(&name)),
         Err(e) => Failure(e, Some(raw)).into_response(),
@@ -134,9 +137,9 @@ pub async fn detail(Ext(cloud): Ext<CloudSave>, UrlPath(raw): UrlPath<String>) -
 
 /// The character of a route (`/api/cloudsave/character/{name}/...`): the
 /// character-name rules, dots allowed for existing names, no surrounding whitespace.
+// The handlers take it as `UrlPath<CharacterPath>` and audit `name` with `audit_name`.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
-#[allow(dead_code)] // read as a string by `audit_name`
 pub struct CharacterPath {
     /// The character's name.
     #[param(example = "Companion", min_length = 1, max_length = 60)]
@@ -157,7 +160,7 @@ pub struct UploadOptions {
 /// `POST /api/cloudsave/character/{name}/upload` `{overwrite?}`.
 pub async fn upload(
     Ext(cloud): Ext<CloudSave>,
-    UrlPath(raw): UrlPath<String>,
+    UrlPath(CharacterPath { name: raw }): UrlPath<CharacterPath>,
     req: Request,
 ) -> Response {
     let run = |cloud: Arc<CloudSave>, name: String, opts: UploadOptions| async move {
@@ -170,7 +173,7 @@ pub async fn upload(
 /// `{overwrite?, backup_before_overwrite?, force?}`.
 pub async fn download(
     Ext(cloud): Ext<CloudSave>,
-    UrlPath(raw): UrlPath<String>,
+    UrlPath(CharacterPath { name: raw }): UrlPath<CharacterPath>,
     req: Request,
 ) -> Response {
     let run = |cloud: Arc<CloudSave>, name: String, opts: DownloadOptions| async move {

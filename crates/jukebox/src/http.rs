@@ -116,13 +116,16 @@ impl<S: Send + Sync> FromRequest<S> for FormFields {
             let bytes = axum::body::to_bytes(req.into_body(), MAX_FORM_BODY)
                 .await
                 .map_err(|_| JukeboxError::TooLarge("the form is too large".into()))?;
-            for (k, v) in url::form_urlencoded::parse(&bytes) {
+            // The pairs in order, duplicates kept (the last one wins below).
+            let pairs = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&bytes)
+                .map_err(|e| JukeboxError::bad(format!("invalid form body: {e}")))?;
+            for (k, v) in pairs {
                 if out.len() >= MAX_FORM_FIELDS {
                     return Err(JukeboxError::TooLarge(
                         "the form has too many fields".into(),
                     ));
                 }
-                out.insert(k.into_owned(), Value::String(v.into_owned()));
+                out.insert(k, Value::String(v));
             }
         }
         Ok(FormFields { fields: out, json })
@@ -549,4 +552,26 @@ pub async fn get_file(Ext(j): Ext<Jukebox>, UrlPath(rel): UrlPath<String>, req: 
         }
     }
     Ok(resp)
+}
+
+#[cfg(test)]
+mod form_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn urlencoded_fields_keep_order_and_take_the_last_duplicate() {
+        let req = Request::builder()
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(axum::body::Body::from("b=1&a=x+y%2B&b=2&c=%E7%8C%AB"))
+            .expect("a request");
+        let form = match FormFields::from_request(req, &()).await {
+            Ok(f) => f,
+            Err(_) => panic!("the form is read"),
+        };
+        let keys: Vec<&str> = form.fields.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["b", "a", "c"]);
+        assert_eq!(form.required("a").ok().as_deref(), Some("x y+"));
+        assert_eq!(form.required("b").ok().as_deref(), Some("2"));
+        assert_eq!(form.required("c").ok().as_deref(), Some("猫"));
+    }
 }

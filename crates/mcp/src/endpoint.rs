@@ -410,9 +410,8 @@ fn resource_uri(character: &str, what: &str) -> String {
 fn parse_resource_uri(uri: &str) -> Option<(String, &str)> {
     let rest = uri.strip_prefix("companiond://character/")?;
     let (name, what) = rest.rsplit_once('/')?;
-    let decoded = url::form_urlencoded::parse(format!("n={name}").as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())?;
+    // `byte_serialize` writes a space as `+` and a `+` as `%2B`.
+    let decoded = companiond_core::paths::percent_decode_once(&name.replace('+', " "));
     matches!(what, "persona" | "facts").then_some((decoded, what))
 }
 
@@ -522,5 +521,36 @@ impl rmcp::ServerHandler for Companion {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
         self.run(&request.name, args).await
+    }
+}
+
+#[cfg(test)]
+mod uri_tests {
+    use super::*;
+
+    #[test]
+    fn resource_uris_round_trip() {
+        for name in ["Mika", "Mika Chan", "a+b", "100% 猫/娘", "x&y=z", " "] {
+            for what in ["persona", "facts"] {
+                let uri = resource_uri(name, what);
+                assert_eq!(
+                    parse_resource_uri(&uri),
+                    Some((name.to_string(), what)),
+                    "{uri}"
+                );
+            }
+        }
+        assert_eq!(
+            resource_uri("Mika Chan", "facts"),
+            "companiond://character/Mika+Chan/facts"
+        );
+        assert_eq!(
+            parse_resource_uri("companiond://character/Mika%20Chan/persona"),
+            Some(("Mika Chan".to_string(), "persona"))
+        );
+        assert_eq!(
+            parse_resource_uri("companiond://character/Mika/other"),
+            None
+        );
     }
 }

@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::error::{SysResult, SystemError};
 
@@ -31,62 +34,102 @@ pub struct Snapshot {
     pub process_name: Option<String>,
 }
 
-fn number(body: &Map<String, Value>, key: &str, lo: f64, hi: f64) -> SysResult<Option<f64>> {
-    let bad = |m: String| SystemError::InvalidSignal(m);
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => {
-            let Some(f) = n.as_f64() else {
-                return Err(bad(format!("{key} must be a number")));
-            };
-            if !f.is_finite() {
-                return Err(bad(format!("{key} must be finite")));
-            }
-            if f < lo {
-                return Err(bad(format!("{key} must be >= {lo}")));
-            }
-            if f > hi {
-                return Err(bad(format!("{key} must be <= {hi}")));
-            }
-            Ok(Some(f))
-        }
-        Some(_) => Err(bad(format!("{key} must be a number"))),
+/// A field as sent: its value when it has the field's type, `Other` when it
+/// does not (judged after the name, so a missing name is answered first).
+#[derive(Debug, Default)]
+pub enum Sent<T> {
+    /// Absent or `null`.
+    #[default]
+    Absent,
+    Is(T),
+    Other,
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Sent<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::Null => Sent::Absent,
+            v => serde_json::from_value(v).map_or(Sent::Other, Sent::Is),
+        })
     }
 }
 
-fn string(body: &Map<String, Value>, key: &str) -> SysResult<Option<String>> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => {
+/// `POST /api/activity_signal`: at least one signal besides the name. A signal
+/// of another type or out of its range is `invalid_signal` (after the name is
+/// checked); its own 16 KiB limit, and an empty body is `invalid_json`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Companion", "idle_seconds": 12.5,
+    "window_title": "Editor"}))]
+pub struct ActivityBody {
+    /// The character; must be registered.
+    #[serde(default)]
+    #[schema(value_type = String, required = true, min_length = 1)]
+    pub persona_name: Sent<String>,
+    /// The older spelling of `persona_name` (read when that is not text).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub lanlan_name: Sent<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<f64>, minimum = 0.0)]
+    pub idle_seconds: Sent<f64>,
+    #[serde(default)]
+    #[schema(value_type = Option<f64>, minimum = 0.0, maximum = 100.0)]
+    pub cpu_avg_30s: Sent<f64>,
+    #[serde(default)]
+    #[schema(value_type = Option<f64>, minimum = 0.0, maximum = 100.0)]
+    pub gpu_utilization: Sent<f64>,
+    /// Trimmed and cut at 512 characters.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub window_title: Sent<String>,
+    /// Trimmed and cut at 512 characters.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub process_name: Sent<String>,
+}
+
+fn number(v: &Sent<f64>, key: &str, lo: f64, hi: f64) -> SysResult<Option<f64>> {
+    let bad = |m: String| SystemError::InvalidSignal(m);
+    match *v {
+        Sent::Absent => Ok(None),
+        Sent::Other => Err(bad(format!("{key} must be a number"))),
+        Sent::Is(f) if !f.is_finite() => Err(bad(format!("{key} must be finite"))),
+        Sent::Is(f) if f < lo => Err(bad(format!("{key} must be >= {lo}"))),
+        Sent::Is(f) if f > hi => Err(bad(format!("{key} must be <= {hi}"))),
+        Sent::Is(f) => Ok(Some(f)),
+    }
+}
+
+fn string(v: &Sent<String>, key: &str) -> SysResult<Option<String>> {
+    match v {
+        Sent::Absent => Ok(None),
+        Sent::Is(s) => {
             let t = s.trim();
             Ok((!t.is_empty()).then(|| t.chars().take(MAX_STRING).collect()))
         }
-        Some(_) => Err(SystemError::InvalidSignal(format!(
+        Sent::Other => Err(SystemError::InvalidSignal(format!(
             "{key} must be a string"
         ))),
     }
 }
 
 /// Validate a body; returns the character name and the snapshot.
-pub fn validate(body: &Value) -> SysResult<(String, Snapshot)> {
-    let Some(obj) = body.as_object() else {
-        return Err(SystemError::InvalidBody(
-            "body must be a JSON object".into(),
-        ));
+pub fn validate(body: &ActivityBody) -> SysResult<(String, Snapshot)> {
+    let text = |v: &Sent<String>| match v {
+        Sent::Is(s) => Some(s.clone()),
+        _ => None,
     };
-    let name = ["persona_name", "lanlan_name"]
-        .iter()
-        .find_map(|k| obj.get(*k).and_then(Value::as_str))
-        .map(str::trim)
+    let name = text(&body.persona_name)
+        .or_else(|| text(&body.lanlan_name))
+        .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| SystemError::MissingPersonaName("persona_name required".into()))?
-        .to_string();
+        .ok_or_else(|| SystemError::MissingPersonaName("persona_name required".into()))?;
     let snap = Snapshot {
-        idle_seconds: number(obj, "idle_seconds", 0.0, f64::MAX)?,
-        cpu_avg_30s: number(obj, "cpu_avg_30s", 0.0, 100.0)?,
-        gpu_utilization: number(obj, "gpu_utilization", 0.0, 100.0)?,
-        window_title: string(obj, "window_title")?,
-        process_name: string(obj, "process_name")?,
+        idle_seconds: number(&body.idle_seconds, "idle_seconds", 0.0, f64::MAX)?,
+        cpu_avg_30s: number(&body.cpu_avg_30s, "cpu_avg_30s", 0.0, 100.0)?,
+        gpu_utilization: number(&body.gpu_utilization, "gpu_utilization", 0.0, 100.0)?,
+        window_title: string(&body.window_title, "window_title")?,
+        process_name: string(&body.process_name, "process_name")?,
     };
     if snap == Snapshot::default() {
         return Err(SystemError::MissingSignal(
@@ -155,15 +198,20 @@ mod tests {
 
     #[test]
     fn validation_rules() {
-        assert!(validate(&json!([])).is_err());
-        assert!(validate(&json!({"idle_seconds": 1})).is_err());
-        assert!(validate(&json!({"persona_name": "A"})).is_err());
-        assert!(validate(&json!({"persona_name": "A", "window_title": "  "})).is_err());
-        assert!(validate(&json!({"persona_name": "A", "cpu_avg_30s": 101})).is_err());
-        assert!(validate(&json!({"persona_name": "A", "cpu_avg_30s": true})).is_err());
-        assert!(validate(&json!({"persona_name": "A", "idle_seconds": -1})).is_err());
-        assert!(validate(&json!({"persona_name": "A", "window_title": 5})).is_err());
-        let (n, s) = validate(&json!({"lanlan_name": " A ", "idle_seconds": 3})).unwrap();
+        let validate = |v: Value| {
+            let b = companiond_core::envelope::parse_body::<ActivityBody>(v.to_string().as_bytes())
+                .map_err(SystemError::body)?;
+            super::validate(&b)
+        };
+        assert!(validate(json!([])).is_err());
+        assert!(validate(json!({"idle_seconds": 1})).is_err());
+        assert!(validate(json!({"persona_name": "A"})).is_err());
+        assert!(validate(json!({"persona_name": "A", "window_title": "  "})).is_err());
+        assert!(validate(json!({"persona_name": "A", "cpu_avg_30s": 101})).is_err());
+        assert!(validate(json!({"persona_name": "A", "cpu_avg_30s": true})).is_err());
+        assert!(validate(json!({"persona_name": "A", "idle_seconds": -1})).is_err());
+        assert!(validate(json!({"persona_name": "A", "window_title": 5})).is_err());
+        let (n, s) = validate(json!({"lanlan_name": " A ", "idle_seconds": 3})).unwrap();
         assert_eq!(n, "A");
         assert_eq!(s.idle_seconds, Some(3.0));
     }

@@ -298,14 +298,8 @@ pub struct LocalImage {
 
 /// `GET /api/platform/proxy-image`: an approved local or workshop image (blocking).
 pub fn proxy_image(roots: &Roots, raw: &str) -> SysResult<LocalImage> {
-    let decoded = if raw.contains('%') {
-        url::form_urlencoded::parse(format!("x={}", raw.replace('+', "%2B")).as_bytes())
-            .next()
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_else(|| raw.to_string())
-    } else {
-        raw.to_string()
-    };
+    // `%XX` escapes decoded once; a `+` stays a plus.
+    let decoded = companiond_core::paths::percent_decode_once(raw);
     let lower = decoded.trim().to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
         return Err(SystemError::RemoteUrlUnsupported(

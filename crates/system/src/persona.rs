@@ -3,7 +3,6 @@
 use companiond_core::envelope::loose;
 use companiond_core::AppState;
 use serde::Deserialize;
-use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::error::{SysResult, SystemError};
@@ -46,14 +45,4 @@ impl PersonaName {
             .or_else(|| Some(st.characters.current()).filter(|c| !c.trim().is_empty()))
             .ok_or_else(|| SystemError::MissingPersonaName("persona_name missing".into()))
     }
-}
-
-/// `persona_name`, else its older spelling `lanlan_name`, trimmed; `None` when
-/// both are missing or blank.
-pub fn named_in(body: &Map<String, Value>) -> Option<String> {
-    ["persona_name", "lanlan_name"]
-        .iter()
-        .find_map(|k| body.get(*k).and_then(Value::as_str))
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }

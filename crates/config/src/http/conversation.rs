@@ -1,16 +1,19 @@
 //! `GET|POST /api/config/conversation-settings`.
 
-use axum::extract::State;
+use std::marker::PhantomData;
+
+use axum::body::Body;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::{no_store, ok_json};
+use companiond_core::envelope::{no_store, ok_json, BodyOf};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
-use super::RawJson;
 use crate::conversation::{self, Decision, Outcome, Snapshot, Write};
 use crate::error::ConfigError;
 
@@ -62,39 +65,96 @@ struct Conflict {
 
 /// The body of `POST /api/config/conversation-settings`: the settings to change
 /// (unknown fields are reported in `ignored`, invalid ones in `rejected`).
-#[derive(ToSchema)]
-// Not the parser: `conversation::save` judges every key of the object on its
-// own (a bad value is reported in `rejected`, an unknown key in `ignored`,
-// never a refusal of the body), so the body is read as a JSON object and this
-// type only documents the known keys.
-#[allow(dead_code)]
+// `conversation::save` judges every key on its own and in the order sent (a bad
+// value is listed in `rejected`, an unknown key in `ignored`, never a refusal of
+// the body): the body is read as its object, in order (`settings`); the named
+// fields state the known keys, judged inside it.
+#[derive(Deserialize, ToSchema)]
+#[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"userLanguage": "en", "noiseReductionEnabled": true}))]
 pub struct ConversationSettingsWrite {
     #[serde(rename = "userLanguage")]
-    user_language: Option<String>,
+    #[schema(value_type = Option<String>)]
+    user_language: PhantomData<String>,
+    /// Applied to the open chats when it is a boolean.
     #[serde(rename = "noiseReductionEnabled")]
     noise_reduction_enabled: Option<bool>,
     #[serde(flatten)]
-    other: Map<String, Value>,
+    settings: Map<String, Value>,
 }
 
-/// The headers of a conversation-settings write.
-#[derive(Deserialize, IntoParams)]
-#[allow(dead_code)] // read from the `HeaderMap` by `parse_write`
+impl From<Map<String, Value>> for ConversationSettingsWrite {
+    fn from(settings: Map<String, Value>) -> Self {
+        ConversationSettingsWrite {
+            user_language: PhantomData,
+            noise_reduction_enabled: settings
+                .get("noiseReductionEnabled")
+                .and_then(Value::as_bool),
+            settings,
+        }
+    }
+}
+
+companiond_core::body_rejected!(ConfigError, ConfigError::body => ConversationSettingsWrite);
+
+/// The headers of a conversation-settings write, read before the store is
+/// touched (a header that is not text, a malformed `If-Match` or ASR decision is
+/// a 400 naming it).
+#[derive(IntoParams)]
 pub struct WriteHeaders {
     /// `"conversation-settings-N"` (also `W/`, and the bare revision; blank is
     /// absent): refused with 412 and the current document when stale.
-    #[serde(rename = "If-Match")]
     #[param(
+        rename = "If-Match",
+        value_type = Option<String>,
         pattern = "^\\s*((W/)?(\"(conversation-settings-)?[0-9]{1,16}\"|(conversation-settings-)?[0-9]{1,16}))?\\s*$"
     )]
-    if_match: Option<String>,
+    if_match: Option<u64>,
     /// JSON `{writeId, writerId, value}`: the ASR decision tuple.
-    #[serde(rename = "X-Conversation-Settings-ASR-Decision")]
-    asr_decision: Option<String>,
+    #[param(rename = "X-Conversation-Settings-ASR-Decision", value_type = Option<String>)]
+    asr_decision: Option<Decision>,
     /// `1`: the body is a full snapshot.
-    #[serde(rename = "X-Conversation-Settings-Full-Snapshot")]
-    full_snapshot: Option<String>,
+    #[param(rename = "X-Conversation-Settings-Full-Snapshot", value_type = Option<String>)]
+    full_snapshot: bool,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WriteHeaders {
+    type Rejection = ConfigError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ConfigError> {
+        let headers = &parts.headers;
+        let if_match = match header_str(headers, "if-match")?.map(str::trim) {
+            None | Some("") => None,
+            Some(raw) => Some(conversation::parse_if_match(raw).ok_or_else(|| {
+                ConfigError::bad_code(
+                    "invalid If-Match: expected \"conversation-settings-<revision>\"",
+                    "invalid_if_match",
+                )
+            })?),
+        };
+        let asr_decision = match header_str(headers, ASR_HEADER)?.map(str::trim) {
+            None | Some("") => None,
+            Some(raw) => {
+                let now = companiond_core::now_millis().max(0) as u64;
+                let d = serde_json::from_str::<Value>(raw)
+                    .ok()
+                    .and_then(|v| Decision::parse(&v, now))
+                    .ok_or_else(|| {
+                        ConfigError::bad_code(
+                            "invalid ASR decision header: expected {writeId, writerId, value}",
+                            "invalid_asr_decision",
+                        )
+                    })?;
+                Some(d)
+            }
+        };
+        let full_snapshot = header_str(headers, FULL_SNAPSHOT_HEADER)?.map(str::trim) == Some("1");
+        Ok(WriteHeaders {
+            if_match,
+            asr_decision,
+            full_snapshot,
+        })
+    }
 }
 
 fn with_etag(mut resp: Response, etag: &str) -> Response {
@@ -129,50 +189,29 @@ fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Confi
     }
 }
 
-fn parse_write(headers: &HeaderMap, body: RawJson) -> Result<Write, ConfigError> {
-    let body = body.object()?;
-    let if_match = match header_str(headers, "if-match")?.map(str::trim) {
-        None | Some("") => None,
-        Some(raw) => Some(conversation::parse_if_match(raw).ok_or_else(|| {
-            ConfigError::bad_code(
-                "invalid If-Match: expected \"conversation-settings-<revision>\"",
-                "invalid_if_match",
-            )
-        })?),
-    };
-    let decision = match header_str(headers, ASR_HEADER)?.map(str::trim) {
-        None | Some("") => None,
-        Some(raw) => {
-            let now = companiond_core::now_millis().max(0) as u64;
-            let d = serde_json::from_str::<Value>(raw)
-                .ok()
-                .and_then(|v| Decision::parse(&v, now))
-                .ok_or_else(|| {
-                    ConfigError::bad_code(
-                        "invalid ASR decision header: expected {writeId, writerId, value}",
-                        "invalid_asr_decision",
-                    )
-                })?;
-            Some(d)
-        }
-    };
-    let full_snapshot = header_str(headers, FULL_SNAPSHOT_HEADER)?.map(str::trim) == Some("1");
-    Ok(Write {
-        body,
-        if_match,
-        decision,
-        full_snapshot,
-    })
-}
-
 /// `POST /api/config/conversation-settings` (`If-Match`, ASR decision header,
 /// full-snapshot header; 412 with the current document on a stale revision).
-pub async fn post(State(st): State<AppState>, headers: HeaderMap, body: RawJson) -> Response {
-    let w = match parse_write(&headers, body) {
-        Ok(w) => w,
+pub async fn post(
+    State(st): State<AppState>,
+    headers: Result<WriteHeaders, ConfigError>,
+    body: Body,
+) -> Response {
+    // The body is judged before the headers.
+    let parsed = async {
+        let body = BodyOf::<ConversationSettingsWrite>::read(body).await?;
+        Ok::<_, ConfigError>((body, headers?))
+    };
+    let (body, headers) = match parsed.await {
+        Ok(p) => p,
         Err(e) => return no_store(e),
     };
-    let noise = w.body.get("noiseReductionEnabled").and_then(Value::as_bool);
+    let noise = body.noise_reduction_enabled;
+    let w = Write {
+        body: body.settings,
+        if_match: headers.if_match,
+        decision: headers.asr_decision,
+        full_snapshot: headers.full_snapshot,
+    };
     match conversation::save(&st, w).await {
         Err(e) => no_store(e),
         Ok(Outcome::Conflict(doc)) => {

@@ -4,6 +4,8 @@
 //! `{success:false, ok:false, error, error_code, reason}` (the proactive clients
 //! branch on `reason`).
 
+use std::marker::PhantomData;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -14,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
-use super::RawJson;
 use crate::conversation;
 use crate::error::ConfigError;
 use crate::proactive_settings as settings;
@@ -86,19 +87,40 @@ impl BodyRejection for ModeBody {
 /// The body of `POST /api/proactive/settings`: proactive fields to write
 /// (`proactive*Enabled` booleans, `proactiveChatInterval` / `proactiveVisionInterval`
 /// 1..3600 s); other fields are refused or reported.
-#[derive(ToSchema)]
-// Not the parser: `settings::sort` judges every key on its own (a bad value is
-// reported in `rejected`, never a refusal of the body), so the body is read as
-// a JSON object and this type only documents the known keys.
-#[allow(dead_code)]
+// `settings::sort` judges every key on its own and in the order sent (a bad
+// value is reported in `rejected`, never a refusal of the body): the body is
+// read as its object, in order (`fields`); the named fields state the known
+// keys, judged inside it.
+#[derive(Deserialize, ToSchema)]
+#[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"proactiveChatEnabled": true, "proactiveChatInterval": 60}))]
 pub struct ProactiveFields {
     #[serde(rename = "proactiveChatEnabled")]
-    proactive_chat_enabled: Option<bool>,
+    #[schema(value_type = Option<bool>)]
+    proactive_chat_enabled: PhantomData<bool>,
     #[serde(rename = "proactiveChatInterval")]
-    proactive_chat_interval: Option<f64>,
+    #[schema(value_type = Option<f64>)]
+    proactive_chat_interval: PhantomData<f64>,
     #[serde(flatten)]
-    other: Map<String, Value>,
+    fields: Map<String, Value>,
+}
+
+impl From<Map<String, Value>> for ProactiveFields {
+    fn from(fields: Map<String, Value>) -> Self {
+        ProactiveFields {
+            proactive_chat_enabled: PhantomData,
+            proactive_chat_interval: PhantomData,
+            fields,
+        }
+    }
+}
+
+/// A body that is not a JSON object is the 200 `invalid_body` answer.
+impl BodyRejection for ProactiveFields {
+    type Error = Response;
+    fn rejected(fault: BodyFault) -> Response {
+        ModeBody::rejected(fault)
+    }
 }
 
 /// Every failure of the proactive routes: HTTP 200 with
@@ -150,18 +172,6 @@ fn storage_failed(e: ConfigError) -> Response {
     fail(e.code(), e.message().to_string())
         .with("settings", json!({}))
         .status(StatusCode::OK)
-}
-
-/// The body as an object, or the 200 `invalid_body` answer.
-fn object(body: RawJson) -> Result<Map<String, Value>, Box<Response>> {
-    let refused = |e: String| Box::new(fail("invalid_body", e).status(StatusCode::OK));
-    match body.0 {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(refused(
-            "the request body must be a JSON object".to_string(),
-        )),
-        Err(e) => Err(refused(e)),
-    }
 }
 
 /// `GET /api/proactive/mode`.
@@ -221,12 +231,11 @@ pub async fn get_settings(State(st): State<AppState>) -> Response {
 }
 
 /// `POST /api/proactive/settings`: write the recognised proactive fields.
-pub async fn post_settings(State(st): State<AppState>, body: RawJson) -> Response {
-    let body = match object(body) {
-        Ok(b) => b,
-        Err(answer) => return *answer,
-    };
-    let sorted = settings::sort(body);
+pub async fn post_settings(
+    State(st): State<AppState>,
+    BodyOf(body): BodyOf<ProactiveFields>,
+) -> Response {
+    let sorted = settings::sort(body.fields);
     if sorted.writable.is_empty() && sorted.rejected.is_empty() {
         return fail(
             "no_fields",

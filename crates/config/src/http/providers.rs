@@ -1,18 +1,19 @@
 //! Provider settings and probes: `/api/config/core_api`, `/api/config/api_providers`,
 //! `/api/config/test_connectivity` and `/api/config/list_models`.
 
+use std::marker::PhantomData;
+
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::{no_store, JsonBody};
+use companiond_core::envelope::{no_store, BodyOf, JsonBody};
 use companiond_core::frames::ServerFrame;
 use companiond_core::layout as docs;
 use companiond_core::{AppState, Ext};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
-use super::RawJson;
 use crate::error::ConfigError;
 use crate::probes::connectivity::{self, ConnectivityRequest};
 use crate::probes::models::{self, ListModelsRequest};
@@ -74,39 +75,60 @@ pub struct ProviderSettingsView {
 
 /// The body of `POST /api/config/core_api`: the fields to change (all or nothing;
 /// a placeholder secret keeps the stored one). Open: any stored field may be sent.
-#[derive(ToSchema)]
-// Not the parser: `core_api::merge` judges the keys in the order sent (view-only
-// and other families' keys listed in `ignored`, placeholders keeping stored
-// secrets), so the body is read as a JSON object and this type only documents
-// the known keys.
-#[allow(dead_code)]
+// `core_api::merge` judges the keys in the order sent (view-only and other
+// families' keys listed in `ignored`, placeholders keeping stored secrets, the
+// first bad value refusing the save): the body is read as its object, in order
+// (`fields`); the named fields state the known keys, judged inside it.
+#[derive(Deserialize, ToSchema)]
+#[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"coreApi": "openai", "coreApiKey": "sk-..."}))]
 pub struct ProviderSettings {
     #[serde(rename = "coreApi")]
-    core_api: Option<String>,
+    #[schema(value_type = Option<String>)]
+    core_api: PhantomData<String>,
     #[serde(rename = "assistApi")]
-    assist_api: Option<String>,
+    #[schema(value_type = Option<String>)]
+    assist_api: PhantomData<String>,
     #[serde(rename = "coreApiKey")]
-    core_api_key: Option<String>,
+    #[schema(value_type = Option<String>)]
+    core_api_key: PhantomData<String>,
     #[serde(rename = "enableCustomApi")]
-    #[schema(nullable = false)]
-    enable_custom_api: Option<bool>,
+    #[schema(value_type = Option<bool>, nullable = false)]
+    enable_custom_api: PhantomData<bool>,
     #[serde(rename = "useMimoTokenPlan")]
-    #[schema(nullable = false)]
-    use_mimo_token_plan: Option<bool>,
+    #[schema(value_type = Option<bool>, nullable = false)]
+    use_mimo_token_plan: PhantomData<bool>,
     #[serde(rename = "disableTts")]
-    #[schema(nullable = false)]
-    disable_tts: Option<bool>,
+    #[schema(value_type = Option<bool>, nullable = false)]
+    disable_tts: PhantomData<bool>,
     #[serde(rename = "gptsovitsEnabled")]
-    #[schema(nullable = false)]
-    gptsovits_enabled: Option<bool>,
+    #[schema(value_type = Option<bool>, nullable = false)]
+    gptsovits_enabled: PhantomData<bool>,
     #[serde(rename = "resolvedProviderUrls")]
-    #[schema(nullable = false)]
-    resolved_provider_urls: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Map<String, Value>>, nullable = false)]
+    resolved_provider_urls: PhantomData<Map<String, Value>>,
     /// Any other provider field.
     #[serde(flatten)]
-    other: Map<String, Value>,
+    fields: Map<String, Value>,
 }
+
+impl From<Map<String, Value>> for ProviderSettings {
+    fn from(fields: Map<String, Value>) -> Self {
+        ProviderSettings {
+            core_api: PhantomData,
+            assist_api: PhantomData,
+            core_api_key: PhantomData,
+            enable_custom_api: PhantomData,
+            use_mimo_token_plan: PhantomData,
+            disable_tts: PhantomData,
+            gptsovits_enabled: PhantomData,
+            resolved_provider_urls: PhantomData,
+            fields,
+        }
+    }
+}
+
+companiond_core::body_rejected!(ConfigError, ConfigError::body => ProviderSettings);
 
 /// `POST /api/config/core_api` saved.
 #[derive(Serialize, ToSchema)]
@@ -176,9 +198,9 @@ pub async fn get_core_api(State(st): State<AppState>, Ext(family): Ext<ConfigSta
 pub async fn post_core_api(
     State(st): State<AppState>,
     Ext(family): Ext<ConfigState>,
-    body: RawJson,
+    BodyOf(body): BodyOf<ProviderSettings>,
 ) -> Result<Json<ProviderSettingsSaved>, ConfigError> {
-    let body = body.object()?;
+    let body = body.fields;
     let (catalog, _) = family.catalog.get(st.bundle_dir());
     let merged = st
         .store

@@ -515,17 +515,17 @@ macro_rules! query_rejected {
 /// as the original application's server did.
 pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, String> {
     let raw = query.unwrap_or("");
+    let invalid = |e: &dyn std::fmt::Display| format!("invalid query: {e}");
+    let sent = serde_urlencoded::from_str::<Vec<(String, String)>>(raw).map_err(|e| invalid(&e))?;
     let mut pairs: Vec<(String, String)> = Vec::new();
-    for (k, v) in url::form_urlencoded::parse(raw.as_bytes()) {
+    for (k, v) in sent {
         match pairs.iter_mut().find(|(key, _)| *key == k) {
-            Some(p) => p.1 = v.into_owned(),
-            None => pairs.push((k.into_owned(), v.into_owned())),
+            Some(p) => p.1 = v,
+            None => pairs.push((k, v)),
         }
     }
-    let deduped = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(&pairs)
-        .finish();
-    serde_urlencoded::from_str(&deduped).map_err(|e| format!("invalid query: {e}"))
+    let deduped = serde_urlencoded::to_string(&pairs).map_err(|e| invalid(&e))?;
+    serde_urlencoded::from_str(&deduped).map_err(|e| invalid(&e))
 }
 
 /// Lenient readers of query values for `#[serde(default, deserialize_with = ..)]`:

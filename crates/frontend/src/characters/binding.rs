@@ -2,8 +2,9 @@
 //! Live2D model a page shows for it.
 
 use axum::extract::State;
+use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::QueryOf;
+use companiond_core::envelope::{body_refused, loose, QueryOf, SuccessEnvelope};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -22,33 +23,55 @@ use crate::models::Live2dModel;
 /// changes. Other keys are ignored.
 #[derive(Deserialize, ToSchema)]
 #[schema(example = json!({"model_type": "live2d", "live2d": "yui-lolita"}))]
-// Not the parser: the binding is decided by which keys are present (an
-// idle-animation-only body, flat PNGTuber keys) and the values are kept as
-// sent, so `bind_model` reads the JSON object; this type documents its keys.
-#[allow(dead_code)]
+// The binding is decided by which keys are present (an idle-animation-only
+// body, flat PNGTuber keys) and the values are kept as sent: every field is
+// read as `Given` or as its value, and `bind_model` judges them in a fixed
+// order (a text field of another type is a 400 naming it).
 pub(crate) struct BindBody {
     /// `live2d`, `live3d`, `vrm`, `mmd` or `pngtuber` (any case).
+    #[serde(default)]
     #[schema(
+        value_type = Option<String>,
         pattern = "^ *([lL][iI][vV][eE][23][dD]|[vV][rR][mM]|[mM][mM][dD]|[pP][nN][gG][tT][uU][bB][eE][rR])? *$"
     )]
-    model_type: Option<String>,
-    live2d: Option<String>,
-    live2d_item_id: Option<String>,
+    model_type: Given<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    live2d: Given<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    live2d_item_id: Given<String>,
+    /// The older spelling of `live2d_item_id`.
+    #[serde(default)]
+    #[schema(ignore)]
+    item_id: Given<String>,
+    #[serde(default, deserialize_with = "loose::present")]
     live2d_idle_animation: Option<Value>,
-    vrm: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    vrm: Given<String>,
+    #[serde(default, deserialize_with = "loose::present")]
     vrm_animation: Option<Value>,
     /// One name or a list of names.
+    #[serde(default, deserialize_with = "loose::present")]
     idle_animation: Option<Value>,
-    mmd: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    mmd: Given<String>,
+    #[serde(default, deserialize_with = "loose::present")]
     mmd_animation: Option<Value>,
+    #[serde(default, deserialize_with = "loose::present")]
     mmd_idle_animation: Option<Value>,
     /// Image paths by state (local served paths).
-    #[schema(value_type = Object)]
-    pngtuber: Option<Value>,
-    /// Other keys (kept as sent or ignored, as said above).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pngtuber: Given<Map<String, Value>>,
+    /// Other keys (the flat PNGTuber image keys are read, the rest ignored).
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
+
+companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> => BindBody);
 
 /// `?catgirl_name=`: whose model (default: the current character).
 #[derive(Deserialize, IntoParams)]
@@ -99,52 +122,42 @@ fn check_model_path(path: &str, kind: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn str_field<'a>(body: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    body.get(key)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+/// A text field, trimmed; `None` when absent, blank or not text.
+fn str_field(v: &Given<String>) -> Option<&str> {
+    v.value().map(|s| s.trim()).filter(|s| !s.is_empty())
 }
 
 pub(crate) async fn bind_model(
     State(st): State<AppState>,
-    CharacterEdit { name, body }: CharacterEdit,
+    CharacterEdit { name, body }: CharacterEdit<BindBody>,
 ) -> Answer<Json<Message>> {
     existing(&st, &name)?;
-    for key in [
-        "model_type",
-        "live2d",
-        "live2d_item_id",
-        "item_id",
-        "vrm",
-        "mmd",
+    for (key, v) in [
+        ("model_type", &body.model_type),
+        ("live2d", &body.live2d),
+        ("live2d_item_id", &body.live2d_item_id),
+        ("item_id", &body.item_id),
+        ("vrm", &body.vrm),
+        ("mmd", &body.mmd),
     ] {
-        if body
-            .get(key)
-            .is_some_and(|v| !v.is_null() && !v.is_string())
-        {
+        if v.is_other() {
             return Err(bad(format!("{key} must be a string")));
         }
     }
-    if body
-        .get("pngtuber")
-        .is_some_and(|v| !v.is_null() && !v.is_object())
-    {
+    if body.pngtuber.is_other() {
         return Err(bad("pngtuber must be an object"));
     }
     let mut set = Map::new();
-    let model_type = str_field(&body, "model_type").map(str::to_ascii_lowercase);
+    let model_type = str_field(&body.model_type).map(str::to_ascii_lowercase);
     let idle_only = model_type.is_none()
-        && body.contains_key("live2d_idle_animation")
-        && !body.contains_key("live2d")
-        && !body.contains_key("vrm")
-        && !body.contains_key("mmd");
+        && body.live2d_idle_animation.is_some()
+        && !body.live2d.is_given()
+        && !body.vrm.is_given()
+        && !body.mmd.is_given();
     if idle_only {
         set.insert(
             "live2d_idle_animation".into(),
-            body.get("live2d_idle_animation")
-                .cloned()
-                .unwrap_or(Value::Null),
+            body.live2d_idle_animation.clone().unwrap_or(Value::Null),
         );
     } else {
         let model_type = match model_type.as_deref() {
@@ -156,7 +169,7 @@ pub(crate) async fn bind_model(
         set.insert("model_type".into(), json!(model_type));
         match model_type {
             "live2d" => {
-                let Some(l2d) = str_field(&body, "live2d") else {
+                let Some(l2d) = str_field(&body.live2d) else {
                     return Err(bad("live2d (the model name) is required"));
                 };
                 if l2d.contains("..") || l2d.contains("://") {
@@ -167,16 +180,15 @@ pub(crate) async fn bind_model(
                     "live2d".into(),
                     json!(path.unwrap_or_else(|| l2d.to_string())),
                 );
-                let item =
-                    str_field(&body, "live2d_item_id").or_else(|| str_field(&body, "item_id"));
+                let item = str_field(&body.live2d_item_id).or_else(|| str_field(&body.item_id));
                 set.insert("live2d_item_id".into(), json!(item.unwrap_or("")));
-                if let Some(v) = body.get("live2d_idle_animation") {
+                if let Some(v) = &body.live2d_idle_animation {
                     set.insert("live2d_idle_animation".into(), v.clone());
                 }
             }
             "live3d" => {
-                let vrm = str_field(&body, "vrm");
-                let mmd = str_field(&body, "mmd");
+                let vrm = str_field(&body.vrm);
+                let mmd = str_field(&body.mmd);
                 match (vrm, mmd) {
                     (Some(_), Some(_)) => return Err(bad("give either vrm or mmd, not both")),
                     (None, None) => return Err(bad("vrm or mmd (the model path) is required")),
@@ -184,37 +196,31 @@ pub(crate) async fn bind_model(
                         check_model_path(v, "vrm").map_err(bad)?;
                         set.insert("live3d_sub_type".into(), json!("vrm"));
                         set.insert("vrm".into(), json!(v));
-                        for k in ["vrm_animation"] {
-                            if let Some(x) = body.get(k) {
-                                set.insert(k.into(), x.clone());
-                            }
+                        if let Some(x) = &body.vrm_animation {
+                            set.insert("vrm_animation".into(), x.clone());
                         }
-                        set_idle(&mut set, body.get("idle_animation"), "idleAnimation");
+                        set_idle(&mut set, body.idle_animation.as_ref(), "idleAnimation");
                     }
                     (None, Some(m)) => {
                         check_model_path(m, "mmd").map_err(bad)?;
                         set.insert("live3d_sub_type".into(), json!("mmd"));
                         set.insert("mmd".into(), json!(m));
-                        if let Some(x) = body.get("mmd_animation") {
+                        if let Some(x) = &body.mmd_animation {
                             set.insert("mmd_animation".into(), x.clone());
                         }
                         set_idle(
                             &mut set,
-                            body.get("mmd_idle_animation"),
+                            body.mmd_idle_animation.as_ref(),
                             "mmd_idle_animation",
                         );
                     }
                 }
             }
             _ => {
-                let mut png = body
-                    .get("pngtuber")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
+                let mut png = body.pngtuber.value().cloned().unwrap_or_default();
                 for k in companiond_core::characters::PNGTUBER_IMAGE_KEYS {
                     let flat = format!("pngtuber_{k}");
-                    if let Some(v) = body.get(*k).or_else(|| body.get(&flat)) {
+                    if let Some(v) = body.rest.get(*k).or_else(|| body.rest.get(&flat)) {
                         png.insert((*k).to_string(), v.clone());
                     }
                 }

@@ -1,10 +1,12 @@
 //! The card manager: the current character, create, save and delete, the
 //! master profile (`主人`) and rename.
 
+use std::marker::PhantomData;
+
 use axum::extract::{Path as UrlPath, State};
 use axum::response::Response;
 use axum::Json;
-use companiond_core::envelope::{body_refused, loose, no_store, BodyOf, JsonBody, SuccessEnvelope};
+use companiond_core::envelope::{body_refused, loose, no_store, BodyOf, SuccessEnvelope};
 use companiond_core::frames::ServerFrame;
 use companiond_core::AppState;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -59,45 +61,76 @@ pub(crate) struct Switched {
 /// `_field_order`, every other non-empty key a user field of the profile (keys
 /// the system owns, such as `live2d` or `_reserved`, are ignored; `voice_id` and
 /// `model_type` are kept).
+// The form is a free-form profile judged key by key in the order sent (reserved
+// keys listed in `ignored_reserved_fields`, empty values dropped, the first
+// `voice_id`/`model_type` that is not text refused): it is read as its object,
+// in order (`form`); the named fields state the known keys, judged inside it.
 #[derive(Deserialize, ToSchema)]
+#[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"档案名": "Mika", "性格": "cheerful", "_field_order": ["性格"]}))]
-// Not the parser: the form is a free-form profile judged key by key in the
-// order sent (reserved keys listed in `ignored_reserved_fields`, empty values
-// dropped), so it is read as a JSON object (`form_fields`); this type
-// documents its known keys.
-#[allow(dead_code)]
 pub(crate) struct CardForm {
     /// The character's name (required to create; ignored by a save).
     #[serde(rename = "档案名")]
-    name: Option<String>,
+    #[schema(value_type = Option<String>)]
+    name: PhantomData<String>,
     /// The order the card form shows the user fields in.
     #[serde(rename = "_field_order")]
-    field_order: Option<Vec<String>>,
-    voice_id: Option<String>,
-    model_type: Option<String>,
+    #[schema(value_type = Option<Vec<String>>)]
+    field_order: PhantomData<Vec<String>>,
+    #[schema(value_type = Option<String>)]
+    voice_id: PhantomData<String>,
+    #[schema(value_type = Option<String>)]
+    model_type: PhantomData<String>,
     /// Other keys (kept as sent or ignored, as said above).
     #[serde(flatten)]
-    rest: Map<String, Value>,
+    form: Map<String, Value>,
 }
 
 /// The card form of a create: [`CardForm`] with its name required.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"档案名": "Mika", "性格": "cheerful", "_field_order": ["性格"]}))]
-// Not the parser (as `CardForm`).
-#[allow(dead_code)]
+// Read as `CardForm` is.
 pub(crate) struct NewCardForm {
     /// The character's name (the character name rules apply).
     #[serde(rename = "档案名")]
-    #[schema(pattern = "\\S")]
-    name: String,
+    #[schema(value_type = String, pattern = "\\S")]
+    name: PhantomData<String>,
     /// The order the card form shows the user fields in.
     #[serde(rename = "_field_order")]
-    field_order: Option<Vec<String>>,
-    voice_id: Option<String>,
-    model_type: Option<String>,
+    #[schema(value_type = Option<Vec<String>>)]
+    field_order: PhantomData<Vec<String>>,
+    #[schema(value_type = Option<String>)]
+    voice_id: PhantomData<String>,
+    #[schema(value_type = Option<String>)]
+    model_type: PhantomData<String>,
     /// Other keys (kept as sent or ignored, as `CardForm` says).
     #[serde(flatten)]
-    rest: Map<String, Value>,
+    form: Map<String, Value>,
+}
+
+impl From<Map<String, Value>> for CardForm {
+    fn from(form: Map<String, Value>) -> Self {
+        CardForm {
+            name: PhantomData,
+            field_order: PhantomData,
+            voice_id: PhantomData,
+            model_type: PhantomData,
+            form,
+        }
+    }
+}
+
+impl From<Map<String, Value>> for NewCardForm {
+    fn from(form: Map<String, Value>) -> Self {
+        NewCardForm {
+            name: PhantomData,
+            field_order: PhantomData,
+            voice_id: PhantomData,
+            model_type: PhantomData,
+            form,
+        }
+    }
 }
 
 /// A created character (a taken name gets a suffix: `Mika(1)`).
@@ -138,19 +171,28 @@ pub(crate) struct DeleteBody {
 
 /// The master profile (`主人`): its name in `档案名`, every other non-empty key
 /// stored as sent.
+// Every non-empty key is stored as sent, in the order sent: the form is read
+// as its object, in order (`form`); `name` states the known key.
 #[derive(Deserialize, ToSchema)]
+#[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"档案名": "Alex", "称呼": "master"}))]
-// Not the parser: every non-empty key is stored as sent, in the order sent,
-// so the form is read as a JSON object (`master_set`); this type documents it.
-#[allow(dead_code)]
 pub(crate) struct MasterForm {
     /// The master's name: not blank, at most 60 characters, without `/` or `\\`.
     #[serde(rename = "档案名")]
-    #[schema(max_length = 60, pattern = "^(?=.*\\S)[^/\\\\]*$")]
-    name: String,
+    #[schema(value_type = String, max_length = 60, pattern = "^(?=.*\\S)[^/\\\\]*$")]
+    name: PhantomData<String>,
     /// Other keys (kept as sent or ignored, as said above).
     #[serde(flatten)]
-    rest: Map<String, Value>,
+    form: Map<String, Value>,
+}
+
+impl From<Map<String, Value>> for MasterForm {
+    fn from(form: Map<String, Value>) -> Self {
+        MasterForm {
+            name: PhantomData,
+            form,
+        }
+    }
 }
 
 /// `{new_name}`: a character's rename (anything but text is missing).
@@ -175,7 +217,7 @@ pub(crate) struct MasterRenameBody {
 }
 
 companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> =>
-    SwitchBody, DeleteBody, RenameBody, MasterRenameBody);
+    SwitchBody, DeleteBody, RenameBody, MasterRenameBody, CardForm, NewCardForm, MasterForm);
 
 /// `{success: true}`.
 #[derive(Serialize, ToSchema)]
@@ -211,7 +253,7 @@ pub(crate) fn done() -> Json<Done> {
 #[schema(as = FrontendRenamed)]
 #[schema(example = json!({"success": true, "changed": true, "memory_renamed": true,
     "memory_server_reloaded": true, "old_name": "Mika", "new_name": "Mia"}))]
-#[allow(dead_code)]
+#[allow(dead_code)] // an answer: the schema of the JSON `rename_character` builds
 pub(crate) struct Renamed {
     success: bool,
     changed: bool,
@@ -295,7 +337,7 @@ fn field_order(body: &Map<String, Value>) -> Answer<Option<Value>> {
 
 pub(crate) async fn create(
     State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(NewCardForm { form: body, .. }): BodyOf<NewCardForm>,
 ) -> Answer<Json<CardCreated>> {
     let Some(raw) = body.get("档案名").and_then(Value::as_str) else {
         return Err(bad("档案名 (the character name) is required"));
@@ -330,7 +372,10 @@ pub(crate) async fn create(
 
 pub(crate) async fn save(
     State(st): State<AppState>,
-    CharacterEdit { name, body }: CharacterEdit,
+    CharacterEdit {
+        name,
+        body: CardForm { form: body, .. },
+    }: CharacterEdit<CardForm>,
 ) -> Answer<Json<CardSaved>> {
     if body
         .get("档案名")
@@ -410,7 +455,7 @@ pub(crate) async fn delete_body(
 
 pub(crate) async fn master_set(
     State(st): State<AppState>,
-    JsonBody(body, ..): JsonBody<Map<String, Value>>,
+    BodyOf(MasterForm { form: body, .. }): BodyOf<MasterForm>,
 ) -> Answer<Json<Done>> {
     let name = master_name(
         body.get("档案名").and_then(Value::as_str),

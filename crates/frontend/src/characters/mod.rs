@@ -23,8 +23,10 @@ use axum::response::{IntoResponse, Response};
 pub(crate) use companiond_core::characters::{
     validate_name, CharacterError, NameRules, MASTER_DOC, SYSTEM_RESERVED,
 };
-use companiond_core::envelope::JsonBody;
+use companiond_core::envelope::{BodyOf, BodyRejection};
 use companiond_core::AppState;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Map, Value};
 
 pub(crate) use crate::error::{Answer, FrontendError};
@@ -49,14 +51,18 @@ pub(crate) fn is_empty_value(v: &Value) -> bool {
 }
 
 /// The request of a per-character edit (`.../{name}...` with a JSON object
-/// body): the path's name, then the body, each refused as its own extractor
-/// refuses it (`UrlPath`, then `JsonBody`'s 422).
-pub(crate) struct CharacterEdit {
+/// body parsed into `B`): the path's name, then the body, each refused as its
+/// own extractor refuses it (`UrlPath`, then `B`'s [`BodyRejection`]: the
+/// 413/422 `JsonBody` gives).
+pub(crate) struct CharacterEdit<B> {
     pub name: String,
-    pub body: Map<String, Value>,
+    pub body: B,
 }
 
-impl FromRequest<AppState> for CharacterEdit {
+impl<B> FromRequest<AppState> for CharacterEdit<B>
+where
+    B: DeserializeOwned + BodyRejection<Error = Response>,
+{
     type Rejection = Response;
 
     async fn from_request(req: Request, st: &AppState) -> Result<Self, Response> {
@@ -64,10 +70,48 @@ impl FromRequest<AppState> for CharacterEdit {
         let UrlPath(name) = UrlPath::<String>::from_request_parts(&mut parts, st)
             .await
             .map_err(IntoResponse::into_response)?;
-        let JsonBody(body, ..) =
-            JsonBody::<Map<String, Value>>::from_request(Request::from_parts(parts, body), st)
-                .await?;
+        let body = BodyOf::<B>::read(body).await?;
         Ok(CharacterEdit { name, body })
+    }
+}
+
+/// A body field as sent, for a handler that judges presence and type itself:
+/// absent, `null`, a value of its type, or a value of another type.
+#[derive(Debug, Default)]
+pub(crate) enum Given<T> {
+    #[default]
+    Absent,
+    Null,
+    Is(T),
+    Other,
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Given<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::Null => Given::Null,
+            v => serde_json::from_value(v).map_or(Given::Other, Given::Is),
+        })
+    }
+}
+
+impl<T> Given<T> {
+    /// The key was sent (`null` too).
+    pub(crate) fn is_given(&self) -> bool {
+        !matches!(self, Given::Absent)
+    }
+
+    /// Sent with a value of another type than `T` (not `null`).
+    pub(crate) fn is_other(&self) -> bool {
+        matches!(self, Given::Other)
+    }
+
+    /// The value, when it has the type.
+    pub(crate) fn value(&self) -> Option<&T> {
+        match self {
+            Given::Is(v) => Some(v),
+            _ => None,
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Per-character settings of the original pages: voice mode, MMD viewer
 //! settings, lighting, touch reactions, reply language and voices.
 
+use std::marker::PhantomData;
+
 use axum::extract::{Path as UrlPath, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -35,84 +37,99 @@ pub(crate) struct VoiceModeStatus {
 
 /// The MMD viewer settings: every key is present in an answer; a save may send
 /// any of them (unknown keys are ignored, numbers clamped to their range).
-#[derive(ToSchema)]
+// A save is merged key by key over the stored settings in the order sent
+// (`merge_mmd`: each value checked and clamped, the first bad one refused by
+// name): it is read as its object, in order (`groups`); the named groups state
+// the known keys (also the answer's schema), judged inside it.
+#[derive(Deserialize, ToSchema)]
+#[serde(from = "Map<String, Value>")]
 #[schema(rename_all = "camelCase")]
-// Not the parser: a save is merged key by key over the stored settings
-// (`merge_mmd`: each value checked and clamped, a bad one refused by name), and
-// these types are also the answer's schema; they document the known keys.
-#[allow(dead_code)]
 pub(crate) struct MmdSettings {
-    #[schema(nullable = false)]
-    lighting: Option<MmdLighting>,
-    #[schema(nullable = false)]
-    rendering: Option<MmdRendering>,
-    #[schema(nullable = false)]
-    physics: Option<MmdPhysics>,
+    #[schema(value_type = Option<MmdLighting>, nullable = false)]
+    lighting: PhantomData<MmdLighting>,
+    #[schema(value_type = Option<MmdRendering>, nullable = false)]
+    rendering: PhantomData<MmdRendering>,
+    #[schema(value_type = Option<MmdPhysics>, nullable = false)]
+    physics: PhantomData<MmdPhysics>,
     /// Also accepted as `cursor_follow` in a save.
-    #[schema(nullable = false)]
-    cursor_follow: Option<MmdCursorFollow>,
+    #[schema(value_type = Option<MmdCursorFollow>, nullable = false)]
+    cursor_follow: PhantomData<MmdCursorFollow>,
+    #[schema(ignore)]
+    groups: Map<String, Value>,
 }
 
+impl From<Map<String, Value>> for MmdSettings {
+    fn from(groups: Map<String, Value>) -> Self {
+        MmdSettings {
+            lighting: PhantomData,
+            rendering: PhantomData,
+            physics: PhantomData,
+            cursor_follow: PhantomData,
+            groups,
+        }
+    }
+}
+
+// A group of `MmdSettings`, stated for the schema.
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
-#[allow(dead_code)]
 pub(crate) struct MmdLighting {
     /// Clamped to 0..=10.
-    #[schema(nullable = false)]
-    ambient_intensity: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    ambient_intensity: PhantomData<f64>,
     /// A CSS colour (at most 32 characters).
-    #[schema(nullable = false, max_length = 32)]
-    ambient_color: Option<String>,
+    #[schema(value_type = Option<String>, nullable = false, max_length = 32)]
+    ambient_color: PhantomData<String>,
     /// Clamped to 0..=10.
-    #[schema(nullable = false)]
-    directional_intensity: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    directional_intensity: PhantomData<f64>,
     /// A CSS colour (at most 32 characters).
-    #[schema(nullable = false, max_length = 32)]
-    directional_color: Option<String>,
+    #[schema(value_type = Option<String>, nullable = false, max_length = 32)]
+    directional_color: PhantomData<String>,
 }
 
+// A group of `MmdSettings`, stated for the schema.
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
-#[allow(dead_code)]
 pub(crate) struct MmdRendering {
     /// Clamped to 0..=7.
-    #[schema(nullable = false)]
-    tone_mapping: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    tone_mapping: PhantomData<f64>,
     /// Clamped to 0..=10.
-    #[schema(nullable = false)]
-    exposure: Option<f64>,
-    #[schema(nullable = false)]
-    outline: Option<bool>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    exposure: PhantomData<f64>,
+    #[schema(value_type = Option<bool>, nullable = false)]
+    outline: PhantomData<bool>,
     /// Clamped to 0..=4.
-    #[schema(nullable = false)]
-    pixel_ratio: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    pixel_ratio: PhantomData<f64>,
 }
 
+// A group of `MmdSettings`, stated for the schema.
 #[derive(ToSchema)]
-#[allow(dead_code)]
 pub(crate) struct MmdPhysics {
-    #[schema(nullable = false)]
-    enabled: Option<bool>,
+    #[schema(value_type = Option<bool>, nullable = false)]
+    enabled: PhantomData<bool>,
     /// Clamped to 0..=10.
-    #[schema(nullable = false)]
-    strength: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    strength: PhantomData<f64>,
 }
 
+// A group of `MmdSettings`, stated for the schema.
 #[derive(ToSchema)]
 #[schema(rename_all = "camelCase")]
-#[allow(dead_code)]
 pub(crate) struct MmdCursorFollow {
-    #[schema(nullable = false)]
-    enabled: Option<bool>,
+    #[schema(value_type = Option<bool>, nullable = false)]
+    enabled: PhantomData<bool>,
     /// Clamped to 0..=90.
-    #[schema(nullable = false)]
-    head_yaw: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    head_yaw: PhantomData<f64>,
     /// Clamped to 0..=90.
-    #[schema(nullable = false)]
-    head_pitch: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    head_pitch: PhantomData<f64>,
     /// Clamped to 0..=20.
-    #[schema(nullable = false)]
-    smooth_speed: Option<f64>,
+    #[schema(value_type = Option<f64>, nullable = false)]
+    smooth_speed: PhantomData<f64>,
 }
 
 /// A character's MMD viewer settings (saved over the defaults).
@@ -147,7 +164,8 @@ pub(crate) struct TouchSetBody {
     touch_set: Option<Map<String, Value>>,
 }
 
-companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> => LightingBody, TouchSetBody);
+companiond_core::body_rejected!(Response, body_refused::<SuccessEnvelope> =>
+    LightingBody, TouchSetBody, MmdSettings, VoiceIdBody);
 
 /// A character's reply language: its own (empty: none) and the one in effect
 /// (the UI language when it has none).
@@ -203,8 +221,8 @@ pub(crate) struct CardFaces {
 }
 
 /// Card metadata (the saved one is kept as stored).
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code)]
+#[derive(ToSchema)]
+#[allow(dead_code)] // an answer: the schema of the stored JSON `card_metas` shows
 pub(crate) struct CardMeta {
     author: Option<String>,
     origin: Option<String>,
@@ -259,11 +277,12 @@ pub(crate) struct VoicesCleared {
     message: String,
 }
 
-/// `{voice_id}`: the voice to set.
-#[derive(ToSchema)]
-#[allow(dead_code)]
+/// `{voice_id}`: the voice to set (a value that is not text names none).
+#[derive(Deserialize, ToSchema)]
 pub(crate) struct VoiceIdBody {
-    voice_id: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    voice_id: Given<String>,
 }
 
 /// A character's voice cleared.
@@ -377,10 +396,10 @@ pub(crate) async fn mmd_settings_get(
 
 pub(crate) async fn mmd_settings_put(
     State(st): State<AppState>,
-    CharacterEdit { name, body }: CharacterEdit,
+    CharacterEdit { name, body }: CharacterEdit<MmdSettings>,
 ) -> Answer<Json<MmdSettingsAnswer>> {
     let mut settings = mmd_settings_of(&profile_of(&st, &name)?);
-    merge_mmd(&mut settings, &body).map_err(bad)?;
+    merge_mmd(&mut settings, &body.groups).map_err(bad)?;
     let to_store = settings.clone();
     update_profile(&st, &name, move |p| {
         reserved_obj(p).insert("mmd_settings".into(), to_store);
@@ -629,10 +648,10 @@ pub(crate) async fn clear_voice_ids(State(st): State<AppState>) -> Answer<Json<V
 
 pub(crate) async fn voice_id_put(
     State(st): State<AppState>,
-    CharacterEdit { name, body }: CharacterEdit,
+    CharacterEdit { name, body }: CharacterEdit<VoiceIdBody>,
 ) -> Answer<Json<Done>> {
     existing(&st, &name)?;
-    let voice = body.get("voice_id").and_then(Value::as_str).unwrap_or("");
+    let voice = body.voice_id.value().map_or("", String::as_str);
     Err(FrontendError::VoiceUnavailable(format!(
         "voice {voice:?} is not available: companiond has no text-to-speech voices"
     )))

@@ -6,11 +6,12 @@
 //! the wrong type takes its default (`loose::or_none`), unknown fields are
 //! ignored. A body that is not a JSON object is a 400 (`SystemError::body`).
 //!
-//! Two types are not parsers yet (marked `dead_code`): the activity signal
-//! (its own 16 KiB limit and an empty body answered `invalid_json`, the name
-//! checked before the signals and each bad signal answered `invalid_signal`)
-//! and the proactive round (the whole object is handed to the round's source
-//! selection). They state the shape their readers accept.
+//! Two bodies read as the original read them, field by field after the parse:
+//! the activity signal (`crate::activity::ActivityBody`: its own 16 KiB limit
+//! and an empty body answered `invalid_json`, the name checked before the
+//! signals and each bad signal answered `invalid_signal`) and the proactive
+//! round (`crate::proactive::ProactiveBody`: a field of another type counts as
+//! absent).
 
 use companiond_core::envelope::{loose, BodyFault, BodyRejection};
 use serde::{Deserialize, Deserializer};
@@ -18,18 +19,19 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::MAX_BODY;
+pub use crate::activity::ActivityBody;
 pub use crate::autostart::{AutostartDecisionBody, AutostartHeartbeatBody, AutostartShownBody};
 use crate::error::SystemError;
 pub use crate::handoff::{HandoffConsumeBody, HandoffCreateBody};
 use crate::persona::PersonaName;
 pub use crate::platform::PlaytimeBody;
-pub use crate::proactive::InviteRespondBody;
+pub use crate::proactive::{InviteRespondBody, ProactiveBody};
 pub use crate::survey::SurveySubmitBody;
 
 companiond_core::body_rejected!(SystemError, limit = MAX_BODY, SystemError::body =>
     NoticesAckBody, TutorialPutBody, SurveySubmitBody, HandoffCreateBody, HandoffConsumeBody,
     AutostartHeartbeatBody, AutostartShownBody, AutostartDecisionBody, EmotionBody,
-    MusicPlayedBody, InviteRespondBody, TranslateBody);
+    MusicPlayedBody, InviteRespondBody, TranslateBody, ProactiveBody);
 
 /// A `seconds` that does not read keeps its code; any other fault is the
 /// family's body refusal.
@@ -64,29 +66,6 @@ fn cursor<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         Value::String(s) => s.trim().parse::<u64>().unwrap_or(0),
         _ => 0,
     })
-}
-
-/// `POST /api/activity_signal`: at least one signal besides the name.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read by `activity::validate` (see the module doc)
-#[schema(example = json!({"persona_name": "Companion", "idle_seconds": 12.5,
-    "window_title": "Editor"}))]
-pub struct ActivityBody {
-    /// The character; must be registered.
-    #[schema(min_length = 1)]
-    persona_name: String,
-    /// The older spelling of `persona_name` (read when that is absent).
-    lanlan_name: Option<String>,
-    #[schema(minimum = 0.0)]
-    idle_seconds: Option<f64>,
-    #[schema(minimum = 0.0, maximum = 100.0)]
-    cpu_avg_30s: Option<f64>,
-    #[schema(minimum = 0.0, maximum = 100.0)]
-    gpu_utilization: Option<f64>,
-    /// Trimmed and cut at 512 characters.
-    window_title: Option<String>,
-    /// Trimmed and cut at 512 characters.
-    process_name: Option<String>,
 }
 
 /// `POST /api/emotion/analysis`.
@@ -127,30 +106,6 @@ pub struct TranslateBody {
     #[serde(default, deserialize_with = "loose::or_none")]
     #[schema(default = false)]
     pub skip_google: Option<bool>,
-}
-
-/// `POST /api/proactive_chat`: one round's context.
-#[derive(ToSchema)]
-#[allow(dead_code)] // read by the proactive round (see the module doc)
-#[schema(example = json!({"persona_name": "Companion", "enabled_modes": ["music", "window", "chat"],
-    "is_playing_music": false}))]
-pub struct ProactiveBody {
-    /// The character (else the current one; `lanlan_name` is the older spelling).
-    persona_name: Option<String>,
-    lanlan_name: Option<String>,
-    /// Sources to draw from (default all three: `music`, `window`, `chat`).
-    enabled_modes: Option<Vec<String>>,
-    #[schema(default = false)]
-    is_playing_music: Option<bool>,
-    /// At most 200 characters.
-    current_track: Option<String>,
-    /// At most 200 characters (else the activity tracker's).
-    window_title: Option<String>,
-    /// Whether a round may invite to a mini-game.
-    #[schema(default = true)]
-    mini_game_invite_enabled: Option<bool>,
-    /// The reply language (`lang` and `i18n_language` are accepted too).
-    language: Option<String>,
 }
 
 /// A body naming a character (`POST /api/proactive/music_played_through`).

@@ -8,8 +8,7 @@ use companiond_core::{now_millis, AppState, Ext};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::bodies::{InviteRespondBody, MusicPlayedBody};
-use super::ObjectCall;
+use super::bodies::{InviteRespondBody, MusicPlayedBody, ProactiveBody};
 use crate::error::SysResult;
 use crate::proactive::invitations::Resolution;
 use crate::proactive::round::{stage_of, Outcome};
@@ -111,7 +110,11 @@ pub struct InviteAnswered {
 }
 
 /// `POST /api/proactive_chat`: one proactive round.
-pub async fn proactive_chat(ObjectCall(st, sys, b): ObjectCall) -> SysResult<Json<ProactiveRound>> {
+pub async fn proactive_chat(
+    State(st): State<AppState>,
+    Ext(sys): Ext<SystemState>,
+    BodyOf(b): BodyOf<ProactiveBody>,
+) -> SysResult<Json<ProactiveRound>> {
     let outcome = sys.proactive.run(&st, &sys.tracker, &b).await?;
     Ok(Json(match outcome {
         Outcome::Pass { code, message } => ProactiveRound::Pass(ProactivePass {

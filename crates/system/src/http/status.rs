@@ -9,7 +9,7 @@ use super::queries::*;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use companiond_core::envelope::{no_store, ok_json};
+use companiond_core::envelope::{no_store, ok_json, parse_body};
 use companiond_core::state::StorageStatus;
 use companiond_core::task::blocking;
 use companiond_core::{now_millis, AppState, Ext};
@@ -18,7 +18,7 @@ use serde_json::Value;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa::ToSchema;
 
-use super::bodies::NoticesAckBody;
+use super::bodies::{ActivityBody, NoticesAckBody};
 use crate::error::{SysResult, SystemError};
 use crate::state::SystemState;
 use crate::{activity, status, token_usage};
@@ -135,9 +135,12 @@ async fn push_activity(st: &AppState, sys: &SystemState, body: Body) -> SysResul
     let bytes = axum::body::to_bytes(body, activity::MAX_BODY)
         .await
         .map_err(|_| SystemError::BodyTooLarge("activity payload is too large".into()))?;
-    let v: Value = serde_json::from_slice(&bytes)
-        .map_err(|_| SystemError::InvalidJson("invalid JSON body".into()))?;
-    let (name, snap) = activity::validate(&v)?;
+    // An empty body is not JSON here (the signal requires a name).
+    if bytes.is_empty() {
+        return Err(SystemError::InvalidJson("invalid JSON body".into()));
+    }
+    let body = parse_body::<ActivityBody>(&bytes).map_err(SystemError::body)?;
+    let (name, snap) = activity::validate(&body)?;
     if !st.characters.exists(&name) {
         return Err(SystemError::CharacterNotFound(format!(
             "persona_name '{name}' not registered"

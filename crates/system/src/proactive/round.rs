@@ -11,13 +11,12 @@ use companiond_core::llm::{ChatMessage, LlmError};
 use companiond_core::providers::Slot;
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use super::invitations::game_url;
-use super::{lock, text_field, Proactive};
+use super::{lock, Proactive, ProactiveBody};
 use crate::activity::Tracker;
 use crate::error::{BusyState, SysResult, SystemError};
-use crate::{model, persona};
+use crate::model;
 
 pub const TOTALS_DOC: &str = "state/proactive_chat_totals.json";
 /// The user counts as away beyond this idle time.
@@ -113,9 +112,9 @@ impl Proactive {
         &self,
         st: &AppState,
         tracker: &Tracker,
-        body: &Map<String, Value>,
+        body: &ProactiveBody,
     ) -> SysResult<Outcome> {
-        let name = match persona::named_in(body) {
+        let name = match body.named() {
             Some(n) => n,
             None => st.characters.current(),
         };
@@ -178,7 +177,7 @@ impl Proactive {
         &self,
         st: &AppState,
         tracker: &Tracker,
-        body: &Map<String, Value>,
+        body: &ProactiveBody,
         name: &str,
     ) -> SysResult<Outcome> {
         let now = companiond_core::now_millis();
@@ -199,10 +198,7 @@ impl Proactive {
         let snapshot_ok = snapshot
             .as_ref()
             .is_some_and(|s| s.idle_seconds.is_none_or(|i| i < AWAY_IDLE_SECONDS));
-        let invites_on = body
-            .get("mini_game_invite_enabled")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
+        let invites_on = body.invites_enabled();
         if invites_on {
             if let Some(game) = self.invite_due(name, snapshot_ok, &totals, now) {
                 return self.deliver_invite(st, &mgr, name, &game, now).await;
@@ -213,9 +209,7 @@ impl Proactive {
             return Ok(pass("PASS_SOURCE_EMPTY", "no enabled source has material"));
         };
         let history_len = mgr.history().await.len();
-        let lang = ["language", "lang", "i18n_language"]
-            .iter()
-            .find_map(|k| text_field(body, k, 16));
+        let lang = body.language();
         // The character's prompt (companiond_core::prompt), one-shot: the
         // post-history instructions close the system text.
         let scan: Vec<String> = vec![recent.clone(), material.prompt.clone()];

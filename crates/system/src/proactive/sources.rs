@@ -2,9 +2,7 @@
 //! conversation) and the source history that keeps a used source from being
 //! reused soon; the music feedback signal clears the music part of it.
 
-use serde_json::{Map, Value};
-
-use super::{lock, text_field, Proactive};
+use super::{lock, Proactive, ProactiveBody};
 use crate::activity::Tracker;
 
 /// A used source (track, window) is not used again for this long.
@@ -61,24 +59,14 @@ impl Proactive {
     pub(super) fn select(
         &self,
         name: &str,
-        body: &Map<String, Value>,
+        body: &ProactiveBody,
         tracker: &Tracker,
         recent: &str,
         now: i64,
     ) -> Option<Material> {
-        let modes: Vec<String> = match body.get("enabled_modes") {
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(|s| s.trim().to_ascii_lowercase())
-                .collect(),
-            _ => vec!["music".into(), "window".into(), "chat".into()],
-        };
+        let modes = body.modes();
         let on = |m: &str| modes.iter().any(|x| x == m);
-        let playing = body
-            .get("is_playing_music")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let playing = body.is_playing_music();
         // A fresh source of `channel`, recorded as used.
         let fresh = |channel: &'static str, key: Option<String>| {
             let key = key.filter(|k| !self.source_recent(name, channel, k, now))?;
@@ -86,7 +74,7 @@ impl Proactive {
             Some(key)
         };
         if on("music") && playing {
-            if let Some(track) = fresh("music", text_field(body, "current_track", 200)) {
+            if let Some(track) = fresh("music", body.current_track()) {
                 return Some(Material {
                     mode: "music",
                     prompt: format!("The user is listening to the song \"{track}\"."),
@@ -95,7 +83,8 @@ impl Proactive {
             }
         }
         if on("window") {
-            let title = text_field(body, "window_title", 200)
+            let title = body
+                .window_title()
                 .or_else(|| tracker.current(name).and_then(|s| s.window_title));
             if let Some(t) = fresh("window", title) {
                 return Some(Material {
