@@ -108,6 +108,7 @@ pub fn api(state: &AppState) -> Api {
         .id("tts_voices")
         .ok::<voice::TtsVoicesAnswer>()
         .fails::<ConfigError>()
+        .fails::<ProbeFailure>()
         .post(
             "/api/config/voiceserver/test_connectivity",
             "run the voice-server init, ready, synthesis flow",

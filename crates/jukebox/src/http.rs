@@ -163,7 +163,16 @@ impl FormFields {
         let bad = || JukeboxError::bad(format!("{key} must be an integer"));
         match self.fields.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
+            // `5.0` is the integer 5, as JSON Schema counts it.
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                        .map(|f| f as i64)
+                })
+                .map(Some)
+                .ok_or_else(bad),
             Some(Value::String(s)) if !self.json && s.trim().is_empty() => Ok(None),
             Some(Value::String(s)) if !self.json => {
                 s.trim().parse::<i64>().map(Some).map_err(|_| bad())
