@@ -91,7 +91,7 @@ impl BodyRejection for ModeBody {
 // value is reported in `rejected`, never a refusal of the body): the body is
 // read as its object, in order (`fields`); the named fields state the known
 // keys, judged inside it.
-#[derive(Deserialize, ToSchema)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"proactiveChatEnabled": true, "proactiveChatInterval": 60}))]
 pub struct ProactiveFields {
@@ -105,15 +105,7 @@ pub struct ProactiveFields {
     fields: Map<String, Value>,
 }
 
-impl From<Map<String, Value>> for ProactiveFields {
-    fn from(fields: Map<String, Value>) -> Self {
-        ProactiveFields {
-            proactive_chat_enabled: PhantomData,
-            proactive_chat_interval: PhantomData,
-            fields,
-        }
-    }
-}
+companiond_core::ordered_body!(ProactiveFields => fields);
 
 /// A body that is not a JSON object is the 200 `invalid_body` answer.
 impl BodyRejection for ProactiveFields {

@@ -79,7 +79,7 @@ pub struct ProviderSettingsView {
 // families' keys listed in `ignored`, placeholders keeping stored secrets, the
 // first bad value refusing the save): the body is read as its object, in order
 // (`fields`); the named fields state the known keys, judged inside it.
-#[derive(Deserialize, ToSchema)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"coreApi": "openai", "coreApiKey": "sk-..."}))]
 pub struct ProviderSettings {
@@ -112,21 +112,7 @@ pub struct ProviderSettings {
     fields: Map<String, Value>,
 }
 
-impl From<Map<String, Value>> for ProviderSettings {
-    fn from(fields: Map<String, Value>) -> Self {
-        ProviderSettings {
-            core_api: PhantomData,
-            assist_api: PhantomData,
-            core_api_key: PhantomData,
-            enable_custom_api: PhantomData,
-            use_mimo_token_plan: PhantomData,
-            disable_tts: PhantomData,
-            gptsovits_enabled: PhantomData,
-            resolved_provider_urls: PhantomData,
-            fields,
-        }
-    }
-}
+companiond_core::ordered_body!(ProviderSettings => fields);
 
 companiond_core::body_rejected!(ConfigError, ConfigError::body => ProviderSettings);
 

@@ -334,6 +334,25 @@ pub trait BodyRejection {
     fn rejected(fault: BodyFault) -> Self::Error;
 }
 
+/// `From<Map<String, Value>>` for body types read whole as their ordered JSON
+/// object (`#[serde(from = "Map<String, Value>")]`, judged key by key in the
+/// order sent): the map goes to `field`, and every other field (a `PhantomData`
+/// naming a known key for the document) takes its default, so the type must
+/// derive `Default`. `ordered_body!(CardForm => form, MasterForm => form);`
+#[macro_export]
+macro_rules! ordered_body {
+    ($($t:ty => $field:ident),+ $(,)?) => {$(
+        impl ::core::convert::From<::serde_json::Map<String, ::serde_json::Value>> for $t {
+            fn from(map: ::serde_json::Map<String, ::serde_json::Value>) -> Self {
+                Self {
+                    $field: map,
+                    ..::core::default::Default::default()
+                }
+            }
+        }
+    )+};
+}
+
 /// Implement [`BodyRejection`] for body types whose family answers a body that
 /// does not parse with `make(fault)`, of type `err`:
 /// `body_rejected!(ToolsError, |f: BodyFault| ToolsError::Invalid(f.to_string()) => RegisterBody);`

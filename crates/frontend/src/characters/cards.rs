@@ -65,7 +65,7 @@ pub(crate) struct Switched {
 // keys listed in `ignored_reserved_fields`, empty values dropped, the first
 // `voice_id`/`model_type` that is not text refused): it is read as its object,
 // in order (`form`); the named fields state the known keys, judged inside it.
-#[derive(Deserialize, ToSchema)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"档案名": "Mika", "性格": "cheerful", "_field_order": ["性格"]}))]
 pub(crate) struct CardForm {
@@ -87,7 +87,7 @@ pub(crate) struct CardForm {
 }
 
 /// The card form of a create: [`CardForm`] with its name required.
-#[derive(Deserialize, ToSchema)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"档案名": "Mika", "性格": "cheerful", "_field_order": ["性格"]}))]
 // Read as `CardForm` is.
@@ -107,30 +107,6 @@ pub(crate) struct NewCardForm {
     /// Other keys (kept as sent or ignored, as `CardForm` says).
     #[serde(flatten)]
     form: Map<String, Value>,
-}
-
-impl From<Map<String, Value>> for CardForm {
-    fn from(form: Map<String, Value>) -> Self {
-        CardForm {
-            name: PhantomData,
-            field_order: PhantomData,
-            voice_id: PhantomData,
-            model_type: PhantomData,
-            form,
-        }
-    }
-}
-
-impl From<Map<String, Value>> for NewCardForm {
-    fn from(form: Map<String, Value>) -> Self {
-        NewCardForm {
-            name: PhantomData,
-            field_order: PhantomData,
-            voice_id: PhantomData,
-            model_type: PhantomData,
-            form,
-        }
-    }
 }
 
 /// A created character (a taken name gets a suffix: `Mika(1)`).
@@ -173,7 +149,7 @@ pub(crate) struct DeleteBody {
 /// stored as sent.
 // Every non-empty key is stored as sent, in the order sent: the form is read
 // as its object, in order (`form`); `name` states the known key.
-#[derive(Deserialize, ToSchema)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(from = "Map<String, Value>")]
 #[schema(example = json!({"档案名": "Alex", "称呼": "master"}))]
 pub(crate) struct MasterForm {
@@ -186,14 +162,7 @@ pub(crate) struct MasterForm {
     form: Map<String, Value>,
 }
 
-impl From<Map<String, Value>> for MasterForm {
-    fn from(form: Map<String, Value>) -> Self {
-        MasterForm {
-            name: PhantomData,
-            form,
-        }
-    }
-}
+companiond_core::ordered_body!(CardForm => form, NewCardForm => form, MasterForm => form);
 
 /// `{new_name}`: a character's rename (anything but text is missing).
 #[derive(Deserialize, ToSchema)]

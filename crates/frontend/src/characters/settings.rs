@@ -41,7 +41,7 @@ pub(crate) struct VoiceModeStatus {
 // (`merge_mmd`: each value checked and clamped, the first bad one refused by
 // name): it is read as its object, in order (`groups`); the named groups state
 // the known keys (also the answer's schema), judged inside it.
-#[derive(Deserialize, ToSchema)]
+#[derive(Default, Deserialize, ToSchema)]
 #[serde(from = "Map<String, Value>")]
 #[schema(rename_all = "camelCase")]
 pub(crate) struct MmdSettings {
@@ -58,17 +58,7 @@ pub(crate) struct MmdSettings {
     groups: Map<String, Value>,
 }
 
-impl From<Map<String, Value>> for MmdSettings {
-    fn from(groups: Map<String, Value>) -> Self {
-        MmdSettings {
-            lighting: PhantomData,
-            rendering: PhantomData,
-            physics: PhantomData,
-            cursor_follow: PhantomData,
-            groups,
-        }
-    }
-}
+companiond_core::ordered_body!(MmdSettings => groups);
 
 // A group of `MmdSettings`, stated for the schema.
 #[derive(ToSchema)]
