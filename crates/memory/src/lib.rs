@@ -370,7 +370,7 @@ pub fn api(state: &AppState) -> Api {
             post(http::recent_save).layer(DefaultBodyLimit::max(recent::MAX_SAVE_BODY)),
         )
         .id("save_recent_file")
-        .json_body::<SaveBody>()
+        .json_body::<save_body::SaveFields>()
         .ok::<recent::Saved>()
         .fails::<MemoryError>()
         .post(

@@ -22,25 +22,51 @@ use std::marker::PhantomData;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-/// The fields of a save body that the save reads (`None` = absent).
-#[derive(Debug, Default, PartialEq)]
+/// The body of `POST /api/memory/recent_file/save`; other fields are skipped.
+// The parser ([`parse`]) and the OpenAPI schema at once: each field keeps its
+// JSON value or its absence (`None`), and `value_type` states what
+// `recent::parse_save_bytes` then requires of it, in its fixed order (JSON,
+// filename, chat, token types → 400; missing tokens → 409).
+#[derive(Debug, Default, PartialEq, utoipa::ToSchema)]
+#[schema(as = SaveBody, example = json!({"filename": "recent_Companion.json",
+    "fingerprint": "3f2a…", "identity_token": "9c41…",
+    "chat": [{"role": "human", "text": "hi"}, {"role": "ai", "text": "hello"}]}))]
 pub struct SaveFields {
+    /// Logical file name `recent_<character>.json`.
+    #[schema(value_type = String, required = true, pattern = "^recent_.+\\.json$")]
     pub filename: Option<Value>,
+    /// The whole new history (at most 10,000 entries, 2,097,152 text characters).
+    #[schema(value_type = Vec<EntryFields>, required = true, max_items = 10000)]
     pub chat: Option<Shaped<Vec<Shaped<EntryFields>>>>,
+    /// `fingerprint` of the read this edit started from.
+    #[schema(value_type = String, required = true)]
     pub fingerprint: Option<Value>,
+    /// `identity_token` of the read this edit started from.
+    #[schema(value_type = String, required = true)]
     pub identity_token: Option<Value>,
     /// How many `chat` keys the object has, and whether `chat` was its last
     /// key (what [`split_parse`] checks of its halves).
+    #[schema(ignore)]
     chat_keys: usize,
+    #[schema(ignore)]
     ends_in_chat: bool,
 }
 
-/// The fields of one chat entry that the save reads (`None` = absent).
-#[derive(Debug, Default, PartialEq)]
+/// One chat entry of a save; other fields are skipped.
+#[derive(Debug, Default, PartialEq, utoipa::ToSchema)]
+#[schema(as = SaveEntry)]
 pub struct EntryFields {
+    /// `human`, `ai`, `system`, ... (non-empty).
+    #[schema(value_type = String, required = true, min_length = 1)]
     pub role: Option<Scalar>,
+    /// At most 32,768 characters; absent or null = empty.
+    #[schema(value_type = Option<String>, max_length = 32768)]
     pub text: Option<Scalar>,
+    /// Position of a read-only theater message in the read (keeps its place).
+    #[schema(value_type = Option<u64>)]
     pub source_index: Option<Scalar>,
+    /// A theater memory message (read-only).
+    #[schema(value_type = Option<bool>)]
     pub theater: Option<Scalar>,
 }
 

@@ -20,6 +20,11 @@ use crate::error::ConfigError;
 use crate::net;
 use crate::net::NetFail;
 
+/// The realtime probe's one client event: a text-only `session.update`, the
+/// smallest event a realtime server answers (with `session.updated` or an
+/// `error` naming what it refuses).
+const SESSION_UPDATE: &str = r#"{"type":"session.update","session":{"modalities":["text"],"instructions":"connectivity test"}}"#;
+
 /// Time budget of one connectivity probe.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a realtime probe waits for the server's first event.
@@ -257,8 +262,7 @@ async fn probe_ws(t: &Target, timeout: Duration) -> Result<(), ConfigError> {
         let _ = ws.close(None).await;
         return Ok(());
     }
-    let update = json!({"type": "session.update", "session": {"modalities": ["text"], "instructions": "connectivity test"}});
-    ws.send(Message::Text(update.to_string()))
+    ws.send(Message::Text(SESSION_UPDATE.to_string()))
         .await
         .map_err(|e| ConfigError::probe("ws_error", format!("WebSocket send failed: {e}")))?;
     let wait = WS_REPLY_WAIT.min(deadline.saturating_duration_since(Instant::now()));

@@ -31,7 +31,7 @@ pub(crate) use legacy::{legacy_purge, legacy_scan, PurgeBody};
 pub(crate) use listings::{
     archive, facts_list, persona_get, reflections_list, ArchiveQuery, ListQuery, PersonaAnswer,
 };
-pub(crate) use recent::{recent_file, recent_files, recent_save, RecentFileQuery, SaveBody};
+pub(crate) use recent::{recent_file, recent_files, recent_save, RecentFileQuery};
 pub(crate) use rename::{rename_alias, rename_canonical, RenameAliasBody, RenameBody};
 pub(crate) use search::{search, SearchAnswer, SearchQuery};
 pub(crate) use snapshots::{snapshot_restore, snapshot_show, snapshots_list, trash};

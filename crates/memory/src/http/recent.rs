@@ -10,7 +10,7 @@ use axum::Json;
 use companiond_core::envelope::{no_store, QueryOf};
 use companiond_core::{AppState, Ext};
 use serde::Deserialize;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
 use crate::error::MemoryError;
 use crate::recent::{RecentFile, Saved};
@@ -40,45 +40,6 @@ pub(crate) struct RecentFileQuery {
         pattern = "^recent_.+\\.json$"
     )]
     filename: Option<String>,
-}
-
-/// The body of `POST /api/memory/recent_file/save`: the fields the one-pass
-/// reader ([`crate::save_body`]) keeps; any other field is skipped.
-#[derive(ToSchema)]
-#[schema(example = json!({"filename": "recent_Companion.json",
-    "fingerprint": "3f2a…", "identity_token": "9c41…",
-    "chat": [{"role": "human", "text": "hi"}, {"role": "ai", "text": "hello"}]}))]
-// Not the parser: a save carries megabytes of chat, read in one pass (two
-// threads for a large body) that keeps only these fields (`save_body`), and
-// `recent` validates them in a fixed order; this type documents that shape.
-#[allow(dead_code)]
-pub(crate) struct SaveBody {
-    /// Logical file name `recent_<character>.json`.
-    #[schema(pattern = "^recent_.+\\.json$")]
-    filename: String,
-    /// The whole new history (at most 10,000 entries, 2,097,152 text characters).
-    #[schema(max_items = 10000)]
-    chat: Vec<SaveEntry>,
-    /// `fingerprint` of the read this edit started from.
-    fingerprint: String,
-    /// `identity_token` of the read this edit started from.
-    identity_token: String,
-}
-
-/// One chat entry of a save (other fields are skipped).
-#[derive(ToSchema)]
-#[allow(dead_code)] // documents what `save_body` reads (see `SaveBody`)
-pub(crate) struct SaveEntry {
-    /// `human`, `ai`, `system`, ... (non-empty).
-    #[schema(min_length = 1)]
-    role: String,
-    /// At most 32,768 characters; absent or null = empty.
-    #[schema(max_length = 32768)]
-    text: Option<String>,
-    /// Position of a read-only theater message in the read (keeps its place).
-    source_index: Option<u64>,
-    /// A theater memory message (read-only).
-    theater: Option<bool>,
 }
 
 /// `GET /api/memory/recent_file?filename=recent_<name>.json`.
