@@ -548,7 +548,7 @@ fn commit(
         .bytes
         .as_deref()
         .filter(|b| theater::may_hold_theater(b))
-        .and_then(theater::parse_stored)
+        .and_then(companiond_core::history::line::parse_lines)
         .unwrap_or_default();
     let merged = theater::merge(&stored, &req.chat).map_err(|_| MemoryError::TheaterReadonly)?;
     let keeps_theater = merged.iter().any(|m| matches!(m, theater::Merged::Kept(_)));

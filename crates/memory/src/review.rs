@@ -26,9 +26,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::recent::snapshot;
 use crate::tasks::{Refused, TaskInfo, TaskKind};
-use crate::theater::{is_theater, message_text, message_type};
 use crate::toggles::{self, Toggle};
 use crate::MemoryRuntime;
+use companiond_core::history::line::{content_str, is_theater, kind_of, set_content, text_of};
 
 /// Messages sent to one review.
 pub const REVIEW_WINDOW: usize = 30;
@@ -88,7 +88,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
     let picked: Vec<usize> = history
         .iter()
         .enumerate()
-        .filter(|(_, v)| !is_theater(v) && text_field(v).is_some())
+        .filter(|(_, v)| !is_theater(v) && content_str(v).is_some())
         .map(|(i, _)| i)
         .collect();
     let mut picked = &picked[picked.len().saturating_sub(REVIEW_WINDOW)..];
@@ -99,7 +99,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
     let mut size = 0;
     let mut keep = 0;
     for &i in picked.iter().rev() {
-        size += companiond_core::context::estimate_tokens(&message_text(&history[i])) + 12;
+        size += companiond_core::context::estimate_tokens(&text_of(&history[i])) + 12;
         if size > half {
             break;
         }
@@ -111,7 +111,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
     }
     let items: Vec<Value> = picked
         .iter()
-        .map(|&i| json!({"role": message_type(&history[i]), "text": message_text(&history[i])}))
+        .map(|&i| json!({"role": kind_of(&history[i]), "text": text_of(&history[i])}))
         .collect();
     let messages = vec![
         ChatMessage::system(format!(
@@ -144,7 +144,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
     let edits: Vec<(usize, String)> = picked
         .iter()
         .zip(fixed)
-        .filter(|(&i, t)| message_text(&history[i]) != *t)
+        .filter(|(&i, t)| text_of(&history[i]) != *t)
         .map(|(&i, t)| (i, t))
         .collect();
     if edits.is_empty() {
@@ -169,7 +169,7 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
         let mut history = history;
         let n = edits.len();
         for (i, text) in edits {
-            set_text(&mut history[i], text);
+            set_content(&mut history[i], text);
         }
         let bytes = companiond_core::history::encode(&history).map_err(|e| e.to_string())?;
         let snap = crate::recent::keep_before(
@@ -190,25 +190,6 @@ async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Review
         Ok(Ok(o)) => o,
         Ok(Err(e)) => ReviewOutcome::Failed(e),
         Err(e) => ReviewOutcome::Failed(e.to_string()),
-    }
-}
-
-fn text_field(v: &Value) -> Option<&str> {
-    v.get("data")
-        .and_then(|d| d.get("content"))
-        .or_else(|| v.get("content"))
-        .and_then(Value::as_str)
-}
-
-fn set_text(v: &mut Value, text: String) {
-    if let Some(d) = v.get_mut("data").and_then(Value::as_object_mut) {
-        if d.contains_key("content") {
-            d.insert("content".into(), Value::String(text));
-            return;
-        }
-    }
-    if let Some(o) = v.as_object_mut() {
-        o.insert("content".into(), Value::String(text));
     }
 }
 

@@ -3,7 +3,7 @@
 //! for the merged entries, written faster.
 //!
 //! A browser save writes up to 10,000 messages of one shape
-//! ([`theater::StoredMessage`]). serde_json formats each one field by field;
+//! ([`companiond_core::history::line::PageLine`]). serde_json formats each one field by field;
 //! here each role's message is formatted once by serde_json around a marker
 //! content, and every message of that role is that template with its
 //! content in place. A content with nothing to escape (most chat text) is
@@ -12,9 +12,10 @@
 
 use std::collections::HashMap;
 
+use companiond_core::history::line::PageLine;
 use companiond_core::history::Encoder;
 
-use crate::theater::{self, ChatEntry, Merged};
+use crate::theater::Merged;
 
 /// The content that marks where a template's text goes; serde_json writes it
 /// as `"\u0001"`, which no other part of a template contains.
@@ -29,13 +30,7 @@ struct Template {
 
 impl Template {
     fn of(role: &str) -> serde_json::Result<Template> {
-        let probe = ChatEntry {
-            role: role.to_string(),
-            text: MARK.to_string(),
-            source_index: None,
-            theater: false,
-        };
-        let element = serde_json::to_vec(&theater::StoredMessage::new(&probe))?;
+        let element = serde_json::to_vec(&PageLine::new(role, MARK))?;
         let at = element
             .windows(MARK_JSON.len())
             .position(|w| w == MARK_JSON)
@@ -123,6 +118,7 @@ fn encode_into(merged: &[Merged<'_>], mut enc: Encoder) -> serde_json::Result<En
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::theater::ChatEntry;
     use companiond_core::history;
     use serde_json::value::RawValue;
 

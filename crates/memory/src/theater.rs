@@ -1,19 +1,11 @@
-//! Stored message format of `recent.json` and the theater merge of a save
-//! (docs/memory.md).
-//!
-//! A stored message is `{"type": "human"|"ai"|"system", "data": {"content": ..}}`;
-//! readers also accept `{"role": "user"|"assistant"|"system", "content": ..}`.
-//! A theater memory message has `data.metadata.source == "theater_numeric_v2"`
-//! and is read-only for the browser.
+//! The theater merge of a history save (docs/memory.md): the lines a save
+//! sends, and how the read-only theater memory lines of the stored history
+//! keep their places among them. The stored line itself (its forms and its
+//! readers) is `companiond_core::history::line`'s.
 
-use std::borrow::Cow;
-
-use serde::{Deserialize, Serialize, Serializer};
+use companiond_core::history::line::{PageLine, StoredLine, THEATER_SOURCE};
+use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
-use serde_json::Value;
-
-/// `data.metadata.source` of theater memory messages.
-pub const THEATER_SOURCE: &str = "theater_numeric_v2";
 
 /// One validated entry of a save request (unknown fields already dropped).
 #[derive(Clone, Debug, PartialEq)]
@@ -22,99 +14,6 @@ pub struct ChatEntry {
     pub text: String,
     pub source_index: Option<usize>,
     pub theater: bool,
-}
-
-/// Is this stored message a theater memory message?
-pub fn is_theater(v: &Value) -> bool {
-    let src = |m: Option<&Value>| {
-        m.and_then(|m| m.get("source"))
-            .and_then(Value::as_str)
-            .is_some_and(|s| s == THEATER_SOURCE)
-    };
-    src(v.get("data").and_then(|d| d.get("metadata"))) || src(v.get("metadata"))
-}
-
-/// The stored type of a message (`human`, `ai`, `system`, ...).
-pub fn message_type(v: &Value) -> String {
-    if let Some(t) = v.get("type").and_then(Value::as_str) {
-        return t.to_string();
-    }
-    match v.get("role").and_then(Value::as_str) {
-        Some("user") => "human".into(),
-        Some("assistant") => "ai".into(),
-        Some(r) => r.to_string(),
-        None => String::new(),
-    }
-}
-
-/// The text of a message (non-string contents are compared as their JSON text).
-pub fn message_text(v: &Value) -> String {
-    let c = v
-        .get("data")
-        .and_then(|d| d.get("content"))
-        .or_else(|| v.get("content"));
-    match c {
-        Some(Value::String(s)) => s.clone(),
-        None | Some(Value::Null) => String::new(),
-        Some(other) => other.to_string(),
-    }
-}
-
-#[derive(Serialize)]
-struct Empty {}
-
-#[derive(Serialize)]
-struct StoredData<'a> {
-    content: &'a str,
-    additional_kwargs: Empty,
-    response_metadata: Empty,
-    #[serde(rename = "type")]
-    kind: &'a str,
-    name: Option<()>,
-    id: Option<()>,
-    example: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_calls: Option<[(); 0]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    invalid_tool_calls: Option<[(); 0]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    usage_metadata: Option<Option<()>>,
-}
-
-/// The stored form of a browser-written message:
-/// `{type, data: {content, additional_kwargs, response_metadata, type, name, id,
-/// example}}`, plus `tool_calls`, `invalid_tool_calls`, `usage_metadata` for `ai`.
-#[derive(Serialize)]
-pub struct StoredMessage<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    data: StoredData<'a>,
-}
-
-impl<'a> StoredMessage<'a> {
-    pub fn new(e: &'a ChatEntry) -> Self {
-        let ai = e.role == "ai";
-        StoredMessage {
-            kind: &e.role,
-            data: StoredData {
-                content: &e.text,
-                additional_kwargs: Empty {},
-                response_metadata: Empty {},
-                kind: &e.role,
-                name: None,
-                id: None,
-                example: false,
-                tool_calls: ai.then_some([]),
-                invalid_tool_calls: ai.then_some([]),
-                usage_metadata: ai.then_some(None),
-            },
-        }
-    }
-}
-
-/// The stored form of a browser-written message as a JSON value.
-pub fn stored_message(e: &ChatEntry) -> Value {
-    serde_json::to_value(StoredMessage::new(e)).unwrap_or(Value::Null)
 }
 
 /// One entry of a merged history: a stored message kept verbatim (its exact
@@ -128,105 +27,9 @@ impl Serialize for Merged<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Merged::Kept(v) => v.serialize(s),
-            Merged::New(e) => StoredMessage::new(e).serialize(s),
+            Merged::New(e) => PageLine::new(&e.role, &e.text).serialize(s),
         }
     }
-}
-
-/// A stored message as the merge sees it: its exact JSON text, its type, its
-/// text and whether it is a theater message. Parsing borrows from the file
-/// bytes, so a large history is not turned into a tree of maps.
-pub struct Stored<'a> {
-    pub raw: &'a RawValue,
-    pub kind: Cow<'a, str>,
-    pub text: Cow<'a, str>,
-    pub theater: bool,
-}
-
-#[derive(Deserialize)]
-struct Probe<'a> {
-    #[serde(rename = "type", default, borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    role: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    content: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    data: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    metadata: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct ProbeData<'a> {
-    #[serde(default, borrow)]
-    content: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    metadata: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct ProbeMeta<'a> {
-    #[serde(default, borrow)]
-    source: Option<Cow<'a, str>>,
-}
-
-fn theater_meta(raw: Option<&RawValue>) -> bool {
-    raw.and_then(|m| serde_json::from_str::<ProbeMeta>(m.get()).ok())
-        .and_then(|m| m.source)
-        .is_some_and(|s| s == THEATER_SOURCE)
-}
-
-fn raw_text(raw: Option<&RawValue>) -> Cow<'_, str> {
-    let Some(raw) = raw else {
-        return Cow::Borrowed("");
-    };
-    if let Ok(s) = serde_json::from_str::<Cow<str>>(raw.get()) {
-        return s;
-    }
-    match serde_json::from_str::<Value>(raw.get()) {
-        Ok(Value::Null) | Err(_) => Cow::Borrowed(""),
-        Ok(other) => Cow::Owned(other.to_string()),
-    }
-}
-
-impl<'a> Stored<'a> {
-    fn from_raw(raw: &'a RawValue) -> Stored<'a> {
-        let Ok(p) = serde_json::from_str::<Probe>(raw.get()) else {
-            return Stored {
-                raw,
-                kind: Cow::Borrowed(""),
-                text: Cow::Borrowed(""),
-                theater: false,
-            };
-        };
-        let data = p
-            .data
-            .and_then(|d| serde_json::from_str::<ProbeData>(d.get()).ok());
-        let kind = match (p.kind, p.role) {
-            (Some(k), _) => k,
-            (None, Some(r)) if r == "user" => Cow::Borrowed("human"),
-            (None, Some(r)) if r == "assistant" => Cow::Borrowed("ai"),
-            (None, Some(r)) => r,
-            (None, None) => Cow::Borrowed(""),
-        };
-        let (content, data_meta) = match &data {
-            Some(d) => (d.content.or(p.content), d.metadata),
-            None => (p.content, None),
-        };
-        Stored {
-            raw,
-            kind,
-            text: raw_text(content),
-            theater: theater_meta(data_meta) || theater_meta(p.metadata),
-        }
-    }
-}
-
-/// Parse a stored history (`None` when it is not a JSON array).
-pub fn parse_stored(bytes: &[u8]) -> Option<Vec<Stored<'_>>> {
-    let raws: Vec<&RawValue> = serde_json::from_slice(bytes).ok()?;
-    Some(raws.into_iter().map(Stored::from_raw).collect())
 }
 
 /// Could `bytes` (a stored history) hold a theater message? A cheap test that
@@ -247,7 +50,7 @@ pub struct TheaterReadonly;
 /// Otherwise every theater message is kept verbatim at its position relative
 /// to the ordinary messages it was between.
 pub fn merge<'a>(
-    snapshot: &'a [Stored<'a>],
+    snapshot: &'a [StoredLine<'a>],
     posted: &'a [ChatEntry],
 ) -> Result<Vec<Merged<'a>>, TheaterReadonly> {
     let theater: Vec<usize> = snapshot
@@ -307,7 +110,8 @@ pub fn merge<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use companiond_core::history::line::{parse_lines, text_of};
+    use serde_json::{json, Value};
 
     fn values(v: Result<Vec<Merged<'_>>, TheaterReadonly>) -> Result<Vec<Value>, TheaterReadonly> {
         v.map(|v| v.iter().map(|m| serde_json::to_value(m).unwrap()).collect())
@@ -316,7 +120,7 @@ mod tests {
     /// Run the merge over `snap` as stored bytes.
     fn run(snap: &[Value], posted: &[ChatEntry]) -> Result<Vec<Value>, TheaterReadonly> {
         let bytes = serde_json::to_vec_pretty(snap).unwrap();
-        let stored = parse_stored(&bytes).unwrap();
+        let stored = parse_lines(&bytes).unwrap();
         values(merge(&stored, posted))
     }
 
@@ -335,7 +139,7 @@ mod tests {
         }
     }
     fn texts(v: &[Value]) -> Vec<String> {
-        v.iter().map(message_text).collect()
+        v.iter().map(text_of).collect()
     }
 
     #[test]
@@ -346,7 +150,7 @@ mod tests {
         assert_eq!(out[0]["data"]["type"], "human");
         assert_eq!(out[0]["data"]["additional_kwargs"], json!({}));
         assert!(out[0]["data"].get("tool_calls").is_none());
-        let ai = stored_message(&e("ai", "x", None, false));
+        let ai = serde_json::to_value(PageLine::new("ai", "x")).unwrap();
         assert_eq!(ai["data"]["tool_calls"], json!([]));
         assert_eq!(ai["data"]["invalid_tool_calls"], json!([]));
         assert!(

@@ -34,7 +34,7 @@ pub fn msg(t: &str, c: &str) -> Value {
 
 pub fn theater_msg(c: &str) -> Value {
     json!({"type": "system", "data": {"content": c, "metadata": {
-        "source": companiond_memory::theater::THEATER_SOURCE, "memory_tier": "episode_summary", "story_id": "st-1", "run_index": 2}}})
+        "source": companiond_core::history::line::THEATER_SOURCE, "memory_tier": "episode_summary", "story_id": "st-1", "run_index": 2}}})
 }
 
 pub async fn read(s: &TestServer, filename: &str) -> (u16, Value) {

@@ -9,7 +9,11 @@
 //! is `{"type": "human"|"ai"|"system", "data": {"content": <text>}}`, plus
 //! `"source"` when another feature than the chat wrote it (e.g. onboarding).
 //! Readers also accept `{"role": "user"|"assistant"|"system", "content": ...}`
-//! (older files, hand edits), and keep entries they do not understand.
+//! (older files, hand edits), and keep entries they do not understand. The
+//! memory page's save writes the original application's full message form
+//! (`{type, data: {content, additional_kwargs, ...}}`), and theater memory lines
+//! carry `data.metadata.source`: both, and the readers of any line, are in
+//! [`line`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::store::{Store, StoreError};
+
+pub mod line;
 
 /// File name of the history inside a character's memory directory.
 pub const FILE: &str = "recent.json";
