@@ -93,6 +93,12 @@ pub fn percent_decode_once(s: &str) -> String {
         .into_owned()
 }
 
+/// Escape every byte of `s` but ASCII letters and digits as `%XX`: a name
+/// carried in one segment of a URI, read back by [`percent_decode_once`].
+pub fn percent_encode_segment(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
 /// Join `rel` (from a request) under `root`. The result may not exist yet; when
 /// it (or an ancestor) exists, its canonical form must still be inside the
 /// canonical root. An empty `rel` is refused.

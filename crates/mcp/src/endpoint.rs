@@ -400,9 +400,9 @@ impl Companion {
     }
 }
 
-/// `companiond://character/<name>/<persona|facts>` (the name form-encoded).
+/// `companiond://character/<name>/<persona|facts>` (the name percent-encoded).
 fn resource_uri(character: &str, what: &str) -> String {
-    let name: String = url::form_urlencoded::byte_serialize(character.as_bytes()).collect();
+    let name = companiond_core::paths::percent_encode_segment(character);
     format!("companiond://character/{name}/{what}")
 }
 
@@ -410,8 +410,7 @@ fn resource_uri(character: &str, what: &str) -> String {
 fn parse_resource_uri(uri: &str) -> Option<(String, &str)> {
     let rest = uri.strip_prefix("companiond://character/")?;
     let (name, what) = rest.rsplit_once('/')?;
-    // `byte_serialize` writes a space as `+` and a `+` as `%2B`.
-    let decoded = companiond_core::paths::percent_decode_once(&name.replace('+', " "));
+    let decoded = companiond_core::paths::percent_decode_once(name);
     matches!(what, "persona" | "facts").then_some((decoded, what))
 }
 
@@ -542,7 +541,7 @@ mod uri_tests {
         }
         assert_eq!(
             resource_uri("Mika Chan", "facts"),
-            "companiond://character/Mika+Chan/facts"
+            "companiond://character/Mika%20Chan/facts"
         );
         assert_eq!(
             parse_resource_uri("companiond://character/Mika%20Chan/persona"),
