@@ -174,7 +174,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("page_config")
         .query::<page::PageConfigQuery>()
-        .ok::<page::PageConfig>()
+        .ok::<crate::page::PageConfig>()
         .get(
             "/api/config/character_reserved_fields",
             "reserved character-profile fields",

@@ -238,8 +238,14 @@ fn model_string(v: Option<&Value>) -> String {
     }
 }
 
-/// The page configuration of one character.
-pub fn page_config(name: &str, profile: &Value, csrf: &str, roots: &Roots) -> Map<String, Value> {
+/// The page configuration of character `name` (`character_exists`: whether it is stored).
+pub fn page_config(
+    name: &str,
+    character_exists: bool,
+    profile: &Value,
+    csrf: &str,
+    roots: &Roots,
+) -> PageConfig {
     let mut model_type = field(profile, "model_type")
         .and_then(Value::as_str)
         .unwrap_or("live2d")
@@ -304,10 +310,6 @@ pub fn page_config(name: &str, profile: &Value, csrf: &str, roots: &Roots) -> Ma
         "pngtuber" => png_path.clone(),
         _ => live2d.clone(),
     };
-    let mut out = Map::new();
-    out.insert("success".into(), json!(true));
-    out.insert("persona_name".into(), json!(name));
-    out.insert("lanlan_name".into(), json!(name));
     let master = |k: &str| {
         profile
             .get(k)
@@ -316,35 +318,84 @@ pub fn page_config(name: &str, profile: &Value, csrf: &str, roots: &Roots) -> Ma
             .to_string()
     };
     let master_name = master("master_name");
-    let nickname = master("master_nickname");
-    let profile_name = master("master_profile_name");
-    let display = nickname
+    let master_nickname = master("master_nickname");
+    let master_profile_name = master("master_profile_name");
+    let master_display_name = master_nickname
         .split([',', '，'])
         .map(str::trim)
         .find(|s| !s.is_empty())
         .map(str::to_string)
-        .or_else(|| (!profile_name.is_empty()).then(|| profile_name.clone()))
+        .or_else(|| (!master_profile_name.is_empty()).then(|| master_profile_name.clone()))
         .unwrap_or_else(|| master_name.clone());
-    out.insert("master_name".into(), json!(master_name));
-    out.insert("master_profile_name".into(), json!(profile_name));
-    out.insert("master_nickname".into(), json!(nickname));
-    out.insert("master_display_name".into(), json!(display));
-    out.insert("csrf_token".into(), json!(csrf));
-    out.insert("autostart_csrf_token".into(), json!(csrf));
-    out.insert("model_type".into(), json!(model_type));
-    out.insert("model_path".into(), json!(model_path));
-    out.insert("lighting".into(), lighting);
-    out.insert(
-        "model_paths".into(),
-        json!({"live2d": live2d, "vrm": vrm, "mmd": mmd, "pngtuber": png_path}),
-    );
-    if model_type == "live3d" {
-        out.insert("live3d_sub_type".into(), json!(sub));
+    let live3d = model_type == "live3d";
+    let pngtuber = (model_type == "pngtuber").then_some(png);
+    PageConfig {
+        success: true,
+        persona_name: name.to_string(),
+        lanlan_name: name.to_string(),
+        character_exists,
+        master_name,
+        master_profile_name,
+        master_nickname,
+        master_display_name,
+        csrf_token: csrf.to_string(),
+        autostart_csrf_token: csrf.to_string(),
+        model_type,
+        model_path,
+        lighting,
+        model_paths: ModelPaths {
+            live2d,
+            vrm,
+            mmd,
+            pngtuber: png_path,
+        },
+        live3d_sub_type: live3d.then_some(sub),
+        pngtuber,
     }
-    if model_type == "pngtuber" {
-        out.insert("pngtuber".into(), Value::Object(png));
-    }
-    out
+}
+
+/// What a page needs to start: the character, its model, the master's names
+/// and the CSRF token.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct PageConfig {
+    pub success: bool,
+    pub persona_name: String,
+    /// The original application's name of `persona_name`.
+    pub lanlan_name: String,
+    /// Whether the character is stored (else the answer describes an empty profile).
+    pub character_exists: bool,
+    pub master_name: String,
+    pub master_profile_name: String,
+    pub master_nickname: String,
+    /// The first of the nicknames (comma-separated), else the profile name, else the name.
+    pub master_display_name: String,
+    /// The token guarded routes need in `X-CSRF-Token`.
+    pub csrf_token: String,
+    pub autostart_csrf_token: String,
+    /// `live2d`, `live3d` or `pngtuber`.
+    pub model_type: String,
+    /// The URL of the model the page shows (empty when none).
+    pub model_path: String,
+    /// The character's lighting (`lighting`, else the VRM's), or null.
+    #[schema(value_type = Option<Object>)]
+    pub lighting: Value,
+    pub model_paths: ModelPaths,
+    /// `vrm` or `mmd` (`live3d` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live3d_sub_type: Option<String>,
+    /// The PNGTuber settings with their image URLs resolved (`pngtuber` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub pngtuber: Option<Map<String, Value>>,
+}
+
+/// The URL of each kind of model the character names (empty when none).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ModelPaths {
+    pub live2d: String,
+    pub vrm: String,
+    pub mmd: String,
+    pub pngtuber: String,
 }
 
 // ------------------------------------------------------------------ languages

@@ -9,7 +9,7 @@ use companiond_core::envelope::{lenient, BodyOf, QueryOf};
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ConfigError;
@@ -30,31 +30,6 @@ companiond_core::query_rejected!(
     ConfigError,
     |m| ConfigError::bad_code(m, "invalid_query") => PageConfigQuery
 );
-
-/// What a page needs to start: the character, its model, the master's names
-/// and the CSRF token (open: more fields pass through).
-#[derive(ToSchema)]
-#[allow(dead_code)] // the schema of the object `page::page_config` builds
-pub struct PageConfig {
-    success: bool,
-    persona_name: String,
-    lanlan_name: String,
-    character_exists: bool,
-    master_name: String,
-    master_profile_name: String,
-    master_nickname: String,
-    master_display_name: String,
-    /// The token guarded routes need in `X-CSRF-Token`.
-    csrf_token: String,
-    autostart_csrf_token: String,
-    /// `live2d`, `live3d` or `pngtuber`.
-    model_type: String,
-    model_path: String,
-    #[schema(value_type = Object)]
-    model_paths: Value,
-    #[serde(flatten)]
-    other: Map<String, Value>,
-}
 
 /// `GET /api/config/platform_language`.
 #[derive(Serialize, ToSchema)]
@@ -114,9 +89,13 @@ pub async fn page_config(
         frontend_static: frontend_static.as_deref(),
         data: st.data_dir(),
     };
-    let mut body = page::page_config(&name, &profile, st.csrf_token(), &roots);
-    body.insert("character_exists".into(), json!(exists));
-    no_store(ok_json(body))
+    no_store(Json(page::page_config(
+        &name,
+        exists,
+        &profile,
+        st.csrf_token(),
+        &roots,
+    )))
 }
 
 /// `GET /api/config/character_reserved_fields`.
