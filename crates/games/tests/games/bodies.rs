@@ -61,12 +61,7 @@ async fn the_first_non_blank_spelling_names_the_character_and_session() {
         .await;
     assert_eq!(refusal(&b), invalid("session_id is too long"));
     // an empty body is `{}`; one that is no object is refused as a whole
-    let r = s
-        .http
-        .post(s.url(url))
-        .send()
-        .await
-        .expect("an answer");
+    let r = s.http.post(s.url(url)).send().await.expect("an answer");
     let b: Value = r.json().await.expect("json");
     assert_eq!(b["reason"], "missing_persona_name", "{b}");
     let (_, b) = s.post(url, json!(["persona_name", "Mika"])).await;
@@ -162,7 +157,11 @@ async fn mistyped_fields_are_invalid_body_naming_the_field() {
             call(json!({"transcript": " ", "text": "hello"})),
         )
         .await;
-    assert_eq!((b["ok"].clone(), b["handled"].clone()), (json!(true), json!(true)), "{b}");
+    assert_eq!(
+        (b["ok"].clone(), b["handled"].clone()),
+        (json!(true), json!(true)),
+        "{b}"
+    );
 }
 
 #[tokio::test]
@@ -190,18 +189,33 @@ async fn icebreaker_fields_keep_their_rules() {
         (json!({"day": " "}), (json!("missing_day"), Value::Null)),
         (json!({"day": null}), (json!("missing_day"), Value::Null)),
         (json!({"seq": "3"}), invalid("seq must be an integer")),
-        (json!({"handoff": "perhaps"}), invalid("handoff must be a boolean")),
+        (
+            json!({"handoff": "perhaps"}),
+            invalid("handoff must be a boolean"),
+        ),
         (json!({"node_id": 4}), invalid("node_id must be a string")),
-        (json!({"choice": " "}), (json!("invalid_choice"), Value::Null)),
+        (
+            json!({"choice": " "}),
+            (json!("invalid_choice"), Value::Null),
+        ),
     ];
     for (extra, want) in cases {
-        let (_, b) = s.post_csrf("/api/icebreaker/choice", choice(extra.clone())).await;
+        let (_, b) = s
+            .post_csrf("/api/icebreaker/choice", choice(extra.clone()))
+            .await;
         assert_eq!(&refusal(&b), want, "{extra}");
     }
     let (_, b) = s
-        .post_csrf("/api/icebreaker/choice", choice(json!({"day": " 12 ", "seq": 3})))
+        .post_csrf(
+            "/api/icebreaker/choice",
+            choice(json!({"day": " 12 ", "seq": 3})),
+        )
         .await;
-    assert_eq!((b["ok"].clone(), b["day"].clone()), (json!(true), json!(12)), "{b}");
+    assert_eq!(
+        (b["ok"].clone(), b["day"].clone()),
+        (json!(true), json!(12)),
+        "{b}"
+    );
     // context: the request id may come inside the event, with the same rule
     let (_, b) = s
         .post_csrf(
@@ -246,7 +260,11 @@ async fn icebreaker_fields_keep_their_rules() {
         .post_csrf("/api/icebreaker/route/end", json!({"session_id": "5"}))
         .await;
     assert_eq!(
-        (b["ok"].clone(), b["persona_name"].clone(), b["reason"].clone()),
+        (
+            b["ok"].clone(),
+            b["persona_name"].clone(),
+            b["reason"].clone()
+        ),
         (json!(true), json!("Companion"), json!("icebreaker_end")),
         "{b}"
     );
@@ -262,7 +280,11 @@ async fn a_log_entry_keeps_its_other_fields_as_details() {
         )
         .await;
     assert_eq!(
-        (b["ok"].clone(), b["session_id"].clone(), b["game_type"].clone()),
+        (
+            b["ok"].clone(),
+            b["session_id"].clone(),
+            b["game_type"].clone()
+        ),
         (json!(true), json!("77"), json!("soccer")),
         "{b}"
     );
@@ -276,7 +298,12 @@ async fn a_log_entry_keeps_its_other_fields_as_details() {
         .await;
     assert_eq!(b["ok"], true, "{b}");
     let (_, b) = s.get("/api/game/logs?session_id=77&game_type=soccer").await;
-    let e = &b["log"]["entries"].as_array().expect("entries").last().cloned().expect("one");
+    let e = &b["log"]["entries"]
+        .as_array()
+        .expect("entries")
+        .last()
+        .cloned()
+        .expect("one");
     assert_eq!(
         (
             e["event"].clone(),
@@ -284,7 +311,12 @@ async fn a_log_entry_keeps_its_other_fields_as_details() {
             e["message"].clone(),
             e["sensitive_possible"].clone()
         ),
-        (json!("kick"), json!("info"), json!("{\"m\":1}"), json!(true)),
+        (
+            json!("kick"),
+            json!("info"),
+            json!("{\"m\":1}"),
+            json!(true)
+        ),
         "{e}"
     );
     assert_eq!(
@@ -303,10 +335,7 @@ async fn a_log_entry_keeps_its_other_fields_as_details() {
         .await;
     assert_eq!(b["ok"], true, "{b}");
     let (_, b) = s
-        .post_csrf(
-            "/api/game/logs",
-            json!({"session_id": "77", "gameType": 5}),
-        )
+        .post_csrf("/api/game/logs", json!({"session_id": "77", "gameType": 5}))
         .await;
     assert_eq!(refusal(&b), invalid("gameType must be a string"));
     let (_, b) = s
@@ -328,18 +357,30 @@ async fn a_page_signal_is_its_first_spelling_of_the_right_type() {
     };
     let url = "/api/game/soccer/route/heartbeat";
     let (_, b) = s
-        .post(url, beat(json!({"visibilityState": 5, "visibility_state": " HIDDEN "})))
+        .post(
+            url,
+            beat(json!({"visibilityState": 5, "visibility_state": " HIDDEN "})),
+        )
         .await;
     assert_eq!(
-        (b["state"]["visibility_state"].clone(), b["state"]["page_visible"].clone()),
+        (
+            b["state"]["visibility_state"].clone(),
+            b["state"]["page_visible"].clone()
+        ),
         (json!("hidden"), json!(false)),
         "{b}"
     );
     let (_, b) = s
-        .post(url, beat(json!({"pageVisible": "yes", "page_visible": true})))
+        .post(
+            url,
+            beat(json!({"pageVisible": "yes", "page_visible": true})),
+        )
         .await;
     assert_eq!(
-        (b["state"]["visibility_state"].clone(), b["state"]["page_visible"].clone()),
+        (
+            b["state"]["visibility_state"].clone(),
+            b["state"]["page_visible"].clone()
+        ),
         (json!("visible"), json!(true)),
         "{b}"
     );
