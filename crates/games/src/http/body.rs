@@ -33,7 +33,9 @@ const MAX_ELAPSED_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
 /// the whole body with serde's message, and serde's `alias` would refuse a
 /// body naming two spellings. So each spelling is its own `Field` (each named
 /// in the schema through `#[schema(value_type = ..)]`), and the readers below
-/// are the rules.
+/// are the rules. Every `Field` is `#[serde(default)]` (absent) one by one: a
+/// container-level `default` would make utoipa describe each field's
+/// `Default` value.
 #[derive(Debug, Clone, Default)]
 pub struct Field(Option<Value>);
 
