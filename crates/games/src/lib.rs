@@ -31,8 +31,15 @@ pub use config::GamesConfig;
 use error::Reason;
 use games::logs::LogRead;
 use games::{GameInputRouter, Games};
-use http::doc::*;
+use http::dialogue::{
+    ChatBody, MirrorBody, PassiveGuardBody, QuickLinesBody, RealtimeContextBody, SpeakBody,
+};
+use http::game_routes::{DrainBody, EndBody, HeartbeatBody, RouteStartBody, VoiceTranscriptBody};
+use http::icebreaker::{ChoiceBody, FreeTextBody, IceContextBody, IceEndBody, IceStartBody};
+use http::leaderboard::LeaderboardSubmitBody;
+use http::logs::{LogEnableBody, LogEntryBody};
 use http::queries::*;
+use http::GameType;
 use icebreaker::Icebreaker;
 
 /// This family as the binary lists it: its routes and its start-up work.
@@ -110,7 +117,7 @@ pub fn api(state: &AppState) -> Api {
             http::game_routes::start,
         )
         .id("start_route")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<RouteStartBody>()
         .ok::<http::game_routes::RouteStarted>()
         .reasons(&[
@@ -125,7 +132,7 @@ pub fn api(state: &AppState) -> Api {
             http::game_routes::state,
         )
         .id("route_state")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .query::<PersonaQuery>()
         .ok::<http::game_routes::StateAnswer>()
         .reasons(&[Reason::InvalidGameType, Reason::MissingPersonaName])
@@ -144,7 +151,7 @@ pub fn api(state: &AppState) -> Api {
             http::game_routes::drain,
         )
         .id("drain_route")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<DrainBody>()
         .ok::<http::game_routes::Drained>()
         .reasons(&[
@@ -158,7 +165,7 @@ pub fn api(state: &AppState) -> Api {
             http::game_routes::voice_transcript,
         )
         .id("voice_transcript")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<VoiceTranscriptBody>()
         .ok::<http::game_routes::TranscriptTaken>()
         .reasons(&[
@@ -175,7 +182,7 @@ pub fn api(state: &AppState) -> Api {
             http::game_routes::heartbeat,
         )
         .id("heartbeat")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<HeartbeatBody>()
         .ok::<http::game_routes::HeartbeatAnswer>()
         .reasons(&[
@@ -189,7 +196,7 @@ pub fn api(state: &AppState) -> Api {
             http::game_routes::end,
         )
         .id("end_route")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<EndBody>()
         .ok::<http::game_routes::Ended>()
         .reasons(END_REASONS)
@@ -199,7 +206,7 @@ pub fn api(state: &AppState) -> Api {
             http::game_routes::end,
         )
         .id("end_round")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<EndBody>()
         .ok::<http::game_routes::Ended>()
         .reasons(END_REASONS)
@@ -210,7 +217,7 @@ pub fn api(state: &AppState) -> Api {
             http::dialogue::passive_guard,
         )
         .id("passive_guard")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<PassiveGuardBody>()
         .ok::<http::dialogue::GuardAnswer>()
         .post(
@@ -219,7 +226,7 @@ pub fn api(state: &AppState) -> Api {
             http::dialogue::chat,
         )
         .id("chat")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<ChatBody>()
         .ok::<http::dialogue::ChatAnswer>()
         .post(
@@ -228,7 +235,7 @@ pub fn api(state: &AppState) -> Api {
             http::dialogue::mirror_assistant,
         )
         .id("mirror_line")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<MirrorBody>()
         .ok::<http::dialogue::MirrorAnswer>()
         .reasons(&[
@@ -245,7 +252,7 @@ pub fn api(state: &AppState) -> Api {
             http::dialogue::speak,
         )
         .id("speak")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<SpeakBody>()
         .ok::<http::dialogue::GameSpokenOrStale>()
         .reasons(&[
@@ -264,7 +271,7 @@ pub fn api(state: &AppState) -> Api {
             http::dialogue::realtime_context,
         )
         .id("realtime_context")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<RealtimeContextBody>()
         .reasons(&[
             Reason::InvalidGameType,
@@ -279,7 +286,7 @@ pub fn api(state: &AppState) -> Api {
             http::dialogue::quick_lines,
         )
         .id("quick_lines")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<QuickLinesBody>()
         .ok::<http::dialogue::QuickLinesAnswer>()
         .get(
@@ -288,7 +295,7 @@ pub fn api(state: &AppState) -> Api {
             http::dialogue::character,
         )
         .id("character")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .query::<PersonaNameQuery>()
         .ok::<http::dialogue::GameCharacter>()
         .reasons(&[Reason::InvalidGameType, Reason::MissingPersonaName])
@@ -299,7 +306,7 @@ pub fn api(state: &AppState) -> Api {
             http::leaderboard::page,
         )
         .id("leaderboard")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .query::<LeaderboardQuery>()
         .ok::<http::leaderboard::BoardPage>()
         .reasons(&[
@@ -313,7 +320,7 @@ pub fn api(state: &AppState) -> Api {
             http::leaderboard::submit,
         )
         .id("submit_score")
-        .path::<GameTypePath>()
+        .path::<GameType>()
         .json_body::<LeaderboardSubmitBody>()
         .ok::<http::leaderboard::BoardSubmitted>()
         .reasons(&[

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use companiond_core::{now_rfc3339, now_secs};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::text::{html_escape, query_escape, truncate_chars};
 
@@ -19,26 +19,6 @@ pub const MAX_DETAILS_BYTES: usize = 16 * 1024;
 /// Default and largest `limit` of a read.
 pub const DEFAULT_LIMIT: usize = 300;
 pub const MAX_LIMIT: usize = 1000;
-
-/// Body keys that are not log details.
-const RESERVED: &[&str] = &[
-    "session_id",
-    "sessionId",
-    "game_type",
-    "gameType",
-    "persona_name",
-    "personaName",
-    "level",
-    "category",
-    "event",
-    "type",
-    "source",
-    "message",
-    "details",
-    "sensitive_possible",
-    "sensitivePossible",
-    "_csrf_token",
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
@@ -151,51 +131,6 @@ impl NewEntry {
             source: "backend".into(),
             message: message.into(),
             sensitive_possible: false,
-            details,
-        }
-    }
-
-    /// The entry of a `POST /api/game/logs` body.
-    pub fn from_body(b: &Map<String, Value>) -> Self {
-        let s = |keys: &[&str], default: &str, max: usize| {
-            keys.iter()
-                .find_map(|k| b.get(*k).and_then(Value::as_str))
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(|v| truncate_chars(v, max))
-                .unwrap_or_else(|| default.to_string())
-        };
-        let message = match b.get("message") {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(m)) => m.clone(),
-            Some(other) => other.to_string(),
-        };
-        let details = match b.get("details") {
-            Some(Value::Object(d)) => Value::Object(d.clone()),
-            _ => Value::Object(
-                b.iter()
-                    .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
-        };
-        let sensitive = ["sensitive_possible", "sensitivePossible"]
-            .iter()
-            .find_map(|k| b.get(*k))
-            .is_some_and(|v| match v {
-                Value::Bool(x) => *x,
-                Value::String(x) => {
-                    matches!(x.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on")
-                }
-                _ => false,
-            });
-        NewEntry {
-            level: s(&["level"], "info", 24),
-            category: s(&["category"], "frontend", 64),
-            event: s(&["event", "type"], "client_event", 96),
-            source: s(&["source"], "frontend", 96),
-            message,
-            sensitive_possible: sensitive,
             details,
         }
     }

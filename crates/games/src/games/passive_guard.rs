@@ -51,7 +51,8 @@ impl NoVerdict {
     }
 }
 
-/// What the page sends with a guard call (passed on to the classifier).
+/// What the page sends with a guard call (passed on to the classifier; read
+/// by the route's body, `PassiveGuardBody`).
 pub struct GuardRequest {
     pub stage: Value,
     /// The page's prompt type: `rest`, else `surrender`.
@@ -61,28 +62,6 @@ pub struct GuardRequest {
     pub passive_guard_state: Option<Value>,
     pub trigger: Option<Value>,
     pub user_speech: String,
-}
-
-impl GuardRequest {
-    /// Read the optional fields of a body (missing or mistyped ones are left out).
-    pub fn from_body(b: &Map<String, Value>) -> GuardRequest {
-        GuardRequest {
-            stage: b.get("stage").cloned().unwrap_or(Value::Null),
-            prompt_type: match b.get("promptType").and_then(Value::as_str) {
-                Some("rest") => "rest",
-                _ => "surrender",
-            },
-            pre_game_context: b.get("preGameContext").cloned(),
-            current_state: b.get("currentState").cloned(),
-            passive_guard_state: b.get("passiveGuardState").cloned(),
-            trigger: b.get("trigger").cloned(),
-            user_speech: b
-                .get("userSpeech")
-                .and_then(Value::as_str)
-                .map(|s| truncate_chars(s, 240))
-                .unwrap_or_default(),
-        }
-    }
 }
 
 const GUARD_ACTIONS: &[&str] = &[

@@ -8,7 +8,6 @@ use companiond_core::AppState;
 use serde_json::{json, Map, Value};
 
 use super::kind::GameKind;
-use super::leaderboard::normalize_mode;
 use super::Games;
 use crate::model::{call_options, persona_prompt};
 use crate::text::{collapse_ws, truncate_chars};
@@ -102,20 +101,6 @@ pub struct QuickLinesRequest {
     pub language: String,
     /// Badminton's mode (part of the cache key).
     pub mode: String,
-}
-
-impl QuickLinesRequest {
-    /// Read the optional fields of a body.
-    pub fn from_body(b: &Map<String, Value>) -> QuickLinesRequest {
-        QuickLinesRequest {
-            language: ["language", "i18n_language", "lang"]
-                .iter()
-                .find_map(|k| b.get(*k).and_then(Value::as_str))
-                .map(|s| truncate_chars(s.trim(), 20))
-                .unwrap_or_default(),
-            mode: normalize_mode(b.get("mode").and_then(Value::as_str)),
-        }
-    }
 }
 
 /// The quick lines of a character.

@@ -9,12 +9,12 @@ use companiond_core::frames::{Marks, Origin, ServerFrame};
 use companiond_core::sessions::SessionManager;
 use companiond_core::speech::pipeline::SpeakRefused as SpeakLineRefused;
 use companiond_core::{AppState, Ext};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 
-use super::extract::{FamilyCall, GameType, JsonObject, PlayableGameType, RouteCall};
-use super::input::{opt_bool, opt_object, opt_str, require_persona, session_of};
+use super::body::{first_text, invalid, BodyCharacter, BodyCharacterOptional, BodySession, Field};
+use super::extract::{Body, FamilyCall, GameType, PlayableGameType, RouteCall};
 use super::queries::*;
 use super::stale::{StaleSession, StaleState, VoiceSource};
 use crate::error::{Answer, Failure, Reason};
@@ -22,25 +22,195 @@ use crate::games::chat::{self, ChatLine, ChatRequest, NoLine};
 use crate::games::delivery::{MirrorRefused, SpeakRefused};
 use crate::games::game_routes::{Miss, RouteState};
 use crate::games::kind::GameKind;
+use crate::games::leaderboard::normalize_mode;
 use crate::games::passive_guard::{self, GuardRequest, NoVerdict, Verdict};
 use crate::games::quick_lines::{self, QuickLines, QuickLinesRequest};
 use crate::games::{character, Games};
-use crate::text::clean_line;
+use crate::text::{clean_line, truncate_chars};
 use companiond_core::envelope::QueryOf;
 
 /// Longest game line for speak / mirror.
 const MAX_SPOKEN_CHARS: usize = 240;
 
+/// `POST /api/game/{game_type}/chat`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "s1",
+    "event": {"kind": "goal", "score": [1, 0]}}))]
+pub struct ChatBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    /// The game event (kept as sent; `kind` names it).
+    #[schema(value_type = Object, required = true)]
+    #[serde(default)]
+    event: Field,
+}
+
+/// `POST /api/game/{game_type}/mirror-assistant`.
+#[derive(Deserialize, ToSchema)]
+pub struct MirrorBody {
+    /// The line (also `text`; at most 240 characters kept).
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    line: Field,
+    /// Another spelling of `line`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    text: Field,
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    /// `kind` names the event the line answers.
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    event: Field,
+}
+
+/// `POST /api/game/{game_type}/speak` and `/api/icebreaker/speak`. The
+/// character is required for games; the icebreaker defaults to the current one.
+#[derive(Deserialize, ToSchema)]
+pub struct SpeakBody {
+    /// At most 240 characters kept.
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    pub line: Field,
+    #[serde(flatten)]
+    pub character: BodyCharacterOptional,
+    #[serde(flatten)]
+    pub session: BodySession,
+    /// A flag (`true`/`false`, `1`/`0`, or its text: `yes`, `off`, ...).
+    #[schema(value_type = Option<bool>, default = true)]
+    #[serde(default)]
+    pub mirror_text: Field,
+    #[schema(value_type = Option<bool>, default = true)]
+    #[serde(default)]
+    pub emit_turn_end: Field,
+    #[schema(value_type = Option<bool>, default = false)]
+    #[serde(default)]
+    pub interrupt_audio: Field,
+}
+
+/// `POST /api/game/{game_type}/realtime-context`.
+#[derive(Deserialize, ToSchema)]
+pub struct RealtimeContextBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    state: Field,
+    #[serde(default, rename = "pendingItems")]
+    #[schema(value_type = Option<Vec<Value>>)]
+    pending_items: Field,
+}
+
+/// `POST /api/game/{game_type}/quick-lines`.
+#[derive(Deserialize, ToSchema)]
+pub struct QuickLinesBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    /// The lines' language (also `i18n_language`, `lang`: the first that is
+    /// text; at most 20 characters; default: the user's).
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    language: Field,
+    /// Another spelling of `language`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    i18n_language: Field,
+    /// Another spelling of `language`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    lang: Field,
+    /// Badminton's mode (`spectator` or `duel`).
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    mode: Field,
+}
+
+impl QuickLinesBody {
+    /// The language and mode asked for (values of another type are ignored).
+    fn request(&self) -> QuickLinesRequest {
+        QuickLinesRequest {
+            language: [&self.language, &self.i18n_language, &self.lang]
+                .iter()
+                .find_map(|f| f.as_str())
+                .map(|s| truncate_chars(s.trim(), 20))
+                .unwrap_or_default(),
+            mode: normalize_mode(self.mode.as_str()),
+        }
+    }
+}
+
+/// `POST /api/game/{game_type}/passive-guard` (soccer). The page's state is
+/// passed to the classifier as sent.
+#[derive(Deserialize, ToSchema)]
+pub struct PassiveGuardBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    #[schema(value_type = Option<Value>)]
+    #[serde(default)]
+    stage: Field,
+    /// `rest` or `surrender` (default).
+    #[serde(default, rename = "promptType")]
+    #[schema(value_type = Option<String>)]
+    prompt_type: Field,
+    #[serde(default, rename = "preGameContext")]
+    #[schema(value_type = Option<Value>)]
+    pre_game_context: Field,
+    #[serde(default, rename = "currentState")]
+    #[schema(value_type = Option<Value>)]
+    current_state: Field,
+    #[serde(default, rename = "passiveGuardState")]
+    #[schema(value_type = Option<Value>)]
+    passive_guard_state: Field,
+    #[schema(value_type = Option<Value>)]
+    #[serde(default)]
+    trigger: Field,
+    /// At most 240 characters kept.
+    #[serde(default, rename = "userSpeech")]
+    #[schema(value_type = Option<String>)]
+    user_speech: Field,
+}
+
+impl PassiveGuardBody {
+    /// What the classifier is given: the page's values as sent (a missing or
+    /// mistyped prompt type or speech is the default).
+    fn request(&self) -> GuardRequest {
+        GuardRequest {
+            stage: self.stage.sent().cloned().unwrap_or(Value::Null),
+            prompt_type: match self.prompt_type.as_str() {
+                Some("rest") => "rest",
+                _ => "surrender",
+            },
+            pre_game_context: self.pre_game_context.sent().cloned(),
+            current_state: self.current_state.sent().cloned(),
+            passive_guard_state: self.passive_guard_state.sent().cloned(),
+            trigger: self.trigger.sent().cloned(),
+            user_speech: self
+                .user_speech
+                .as_str()
+                .map(|s| truncate_chars(s, 240))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+routed!(ChatBody, PassiveGuardBody);
+
 /// `POST /api/game/{game_type}/chat`: one game event to one line and control.
 pub async fn chat(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
-    call: Result<RouteCall, Failure>,
+    call: Result<RouteCall<ChatBody>, Failure>,
 ) -> Json<ChatAnswer> {
     let input = || {
         let call = call?;
-        let event = match call.body.get("event") {
-            None | Some(Value::Null) => return Err(Failure::new(Reason::MissingEvent)),
+        let event = match call.body.event.get() {
+            None => return Err(Failure::new(Reason::MissingEvent)),
             Some(Value::Object(e)) => e.clone(),
             Some(_) => return Err(Failure::new(Reason::InvalidEvent)),
         };
@@ -246,18 +416,19 @@ any_of_schema!(MirrorAnswer as "MirrorAnswer": Mirrored, StaleSession);
 /// `POST /api/game/{game_type}/mirror-assistant`: a game line into the chat (no speech).
 pub async fn mirror_assistant(
     GameType(game_type): GameType,
-    FamilyCall(st, games, b): FamilyCall<Games>,
+    FamilyCall(st, games, b): FamilyCall<Games, MirrorBody>,
 ) -> Result<Json<MirrorAnswer>, Failure> {
-    let raw_line = opt_str(&b, &["line", "text"])?.unwrap_or_default();
+    let raw_line = first_text(&[(&b.line, "line"), (&b.text, "text")])?.unwrap_or_default();
     let line = clean_line(&raw_line, MAX_SPOKEN_CHARS);
     if line.is_empty() {
         return Err(Failure::new(Reason::MissingLine));
     }
-    let persona = require_persona(&b)?;
-    let session = session_of(&b)?;
+    let persona = b.character.name()?;
+    let session = b.session.id()?;
     let method = "project_text_mirror";
     let kind = b
-        .get("event")
+        .event
+        .get()
         .and_then(|e| e.get("kind"))
         .and_then(Value::as_str);
     match games
@@ -342,20 +513,17 @@ any_of_schema!(GameSpokenOrStale as "GameSpokenOrStale": GameSpoken, StaleSessio
 /// connection plays speech).
 pub async fn speak(
     PlayableGameType(game_type): PlayableGameType,
-    FamilyCall(st, games, b): FamilyCall<Games>,
+    FamilyCall(st, games, b): FamilyCall<Games, SpeakBody>,
 ) -> Result<Json<GameSpokenOrStale>, Failure> {
-    let line = clean_line(
-        &opt_str(&b, &["line"])?.unwrap_or_default(),
-        MAX_SPOKEN_CHARS,
-    );
+    let line = clean_line(&b.line.text("line")?.unwrap_or_default(), MAX_SPOKEN_CHARS);
     if line.is_empty() {
         return Err(Failure::new(Reason::MissingLine).with("audio_sent", false));
     }
-    let persona = require_persona(&b)?;
-    let session = session_of(&b)?;
-    let mirror_text = opt_bool(&b, &["mirror_text"], true)?;
-    let emit_turn_end = opt_bool(&b, &["emit_turn_end"], true)?;
-    let interrupt_audio = opt_bool(&b, &["interrupt_audio"], false)?;
+    let persona = b.character.name()?;
+    let session = b.session.id()?;
+    let mirror_text = b.mirror_text.flag("mirror_text", true)?;
+    let emit_turn_end = b.emit_turn_end.flag("emit_turn_end", true)?;
+    let interrupt_audio = b.interrupt_audio.flag("interrupt_audio", false)?;
     let refused = |reason: Reason| {
         Failure::new(reason)
             .with("audio_sent", false)
@@ -438,14 +606,12 @@ pub async fn speak(
 pub async fn realtime_context(
     State(st): State<AppState>,
     _: GameType,
-    JsonObject(b): JsonObject,
+    Body(b): Body<RealtimeContextBody>,
 ) -> Answer {
-    let persona = require_persona(&b)?;
-    opt_object(&b, &["state"])?;
-    if b.get("pendingItems")
-        .is_some_and(|v| !v.is_array() && !v.is_null())
-    {
-        return Err(Failure::new(Reason::InvalidBody).with("error", "pendingItems must be a list"));
+    let persona = b.character.name()?;
+    b.state.object("state")?;
+    if b.pending_items.get().is_some_and(|v| !v.is_array()) {
+        return Err(invalid("pendingItems must be a list"));
     }
     let reason = if st.sessions.get(&persona).is_none() {
         Reason::NoSessionManager
@@ -472,12 +638,12 @@ pub async fn quick_lines(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     game_type: Result<GameType, Failure>,
-    body: Result<JsonObject, Failure>,
+    body: Result<Body<QuickLinesBody>, Failure>,
 ) -> Json<QuickLinesAnswer> {
     let input = || {
         let game_type = served(game_type, GameKind::has_quick_lines)?;
-        let JsonObject(b) = body?;
-        let persona = require_persona(&b)?;
+        let Body(b) = body?;
+        let persona = b.character.name()?;
         Ok::<_, Failure>((game_type, b, persona))
     };
     let (game_type, b, persona) = match input() {
@@ -491,7 +657,7 @@ pub async fn quick_lines(
             });
         }
     };
-    let req = QuickLinesRequest::from_body(&b);
+    let req = b.request();
     Json(
         match quick_lines::quick_lines(&st, &games, &game_type, &persona, &req).await {
             QuickLines::Cached(lines) => QuickLinesAnswer {
@@ -649,7 +815,7 @@ pub async fn passive_guard(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     game_type: Result<GameType, Failure>,
-    call: Result<RouteCall, Failure>,
+    call: Result<RouteCall<PassiveGuardBody>, Failure>,
 ) -> Json<GuardAnswer> {
     let call = served(game_type, GameKind::has_passive_guard).and(call);
     let RouteCall {
@@ -671,7 +837,7 @@ pub async fn passive_guard(
             Err(Miss::Inactive) => return guard_fallback("route_not_active"),
             Err(Miss::Mismatch(_)) => return guard_fallback("session_id_mismatch"),
         };
-    let req = GuardRequest::from_body(&b);
+    let req = b.request();
     match passive_guard::passive_guard(&st, &games, &persona, &req, state).await {
         Ok(verdict) => Json(GuardAnswer::verdict(verdict)),
         Err(NoVerdict { reason, error }) => {

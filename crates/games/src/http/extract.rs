@@ -1,6 +1,6 @@
 //! The request parts every game handler reads first, as extractors whose
 //! rejection is the family's failure envelope: the `{game_type}` path segment
-//! (checked before the body) and the JSON object body.
+//! (checked before the body) and the JSON object body as its route's type.
 
 use std::sync::Arc;
 
@@ -8,14 +8,22 @@ use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Request};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use companiond_core::{AppState, Ext};
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use utoipa::IntoParams;
 
-use super::input::{body_map, game_type_of, require_persona, session_of};
+use super::body::{invalid, BodyCharacter, BodySession};
+use super::input::{body_map, game_type_of};
 use crate::error::{Failure, Reason};
 use crate::games::ICEBREAKER_GAME_TYPE;
 
-/// The `{game_type}` path segment, normalised (see [`game_type_of`]).
-pub struct GameType(pub String);
+/// `{game_type}`: the game (`soccer`, `badminton`, ...), compared lower-cased.
+/// Any text is taken: one that is not 1 to 64 characters of `[A-Za-z0-9_-]` is
+/// answered `{ok:false, reason:"invalid_game_type"}` with 200, as the original
+/// did. The extractor holds the normalised segment (see [`game_type_of`]).
+#[derive(IntoParams)]
+#[into_params(names("game_type"))]
+pub struct GameType(#[param(example = "soccer")] pub String);
 
 impl FromRequestParts<AppState> for GameType {
     type Rejection = Failure;
@@ -62,36 +70,55 @@ impl FromRequestParts<AppState> for PlayableGameType {
     }
 }
 
-/// A JSON object body: empty is `{}`, anything else that is no object is `invalid_body`.
-pub struct JsonObject(pub Map<String, Value>);
+/// A route's JSON body as its type `T`: the body is read as an object (at
+/// most `MAX_BODY`; empty is `{}`; anything that is no JSON object is
+/// `invalid_body`), then as `T`. A body type's fields are
+/// [`super::body::Field`]s, which take any value, so reading `T` does not
+/// fail on a field; the handler judges each field as it reads it.
+pub struct Body<T>(pub T);
 
-impl FromRequest<AppState> for JsonObject {
+impl<T: DeserializeOwned> FromRequest<AppState> for Body<T> {
     type Rejection = Failure;
 
     async fn from_request(req: Request, _: &AppState) -> Result<Self, Failure> {
-        body_map(req.into_body()).await.map(JsonObject)
+        read(req.into_body()).await.map(Body)
     }
 }
 
+/// Read a body as `T` (see [`Body`]).
+async fn read<T: DeserializeOwned>(body: axum::body::Body) -> Result<T, Failure> {
+    let object = body_map(body).await?;
+    // An object has each key once, so serde's "duplicate field" cannot arise;
+    // a body type whose fields are all `Field`s or kept values reads any object.
+    serde_json::from_value(Value::Object(object)).map_err(|e| invalid(e.to_string()))
+}
+
+/// A body that names the character (required) and the session of a route
+/// call ([`RouteCall`]).
+pub trait Routed {
+    fn caller(&self) -> (&BodyCharacter, &BodySession);
+}
+
 /// A call about the character's route of a game type: the `{game_type}`, the
-/// JSON object body, the character (required) and the session (optional),
-/// checked in that order.
-pub struct RouteCall {
+/// JSON object body as `T`, the character (required) and the session
+/// (optional), checked in that order.
+pub struct RouteCall<T> {
     pub game_type: String,
     pub persona: String,
     pub session: Option<String>,
-    pub body: Map<String, Value>,
+    pub body: T,
 }
 
-impl FromRequest<AppState> for RouteCall {
+impl<T: DeserializeOwned + Routed> FromRequest<AppState> for RouteCall<T> {
     type Rejection = Failure;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Failure> {
         let (mut parts, body) = req.into_parts();
         let GameType(game_type) = GameType::from_request_parts(&mut parts, state).await?;
-        let body = body_map(body).await?;
-        let persona = require_persona(&body)?;
-        let session = session_of(&body)?;
+        let body: T = read(body).await?;
+        let (character, session) = body.caller();
+        let persona = character.name()?;
+        let session = session.id()?;
         Ok(RouteCall {
             game_type,
             persona,
@@ -118,16 +145,16 @@ impl FromRequestParts<AppState> for EndReason {
 }
 
 /// A family call: the app state, a family state `F` (the games or the
-/// icebreaker state) and the JSON object body. After the path extractors.
-pub struct FamilyCall<F>(pub AppState, pub Arc<F>, pub Map<String, Value>);
+/// icebreaker state) and the JSON object body as `T`. After the path extractors.
+pub struct FamilyCall<F, T>(pub AppState, pub Arc<F>, pub T);
 
-impl<F: Send + Sync + 'static> FromRequest<AppState> for FamilyCall<F> {
+impl<F: Send + Sync + 'static, T: DeserializeOwned> FromRequest<AppState> for FamilyCall<F, T> {
     type Rejection = Response;
 
     async fn from_request(req: Request, st: &AppState) -> Result<Self, Response> {
         let (mut parts, body) = req.into_parts();
         let Ext(state) = Ext::<F>::from_request_parts(&mut parts, st).await?;
-        match body_map(body).await {
+        match read(body).await {
             Ok(body) => Ok(FamilyCall(st.clone(), state, body)),
             Err(f) => Err(f.into_response()),
         }

@@ -7,17 +7,18 @@ use axum::response::Response;
 use axum::Json;
 use companiond_core::envelope::no_store;
 use companiond_core::{AppState, Ext};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::extract::{EndReason, GameType, JsonObject, PlayableGameType, RouteCall};
-use super::input::{
-    opt_int, opt_str, persona_of, query_persona, require_persona, session_of, MAX_SAFE_INT,
+use super::body::{
+    first_text, BodyCharacter, BodyCharacterOptional, BodySession, Field, PageSignals, MAX_SAFE_INT,
 };
+use super::extract::{Body, EndReason, GameType, PlayableGameType, RouteCall};
+use super::input::query_persona;
 use super::queries::*;
 use crate::error::{Failure, Reason};
-use crate::games::game_routes::{Archive, EndedRoute, Miss, RouteState, Signals};
+use crate::games::game_routes::{Archive, EndedRoute, Miss, RouteState};
 use crate::games::lifecycle::{
     EndResult, EndRoute, PageBeat, RouteRef, StartRoute, VoiceTranscript,
 };
@@ -29,6 +30,94 @@ use companiond_core::envelope::QueryOf;
 const MAX_TRANSCRIPT_CHARS: usize = 2000;
 /// Default and largest `limit` of a drain.
 const MAX_DRAIN: i64 = 50;
+
+/// `POST /api/game/{game_type}/route/start` (session default `default`).
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "s1", "pageVisible": true}))]
+pub struct RouteStartBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    /// The game's mode (badminton: `spectator` or `duel`).
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    mode: Field,
+    #[serde(flatten)]
+    signals: PageSignals,
+}
+
+/// `POST /api/game/{game_type}/route/heartbeat`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "s1", "visibilityState": "visible"}))]
+pub struct HeartbeatBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    #[serde(flatten)]
+    signals: PageSignals,
+}
+
+/// `POST /api/game/{game_type}/route/drain`.
+#[derive(Deserialize, ToSchema)]
+pub struct DrainBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    /// How many outputs to take: an integer (or its text) within ±2^53,
+    /// clamped to 1..=50.
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 50, default = 50)]
+    #[serde(default)]
+    limit: Field,
+}
+
+routed!(RouteStartBody, HeartbeatBody, DrainBody);
+
+/// `POST /api/game/{game_type}/route/voice-transcript`.
+#[derive(Deserialize, ToSchema)]
+pub struct VoiceTranscriptBody {
+    /// What was said (also `text`; at most 2000 characters kept).
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    transcript: Field,
+    /// Another spelling of `transcript`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    text: Field,
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    /// A repeated id is answered `handled:false`, `duplicate_request` (also `requestId`).
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    request_id: Field,
+    /// Another spelling of `request_id`.
+    #[serde(default, rename = "requestId")]
+    #[schema(value_type = Option<String>)]
+    request_id_camel: Field,
+    #[serde(flatten)]
+    signals: PageSignals,
+}
+
+/// `POST /api/game/{game_type}/route/end` and `/api/game/{game_type}/end`
+/// (the character defaults to the current one).
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "s1", "finalScore": {"score": 3}}))]
+pub struct EndBody {
+    #[serde(flatten)]
+    character: BodyCharacterOptional,
+    #[serde(flatten)]
+    session: BodySession,
+    /// Default `route_end` (`game_end` for `/end`); at most 64 characters kept.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    reason: Field,
+    #[serde(flatten)]
+    signals: PageSignals,
+}
 
 /// `POST /api/game/{game_type}/route/start`: the route's fields at the top
 /// level and again as `state`, and the character's routes it ended.
@@ -178,11 +267,11 @@ pub async fn start(
     State(st): State<AppState>,
     Ext(games): Ext<Games>,
     _: PlayableGameType,
-    call: RouteCall,
+    call: RouteCall<RouteStartBody>,
 ) -> Result<Json<RouteStarted>, Failure> {
-    let mode = opt_str(&call.body, &["mode"])?;
+    let mode = call.body.mode.text("mode")?;
     let req = StartRoute {
-        signals: Signals::from_body(&call.body),
+        signals: call.body.signals.signals(),
         persona: call.persona,
         game_type: call.game_type,
         session_id: call.session.unwrap_or_else(|| "default".into()),
@@ -244,10 +333,16 @@ pub async fn active(
 }
 
 /// `POST /api/game/{game_type}/route/drain`: take the queued outputs.
-pub async fn drain(Ext(games): Ext<Games>, call: RouteCall) -> Result<Json<Drained>, Failure> {
+pub async fn drain(
+    Ext(games): Ext<Games>,
+    call: RouteCall<DrainBody>,
+) -> Result<Json<Drained>, Failure> {
     // An integer is clamped to 1..=50; a value that is no integer at all
     // (or beyond ±2^53) is invalid_body.
-    let limit = opt_int(&call.body, &["limit"], -MAX_SAFE_INT, MAX_SAFE_INT)?
+    let limit = call
+        .body
+        .limit
+        .int("limit", -MAX_SAFE_INT, MAX_SAFE_INT)?
         .unwrap_or(MAX_DRAIN)
         .clamp(1, MAX_DRAIN);
     let limit = usize::try_from(limit).unwrap_or(50);
@@ -268,13 +363,16 @@ pub async fn drain(Ext(games): Ext<Games>, call: RouteCall) -> Result<Json<Drain
 pub async fn voice_transcript(
     Ext(games): Ext<Games>,
     GameType(game_type): GameType,
-    JsonObject(b): JsonObject,
+    Body(b): Body<VoiceTranscriptBody>,
 ) -> Result<Json<TranscriptTaken>, Failure> {
-    let transcript = opt_str(&b, &["transcript", "text"])?
+    let transcript = first_text(&[(&b.transcript, "transcript"), (&b.text, "text")])?
         .ok_or_else(|| Failure::new(Reason::MissingTranscript))?;
-    let persona = require_persona(&b)?;
-    let session = session_of(&b)?;
-    let request_id = opt_str(&b, &["request_id", "requestId"])?;
+    let persona = b.character.name()?;
+    let session = b.session.id()?;
+    let request_id = first_text(&[
+        (&b.request_id, "request_id"),
+        (&b.request_id_camel, "requestId"),
+    ])?;
     let refused = |reason: Reason, state: RouteState| {
         Failure::new(reason)
             .with("handled", false)
@@ -287,7 +385,7 @@ pub async fn voice_transcript(
         session_id: session,
         text: truncate_chars(&transcript, MAX_TRANSCRIPT_CHARS),
         request_id,
-        signals: Signals::from_body(&b),
+        signals: b.signals.signals(),
     }) {
         Ok((handled, state)) => Ok(Json(TranscriptTaken {
             ok: true,
@@ -303,10 +401,10 @@ pub async fn voice_transcript(
 /// `POST /api/game/{game_type}/route/heartbeat`.
 pub async fn heartbeat(
     Ext(games): Ext<Games>,
-    call: RouteCall,
+    call: RouteCall<HeartbeatBody>,
 ) -> Result<Json<HeartbeatAnswer>, Failure> {
     let beat = games.heartbeat(&PageBeat {
-        signals: Signals::from_body(&call.body),
+        signals: call.body.signals.signals(),
         persona: call.persona,
         game_type: call.game_type,
         session_id: call.session,
@@ -331,18 +429,20 @@ pub async fn end(
     Ext(games): Ext<Games>,
     PlayableGameType(game_type): PlayableGameType,
     EndReason(default_reason): EndReason,
-    JsonObject(b): JsonObject,
+    Body(b): Body<EndBody>,
 ) -> Result<Json<Ended>, Failure> {
     // The body's character, else the current one; with neither there is no
     // round to end (the no-route answer).
-    let persona = match persona_of(&b)? {
+    let persona = match b.character.given()? {
         Some(p) => p,
         None => st.characters.resolve(None).unwrap_or_default(),
     };
-    let reason = opt_str(&b, &["reason"])?
+    let reason = b
+        .reason
+        .text("reason")?
         .map(|r| truncate_chars(&r, 64))
         .unwrap_or_else(|| default_reason.to_string());
-    let session_id = session_of(&b)?;
+    let session_id = b.session.id()?;
     let ended = games.end_route(
         &st,
         EndRoute {
@@ -350,7 +450,7 @@ pub async fn end(
             game_type,
             session_id,
             reason,
-            signals: Signals::from_body(&b),
+            signals: b.signals.signals(),
         },
     );
     Ok(Json(match ended {

@@ -4,12 +4,16 @@
 use axum::extract::State;
 use axum::Json;
 use companiond_core::{now_secs, AppState, Ext};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::body::{
+    first_sent, first_text, invalid, BodyCharacter, BodyCharacterOptional, BodySession,
+    BodySessionRequired, Field,
+};
+use super::dialogue::SpeakBody;
 use super::extract::FamilyCall;
-use super::input::{opt_bool, opt_str, persona_or_current, require_persona, session_of};
 use super::queries::*;
 use super::stale::{StaleSession, StaleState, VoiceSource};
 use crate::error::{Failure, Reason};
@@ -21,6 +25,192 @@ use crate::icebreaker::{
 };
 use crate::text::{clean_line, truncate_chars};
 use companiond_core::envelope::QueryOf;
+
+/// `POST /api/icebreaker/route/start` (the character defaults to the current one).
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "ice1"}))]
+pub struct IceStartBody {
+    #[serde(flatten)]
+    character: BodyCharacterOptional,
+    #[serde(flatten)]
+    session: BodySessionRequired,
+}
+
+/// `POST /api/icebreaker/route/end` (the character defaults to the current one).
+#[derive(Deserialize, ToSchema)]
+pub struct IceEndBody {
+    #[serde(flatten)]
+    character: BodyCharacterOptional,
+    #[serde(flatten)]
+    session: BodySession,
+    /// Default `icebreaker_end`; at most 64 characters kept.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    reason: Field,
+}
+
+/// `POST /api/icebreaker/context`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "ice1", "role": "assistant",
+    "text": "Nice to meet you!"}))]
+pub struct IceContextBody {
+    /// `user` or `assistant`.
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    role: Field,
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    text: Field,
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    /// A repeated id is deduplicated (else `event.request_id` is read).
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    request_id: Field,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    event: Field,
+}
+
+/// `POST /api/icebreaker/free-text/interpret`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "ice1", "user_text": "the cat one",
+    "options": [{"choice": "a", "label": "Cats"}, {"choice": "b", "label": "Dogs"}]}))]
+pub struct FreeTextBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    /// What the user typed (also `userText`).
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    user_text: Field,
+    /// Another spelling of `user_text`.
+    #[serde(default, rename = "userText")]
+    #[schema(value_type = Option<String>)]
+    user_text_camel: Field,
+    #[serde(flatten)]
+    session: BodySessionRequired,
+    /// The offered options: `{choice, label}` objects or strings.
+    #[schema(value_type = Vec<Value>, required = true)]
+    #[serde(default)]
+    options: Field,
+    /// Also `assistantLine`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    assistant_line: Field,
+    /// Another spelling of `assistant_line`.
+    #[serde(default, rename = "assistantLine")]
+    #[schema(value_type = Option<String>)]
+    assistant_line_camel: Field,
+    /// The last turns (at most 4 are used; also `recentFreeTextTurns`).
+    #[schema(value_type = Option<Vec<Value>>)]
+    #[serde(default)]
+    recent_free_text_turns: Field,
+    /// Another spelling of `recent_free_text_turns`.
+    #[serde(default, rename = "recentFreeTextTurns")]
+    #[schema(value_type = Option<Vec<Value>>)]
+    recent_free_text_turns_camel: Field,
+    /// Also `freeTextDerailStreak`; above 0 counts as 1.
+    #[schema(value_type = Option<i64>)]
+    #[serde(default)]
+    free_text_derail_streak: Field,
+    /// Another spelling of `free_text_derail_streak`.
+    #[serde(default, rename = "freeTextDerailStreak")]
+    #[schema(value_type = Option<i64>)]
+    free_text_derail_streak_camel: Field,
+    #[schema(value_type = Option<Value>)]
+    #[serde(default)]
+    day: Field,
+    #[schema(value_type = Option<Value>)]
+    #[serde(default)]
+    node_id: Field,
+}
+
+impl FreeTextBody {
+    /// The last free-text turns (at most 4) and the derail streak (0 or 1):
+    /// each from its first spelling sent, ignored when of another type.
+    fn history(&self) -> (Vec<Value>, i64) {
+        let recent: Vec<Value> = first_sent(&[
+            &self.recent_free_text_turns,
+            &self.recent_free_text_turns_camel,
+        ])
+        .and_then(Value::as_array)
+        .map(|a| a.iter().rev().take(4).rev().cloned().collect())
+        .unwrap_or_default();
+        let derail = first_sent(&[
+            &self.free_text_derail_streak,
+            &self.free_text_derail_streak_camel,
+        ])
+        .and_then(Value::as_i64)
+        .map(|n| if n > 0 { 1 } else { 0 })
+        .unwrap_or(0);
+        (recent, derail)
+    }
+}
+
+/// `POST /api/icebreaker/choice`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"persona_name": "Mika", "session_id": "ice1", "day": 1,
+    "node_id": "n1", "choice": "a", "label": "Cats"}))]
+pub struct ChoiceBody {
+    #[serde(flatten)]
+    character: BodyCharacter,
+    #[serde(flatten)]
+    session: BodySession,
+    /// 0..=9999 (an integer or its text).
+    #[schema(value_type = i64, required = true, minimum = 0, maximum = 9999)]
+    #[serde(default)]
+    day: Field,
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    node_id: Field,
+    #[schema(value_type = String, required = true)]
+    #[serde(default)]
+    choice: Field,
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    label: Field,
+    #[schema(value_type = Option<bool>)]
+    #[serde(default)]
+    handoff: Field,
+    #[schema(value_type = Option<bool>)]
+    #[serde(default)]
+    completed: Field,
+    #[schema(value_type = Option<i64>)]
+    #[serde(default)]
+    seq: Field,
+}
+
+impl ChoiceBody {
+    /// `day`: an integer or an integer text, 0..=9999 (absent, `null` or
+    /// blank: `missing_day`).
+    fn day(&self) -> Result<i64, Failure> {
+        let not_integer = || invalid("day must be an integer");
+        let missing = || Failure::new(Reason::MissingDay).with("source", SOURCE);
+        let day = match self.day.get() {
+            None => return Err(missing()),
+            Some(Value::Number(n)) => n.as_i64().ok_or_else(not_integer)?,
+            Some(Value::String(s)) if !s.trim().is_empty() => {
+                s.trim().parse::<i64>().map_err(|_| not_integer())?
+            }
+            Some(Value::String(_)) => return Err(missing()),
+            Some(_) => return Err(not_integer()),
+        };
+        if !(0..=9999).contains(&day) {
+            return Err(invalid("day is out of range"));
+        }
+        Ok(day)
+    }
+
+    /// `seq`: a JSON integer, default 0.
+    fn seq(&self) -> Result<i64, Failure> {
+        match self.seq.get() {
+            None => Ok(0),
+            Some(v) => v.as_i64().ok_or_else(|| invalid("seq must be an integer")),
+        }
+    }
+}
 
 fn stale(persona: &str, method: &'static str, state: IceState) -> StaleSession {
     StaleSession::new(persona, method, StaleState::Onboarding(state))
@@ -165,10 +355,13 @@ fn bound_route(
 
 /// `POST /api/icebreaker/route/start` (CSRF): start (or replace) the character's route.
 pub async fn start(
-    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker, IceStartBody>,
 ) -> Result<Json<IceStateAnswer>, Failure> {
-    let persona = persona_or_current(&st, &b)?;
-    let session = session_of(&b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
+    let persona = b.character.or_current(&st)?;
+    let session = b
+        .session
+        .id()?
+        .ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
     Ok(Json(IceStateAnswer {
         ok: true,
         state: icebreaker.start(&persona, &session),
@@ -177,11 +370,13 @@ pub async fn start(
 
 /// `POST /api/icebreaker/route/end` (CSRF).
 pub async fn end(
-    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker, IceEndBody>,
 ) -> Result<Json<IceEnded>, Failure> {
-    let persona = persona_or_current(&st, &b)?;
-    let session = session_of(&b)?;
-    let reason = opt_str(&b, &["reason"])?
+    let persona = b.character.or_current(&st)?;
+    let session = b.session.id()?;
+    let reason = b
+        .reason
+        .text("reason")?
         .map(|r| truncate_chars(&r, 64))
         .unwrap_or_else(|| "icebreaker_end".into());
     match icebreaker.end(&persona, session.as_deref()) {
@@ -227,19 +422,24 @@ pub async fn state(
 
 /// `POST /api/icebreaker/context` (CSRF): a line into the session history.
 pub async fn context(
-    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker, IceContextBody>,
 ) -> Result<Json<ContextOrStale>, Failure> {
     let method = "project_session_history";
-    let role = opt_str(&b, &["role"])?
+    let role = b
+        .role
+        .text("role")?
         .as_deref()
         .and_then(Role::parse)
         .ok_or_else(|| Failure::new(Reason::InvalidRole))?;
-    let text = opt_str(&b, &["text"])?.ok_or_else(|| Failure::new(Reason::MissingText))?;
+    let text = b
+        .text
+        .text("text")?
+        .ok_or_else(|| Failure::new(Reason::MissingText))?;
     if text.chars().count() > MAX_CONTEXT_CHARS {
         return Err(Failure::new(Reason::InvalidTextLength).with("max_length", MAX_CONTEXT_CHARS));
     }
-    let persona = require_persona(&b)?;
-    let session = session_of(&b)?;
+    let persona = b.character.name()?;
+    let session = b.session.id()?;
     let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
         Ok(r) => r,
         Err(stale) => return Ok(Json(OrStale::Stale(Box::new(stale)))),
@@ -247,11 +447,11 @@ pub async fn context(
     let Some(mgr) = st.sessions.get(&persona) else {
         return Err(Failure::new(Reason::NoSessionManager).with("persona_name", &persona));
     };
-    let request_id = match opt_str(&b, &["request_id"])? {
+    let request_id = match b.request_id.text("request_id")? {
         Some(id) => Some(id),
-        None => match b.get("event") {
-            Some(Value::Object(e)) => opt_str(e, &["request_id"])?,
-            _ => None,
+        None => match b.event.as_object() {
+            Some(e) => Field::within(e, "request_id").text("request_id")?,
+            None => None,
         },
     };
     let request_id = request_id.map(|id| truncate_chars(&id, 128));
@@ -274,32 +474,20 @@ pub async fn context(
     })))
 }
 
-/// The last free-text turns (at most 4) and the derail streak (0 or 1) of a body.
-fn free_text_history(b: &Map<String, Value>) -> (Vec<Value>, i64) {
-    let recent: Vec<Value> = b
-        .get("recent_free_text_turns")
-        .or_else(|| b.get("recentFreeTextTurns"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().rev().take(4).rev().cloned().collect())
-        .unwrap_or_default();
-    let derail = b
-        .get("free_text_derail_streak")
-        .or_else(|| b.get("freeTextDerailStreak"))
-        .and_then(Value::as_i64)
-        .map(|n| if n > 0 { 1 } else { 0 })
-        .unwrap_or(0);
-    (recent, derail)
-}
-
 /// `POST /api/icebreaker/free-text/interpret`: what the user typed, through the model.
 pub async fn free_text(
-    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker, FreeTextBody>,
 ) -> Result<Json<Interpreted>, Failure> {
     let method = "free_text_interpreter";
-    let persona = require_persona(&b)?;
-    let user_text = opt_str(&b, &["user_text", "userText"])?
-        .ok_or_else(|| Failure::new(Reason::MissingUserText).with("persona_name", &persona))?;
-    let session = session_of(&b)?
+    let persona = b.character.name()?;
+    let user_text = first_text(&[
+        (&b.user_text, "user_text"),
+        (&b.user_text_camel, "userText"),
+    ])?
+    .ok_or_else(|| Failure::new(Reason::MissingUserText).with("persona_name", &persona))?;
+    let session = b
+        .session
+        .id()?
         .ok_or_else(|| Failure::new(Reason::MissingSessionId).with("persona_name", &persona))?;
     match icebreaker.check(&persona, Some(&session), true) {
         Ok(_) => {}
@@ -317,17 +505,19 @@ pub async fn free_text(
                 .with("state", state))
         }
     }
-    let options = match b.get("options") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => normalize_options(v).ok_or_else(|| {
-            Failure::new(Reason::InvalidBody).with("error", "options must be a list")
-        })?,
+    let options = match b.options.get() {
+        None => Vec::new(),
+        Some(v) => normalize_options(v).ok_or_else(|| invalid("options must be a list"))?,
     };
     if options.is_empty() {
         return Err(Failure::new(Reason::MissingOptions).with("persona_name", &persona));
     }
-    let assistant_line = opt_str(&b, &["assistant_line", "assistantLine"])?.unwrap_or_default();
-    let (recent_turns, derail_streak) = free_text_history(&b);
+    let assistant_line = first_text(&[
+        (&b.assistant_line, "assistant_line"),
+        (&b.assistant_line_camel, "assistantLine"),
+    ])?
+    .unwrap_or_default();
+    let (recent_turns, derail_streak) = b.history();
     let req = FreeText {
         persona,
         options,
@@ -335,8 +525,8 @@ pub async fn free_text(
         user_text,
         recent_turns,
         derail_streak,
-        day: b.get("day").cloned(),
-        node_id: b.get("node_id").cloned(),
+        day: b.day.sent().cloned(),
+        node_id: b.node_id.sent().cloned(),
     };
     let interpretation = free_text::interpret(&st, icebreaker.cfg.free_text_timeout, &req)
         .await
@@ -351,51 +541,27 @@ pub async fn free_text(
     }))
 }
 
-/// `day` of a choice: an integer or an integer string, 0..=9999.
-fn day_of(b: &Map<String, Value>) -> Result<i64, Failure> {
-    let not_integer = || Failure::new(Reason::InvalidBody).with("error", "day must be an integer");
-    let missing = || Failure::new(Reason::MissingDay).with("source", SOURCE);
-    let day = match b.get("day") {
-        None | Some(Value::Null) => return Err(missing()),
-        Some(Value::Number(n)) => n.as_i64().ok_or_else(not_integer)?,
-        Some(Value::String(s)) if !s.trim().is_empty() => {
-            s.trim().parse::<i64>().map_err(|_| not_integer())?
-        }
-        Some(Value::String(_)) => return Err(missing()),
-        Some(_) => return Err(not_integer()),
-    };
-    if !(0..=9999).contains(&day) {
-        return Err(Failure::new(Reason::InvalidBody).with("error", "day is out of range"));
-    }
-    Ok(day)
-}
-
 /// `POST /api/icebreaker/choice` (CSRF): record a choice (write-only).
 pub async fn choice(
-    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker, ChoiceBody>,
 ) -> Result<Json<ChoiceOrStale>, Failure> {
     let method = "tutorial_choices";
-    let persona = require_persona(&b)?;
-    let session = session_of(&b)?;
+    let persona = b.character.name()?;
+    let session = b.session.id()?;
     let route = match bound_route(&icebreaker, &persona, session.as_deref(), method)? {
         Ok(r) => r,
         Err(stale) => return Ok(Json(OrStale::Stale(Box::new(stale)))),
     };
-    let day = day_of(&b)?;
-    let node_id = opt_str(&b, &["node_id"])?;
-    let choice = opt_str(&b, &["choice"])?;
+    let day = b.day()?;
+    let node_id = b.node_id.text("node_id")?;
+    let choice = b.choice.text("choice")?;
     let (Some(node_id), Some(choice)) = (node_id, choice) else {
         return Err(Failure::new(Reason::InvalidChoice).with("source", SOURCE));
     };
-    let label = opt_str(&b, &["label"])?.unwrap_or_default();
-    let handoff = opt_bool(&b, &["handoff"], false)?;
-    let completed = opt_bool(&b, &["completed"], false)?;
-    let seq = match b.get("seq") {
-        None | Some(Value::Null) => 0,
-        Some(v) => v.as_i64().ok_or_else(|| {
-            Failure::new(Reason::InvalidBody).with("error", "seq must be an integer")
-        })?,
-    };
+    let label = b.label.text("label")?.unwrap_or_default();
+    let handoff = b.handoff.flag("handoff", false)?;
+    let completed = b.completed.flag("completed", false)?;
+    let seq = b.seq()?;
     let rec = ChoiceRecord {
         persona: truncate_chars(&persona, 128),
         session_id: truncate_chars(&route.session_id, 128),
@@ -427,22 +593,19 @@ pub async fn choice(
 /// `POST /api/icebreaker/speak` (CSRF): show a line and speak it on the chat
 /// pages that play speech (docs/voice.md).
 pub async fn speak(
-    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker>,
+    FamilyCall(st, icebreaker, b): FamilyCall<Icebreaker, SpeakBody>,
 ) -> Result<Json<SpokenOrStale>, Failure> {
     let method = "project_tts";
-    let line = clean_line(
-        &opt_str(&b, &["line"])?.unwrap_or_default(),
-        MAX_SPOKEN_CHARS,
-    );
+    let line = clean_line(&b.line.text("line")?.unwrap_or_default(), MAX_SPOKEN_CHARS);
     if line.is_empty() {
         return Err(Failure::new(Reason::MissingLine).with("audio_sent", false));
     }
-    let persona = persona_or_current(&st, &b)?;
-    let session = session_of(&b)?;
+    let persona = b.character.or_current(&st)?;
+    let session = b.session.id()?;
     let options = SpeakOptions {
-        mirror_text: opt_bool(&b, &["mirror_text"], true)?,
-        emit_turn_end: opt_bool(&b, &["emit_turn_end"], true)?,
-        interrupt_audio: opt_bool(&b, &["interrupt_audio"], false)?,
+        mirror_text: b.mirror_text.flag("mirror_text", true)?,
+        emit_turn_end: b.emit_turn_end.flag("emit_turn_end", true)?,
+        interrupt_audio: b.interrupt_audio.flag("interrupt_audio", false)?,
     };
     let route = match bound_route(&icebreaker, &persona, session.as_deref(), method) {
         Ok(Ok(r)) => r,

@@ -6,12 +6,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use companiond_core::envelope::{no_store, ok_json};
 use companiond_core::Ext;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::extract::JsonObject;
-use super::input::{game_type_of, opt_str, persona_of, session_of};
+use super::body::{first_sent, first_text, BodyCharacterOptional, BodySessionRequired, Field};
+use super::extract::Body;
+use super::input::game_type_of;
 use super::queries::*;
 use crate::error::{Failure, Reason};
 use crate::games::logs::{NewEntry, ReadQuery, DEFAULT_LIMIT, MAX_LIMIT};
@@ -91,27 +92,184 @@ pub struct Enabled {
     seq: u64,
 }
 
-/// The session, game type (default `game`) and character a log body names.
-fn log_ids(b: &Map<String, Value>) -> Result<(String, String, String), Failure> {
-    let session = session_of(b)?.ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
-    let game = match opt_str(b, &["game_type", "gameType"])? {
-        Some(g) => game_type_of(&g)?,
-        None => "game".to_string(),
-    };
-    let persona = persona_of(b)?.unwrap_or_default();
-    Ok((session, game, persona))
+/// The session, game type and character a log body names.
+#[derive(Deserialize, ToSchema)]
+pub struct LogIds {
+    #[serde(flatten)]
+    session: BodySessionRequired,
+    /// The game (default `game`; also `gameType`), as in `{game_type}`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    game_type: Field,
+    /// Another spelling of `game_type`.
+    #[serde(default, rename = "gameType")]
+    #[schema(value_type = Option<String>)]
+    game_type_camel: Field,
+    /// The character (default: none).
+    #[serde(flatten)]
+    character: BodyCharacterOptional,
+}
+
+impl LogIds {
+    /// The session (`missing_session_id` without one), the game type (default
+    /// `game`) and the character (default empty), read in that order.
+    fn read(&self) -> Result<(String, String, String), Failure> {
+        let session = self
+            .session
+            .id()?
+            .ok_or_else(|| Failure::new(Reason::MissingSessionId))?;
+        let game = match first_text(&[
+            (&self.game_type, "game_type"),
+            (&self.game_type_camel, "gameType"),
+        ])? {
+            Some(g) => game_type_of(&g)?,
+            None => "game".to_string(),
+        };
+        let persona = self.character.given()?.unwrap_or_default();
+        Ok((session, game, persona))
+    }
+}
+
+/// `POST /api/game/logs/enable`.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"session_id": "s1", "game_type": "soccer", "reason": "manual"}))]
+pub struct LogEnableBody {
+    #[serde(flatten)]
+    ids: LogIds,
+    /// Why (default `manual`, at most 64 characters kept).
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    reason: Field,
+}
+
+/// Body keys that are not log details.
+const RESERVED: &[&str] = &[
+    "session_id",
+    "sessionId",
+    "game_type",
+    "gameType",
+    "persona_name",
+    "personaName",
+    "level",
+    "category",
+    "event",
+    "type",
+    "source",
+    "message",
+    "details",
+    "sensitive_possible",
+    "sensitivePossible",
+    "_csrf_token",
+];
+
+/// `POST /api/game/logs`: one entry of an enabled log. The keys beside the
+/// reserved ones become the entry's `details` when `details` is no object.
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"session_id": "s1", "game_type": "soccer",
+    "level": "info", "event": "goal", "message": "scored"}))]
+pub struct LogEntryBody {
+    // Every key the fields below do not name, as sent and in order. Declared
+    // before the flattened `ids`, it also sees the keys those read (serde
+    // lends the entries to a flattened map and hands a flattened struct its
+    // own): the original's details are the body less `RESERVED`, and
+    // `lanlan_name`, which names the character, is not reserved.
+    /// Any other key: part of `details` when `details` is no object.
+    #[serde(flatten)]
+    sent: Map<String, Value>,
+    #[serde(flatten)]
+    ids: LogIds,
+    /// Default `info`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    level: Field,
+    /// Default `frontend`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    category: Field,
+    /// Default `client_event` (also `type`).
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    event: Field,
+    /// Another spelling of `event`.
+    #[serde(default, rename = "type")]
+    #[schema(value_type = Option<String>)]
+    kind: Field,
+    /// Default `frontend`.
+    #[schema(value_type = Option<String>)]
+    #[serde(default)]
+    source: Field,
+    /// Text, or any JSON (kept as its text).
+    #[schema(value_type = Option<Value>)]
+    #[serde(default)]
+    message: Field,
+    /// `true`, or the text `true|1|yes|on` (also `sensitivePossible`).
+    #[schema(value_type = Option<bool>)]
+    #[serde(default)]
+    sensitive_possible: Field,
+    /// Another spelling of `sensitive_possible`.
+    #[serde(default, rename = "sensitivePossible")]
+    #[schema(value_type = Option<bool>)]
+    sensitive_possible_camel: Field,
+    #[schema(value_type = Option<Object>)]
+    #[serde(default)]
+    details: Field,
+}
+
+impl LogEntryBody {
+    /// The entry: each text is its first spelling that is text, trimmed and
+    /// cut, else its default; other types are ignored.
+    fn entry(&self) -> NewEntry {
+        let text = |spellings: &[&Field], default: &str, max: usize| {
+            spellings
+                .iter()
+                .find_map(|f| f.as_str())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| truncate_chars(v, max))
+                .unwrap_or_else(|| default.to_string())
+        };
+        let message = match self.message.get() {
+            None => String::new(),
+            Some(Value::String(m)) => m.clone(),
+            Some(other) => other.to_string(),
+        };
+        let details = match self.details.as_object() {
+            Some(d) => Value::Object(d.clone()),
+            None => Value::Object(
+                self.sent
+                    .iter()
+                    .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+        };
+        let sensitive = first_sent(&[&self.sensitive_possible, &self.sensitive_possible_camel])
+            .is_some_and(|v| match v {
+                Value::Bool(x) => *x,
+                Value::String(x) => {
+                    matches!(x.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on")
+                }
+                _ => false,
+            });
+        NewEntry {
+            level: text(&[&self.level], "info", 24),
+            category: text(&[&self.category], "frontend", 64),
+            event: text(&[&self.event, &self.kind], "client_event", 96),
+            source: text(&[&self.source], "frontend", 96),
+            message,
+            sensitive_possible: sensitive,
+            details,
+        }
+    }
 }
 
 /// `POST /api/game/logs`: append an entry to an enabled log.
 pub async fn append(
     Ext(games): Ext<Games>,
-    JsonObject(b): JsonObject,
+    Body(b): Body<LogEntryBody>,
 ) -> Result<Json<Appended>, Failure> {
-    let (session, game, persona) = log_ids(&b)?;
-    match games
-        .logs
-        .ingest(&game, &session, &persona, NewEntry::from_body(&b))
-    {
+    let (session, game, persona) = b.ids.read()?;
+    match games.logs.ingest(&game, &session, &persona, b.entry()) {
         Some(seq) => Ok(Json(Appended {
             ok: true,
             seq,
@@ -128,10 +286,12 @@ pub async fn append(
 /// `POST /api/game/logs/enable`: start (or keep) a session's log.
 pub async fn enable(
     Ext(games): Ext<Games>,
-    JsonObject(b): JsonObject,
+    Body(b): Body<LogEnableBody>,
 ) -> Result<Json<Enabled>, Failure> {
-    let (session, game, persona) = log_ids(&b)?;
-    let reason = opt_str(&b, &["reason"])?
+    let (session, game, persona) = b.ids.read()?;
+    let reason = b
+        .reason
+        .text("reason")?
         .map(|r| truncate_chars(&r, 64))
         .unwrap_or_else(|| "manual".into());
     let seq = games.logs.enable(&game, &session, &persona, &reason);

@@ -1,5 +1,6 @@
-//! The HTTP handlers of both families, one module per resource. Each handler
-//! takes its checked input ([`extract`], [`input`]), calls the domain
+//! The HTTP handlers of both families, one module per resource, each with the
+//! body types its routes read and the answers they give. Each handler takes
+//! its checked input ([`extract`], [`input`], the bodies' fields [`body`]), calls the domain
 //! ([`crate::games`], [`crate::icebreaker`]) and turns the typed result into
 //! the wire answer.
 
@@ -36,8 +37,20 @@ macro_rules! any_of_schema {
     };
 }
 
+mod body;
+/// Route-call bodies ([`extract::RouteCall`]): each names the character in
+/// its flattened `character` and the session in its flattened `session`.
+macro_rules! routed {
+    ($($body:ty),+ $(,)?) => {$(
+        impl $crate::http::extract::Routed for $body {
+            fn caller(&self) -> (&$crate::http::body::BodyCharacter, &$crate::http::body::BodySession) {
+                (&self.character, &self.session)
+            }
+        }
+    )+};
+}
+
 pub mod dialogue;
-pub mod doc;
 mod extract;
 pub mod game_routes;
 pub mod icebreaker;
@@ -46,3 +59,5 @@ pub mod leaderboard;
 pub mod logs;
 pub mod queries;
 pub mod stale;
+
+pub use extract::GameType;

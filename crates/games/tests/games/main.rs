@@ -2,6 +2,7 @@
 //! routes over real HTTP and the real chat WebSocket, with a loopback
 //! OpenAI-compatible model server and real SQLite. One module per resource.
 
+mod bodies;
 mod common;
 mod dialogue;
 mod game_routes;

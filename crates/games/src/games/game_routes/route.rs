@@ -236,10 +236,8 @@ pub struct Finalized {
     pub mode: Option<String>,
 }
 
-/// Longest `gameStartedElapsedMs` taken into account (30 days).
-const MAX_ELAPSED_MS: f64 = 30.0 * 24.0 * 3600.0 * 1000.0;
-
-/// Options read from a start / heartbeat / end body.
+/// The page's signals of a start / heartbeat / voice-transcript / end call
+/// (read by `http::body::PageSignals`).
 #[derive(Debug, Default, Clone)]
 pub struct Signals {
     pub visibility_state: Option<String>,
@@ -248,42 +246,6 @@ pub struct Signals {
     pub game_started_elapsed_ms: Option<f64>,
     pub current_state: Option<Value>,
     pub final_score: Option<Value>,
-}
-
-impl Signals {
-    /// Read the optional signals of a body (camelCase and snake_case accepted;
-    /// values of the wrong type are ignored).
-    pub fn from_body(b: &Map<String, Value>) -> Signals {
-        let s = |keys: &[&str]| {
-            keys.iter()
-                .find_map(|k| b.get(*k).and_then(Value::as_str))
-                .map(|v| {
-                    v.trim()
-                        .to_ascii_lowercase()
-                        .chars()
-                        .take(32)
-                        .collect::<String>()
-                })
-        };
-        let flag = |keys: &[&str]| keys.iter().find_map(|k| b.get(*k).and_then(Value::as_bool));
-        let obj = |keys: &[&str]| {
-            keys.iter()
-                .find_map(|k| b.get(*k).filter(|v| v.is_object()).cloned())
-        };
-        Signals {
-            visibility_state: s(&["visibilityState", "visibility_state"]),
-            page_visible: flag(&["pageVisible", "page_visible"]),
-            game_started: flag(&["gameStarted", "game_started"]),
-            game_started_elapsed_ms: ["gameStartedElapsedMs", "game_started_elapsed_ms"]
-                .iter()
-                .find_map(|k| b.get(*k).and_then(Value::as_f64))
-                // 0 to 30 days; anything else (NaN, negative, 1e308) is ignored
-                // like a value of the wrong type.
-                .filter(|v| v.is_finite() && (0.0..=MAX_ELAPSED_MS).contains(v)),
-            current_state: obj(&["currentState", "current_state"]),
-            final_score: obj(&["finalScore", "final_score"]),
-        }
-    }
 }
 
 impl GameRoute {

@@ -14,8 +14,6 @@ use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::text::truncate_chars;
-
 mod store;
 
 pub use store::{import_scores, ScoreRow};
@@ -30,22 +28,44 @@ const MAX_SCORE_SESSIONS: usize = 256;
 pub const MAX_PAGE: i64 = 100;
 pub const MAX_OFFSET: i64 = 100_000;
 
-const SCORE_KEYS: &[&str] = &["score", "totalScore", "total_score", "player"];
-const STREAK_KEYS: &[&str] = &[
-    "streak",
-    "best_streak",
-    "bestStreak",
-    "final_streak",
-    "finalStreak",
-];
-const DISTANCE_KEYS: &[&str] = &[
-    "max_distance_px",
-    "maxDistancePx",
-    "max_distance",
-    "maxDistance",
-    "final_distance",
-    "finalDistance",
-];
+/// A figure of a round as a page states it, under its spellings (each is
+/// read as the first spelling that is not `null`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figure {
+    Score,
+    Streak,
+    Distance,
+    LineIn,
+    NetTouch,
+    ZoneIn,
+}
+
+impl Figure {
+    /// The spellings of the figure, in the order read.
+    pub const fn keys(self) -> &'static [&'static str] {
+        match self {
+            Figure::Score => &["score", "totalScore", "total_score", "player"],
+            Figure::Streak => &[
+                "streak",
+                "best_streak",
+                "bestStreak",
+                "final_streak",
+                "finalStreak",
+            ],
+            Figure::Distance => &[
+                "max_distance_px",
+                "maxDistancePx",
+                "max_distance",
+                "maxDistance",
+                "final_distance",
+                "finalDistance",
+            ],
+            Figure::LineIn => &["line_in_count", "lineInCount"],
+            Figure::NetTouch => &["net_touch_count", "netTouchCount"],
+            Figure::ZoneIn => &["zone_in_count", "zoneInCount"],
+        }
+    }
+}
 
 /// The totals of one round.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -90,20 +110,29 @@ fn clamp_int(f: f64) -> i64 {
 /// `finalScore` that is a number is the score total itself).
 /// `Ok(None)` when no score is present; `Err` when a present total is not a number.
 pub fn totals_of(m: &Map<String, Value>) -> Result<Option<Totals>, String> {
-    let final_score = m.get("finalScore");
+    totals_from(|f| first(m, f.keys()), m.get("finalScore"))
+}
+
+/// Read totals: each figure as `top` reads it, else from the `finalScore`
+/// object; a `finalScore` that is a number (or text) is the score itself.
+/// `Ok(None)` when no score is present; `Err` when a present total is not a number.
+pub fn totals_from<'a>(
+    top: impl Fn(Figure) -> Option<&'a Value>,
+    final_score: Option<&'a Value>,
+) -> Result<Option<Totals>, String> {
     let nested = final_score.and_then(Value::as_object);
-    let pick = |keys: &[&str]| first(m, keys).or_else(|| nested.and_then(|n| first(n, keys)));
-    let score = pick(SCORE_KEYS)
+    let pick = |f: Figure| top(f).or_else(|| nested.and_then(|n| first(n, f.keys())));
+    let score = pick(Figure::Score)
         .or_else(|| final_score.filter(|v| matches!(v, Value::Number(_) | Value::String(_))));
     let Some(score) = score else {
         return Ok(None);
     };
     let score = number(score).ok_or("score must be a number")?;
-    let streak = match pick(STREAK_KEYS) {
+    let streak = match pick(Figure::Streak) {
         Some(v) => number(v).ok_or("streak must be a number")?,
         None => 0.0,
     };
-    let dist = match pick(DISTANCE_KEYS) {
+    let dist = match pick(Figure::Distance) {
         Some(v) => number(v).ok_or("max_distance_px must be a number")?,
         None => 0.0,
     };
@@ -114,10 +143,16 @@ pub fn totals_of(m: &Map<String, Value>) -> Result<Option<Totals>, String> {
     }))
 }
 
-fn count_of(m: &Map<String, Value>, keys: &[&str]) -> i64 {
-    let nested = m.get("finalScore").and_then(Value::as_object);
-    first(m, keys)
-        .or_else(|| nested.and_then(|n| first(n, keys)))
+/// A count (`LineIn`, `NetTouch`, `ZoneIn`) as `top` reads it, else from the
+/// `finalScore` object; clamped to `0..=999999`, 0 when absent or no number.
+pub fn count_from<'a>(
+    top: impl Fn(Figure) -> Option<&'a Value>,
+    final_score: Option<&'a Value>,
+    figure: Figure,
+) -> i64 {
+    let nested = final_score.and_then(Value::as_object);
+    top(figure)
+        .or_else(|| nested.and_then(|n| first(n, figure.keys())))
         .and_then(number)
         .map(clamp_int)
         .unwrap_or(0)
@@ -130,7 +165,8 @@ struct ScoreSession {
     at: Instant,
 }
 
-/// A validated submission.
+/// A submission: as claimed ([`Leaderboard::validate`]), then validated (the
+/// server's totals).
 #[derive(Debug, Clone)]
 pub struct Submission {
     pub persona_name: String,
@@ -276,36 +312,19 @@ impl Leaderboard {
         true
     }
 
-    /// Validate a submission body (already known to be a JSON object): anything
-    /// that does not match a recorded, unexpired score session — unknown session,
-    /// missing or mistyped fields, other totals — is `invalid_session`.
-    pub fn validate(&self, body: &Map<String, Value>) -> Result<Submission, BoardError> {
-        let invalid = |msg: &str| BoardError::InvalidSession(Some(msg.to_string()));
-        let text = |k: &str| -> Result<Option<String>, BoardError> {
-            match body.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
-                Some(_) => Err(invalid(&format!("{k} must be a string"))),
-            }
-        };
-        let persona = text("persona_name")?
-            .or(text("lanlan_name")?)
-            .map(|p| truncate_chars(&p, 80));
-        let session = text("session_id")?.map(|s| truncate_chars(&s, 120));
-        let mode_raw = text("mode")?;
-        let posted = totals_of(body)
-            .map_err(|e| invalid(&e))?
-            .ok_or_else(|| invalid("the round's totals (score) are required"))?;
-        let (Some(persona), Some(session)) = (persona, session) else {
-            return Err(invalid("persona_name and session_id are required"));
-        };
-        let mode = normalize_mode(mode_raw.as_deref());
-        let key = (persona.clone(), session.clone());
+    /// Validate a claimed submission (read from its body by the route): one
+    /// that does not match a recorded, unexpired score session of the same
+    /// character, session and mode with the same totals is `invalid_session`.
+    /// The validated submission holds the server's totals; the score session
+    /// is used up.
+    pub fn validate(&self, claimed: Submission) -> Result<Submission, BoardError> {
+        let key = (claimed.persona_name.clone(), claimed.session_id.clone());
+        let posted = claimed.totals;
         let mut map = self.sessions();
         let recorded = map.get(&key).cloned();
         let ok = recorded.as_ref().is_some_and(|r| {
             r.at.elapsed() < self.ttl
-                && r.mode == mode
+                && r.mode == claimed.mode
                 && r.totals.score == posted.score
                 && r.totals.streak == posted.streak
                 && (r.totals.max_distance_px - posted.max_distance_px).abs() < 0.001
@@ -316,13 +335,8 @@ impl Leaderboard {
         // Reserve: one submission per round.
         map.remove(&key);
         Ok(Submission {
-            persona_name: persona,
-            session_id: session,
-            mode,
             totals: recorded.totals,
-            line_in_count: count_of(body, &["line_in_count", "lineInCount"]),
-            net_touch_count: count_of(body, &["net_touch_count", "netTouchCount"]),
-            zone_in_count: count_of(body, &["zone_in_count", "zoneInCount"]),
+            ..claimed
         })
     }
 
