@@ -263,14 +263,43 @@ pub const CHAT_WAIT_MAX: Duration = Duration::from_secs(300);
 /// `json_schema`, llama.cpp's `json_object` with a `schema`, then none.
 pub const JSON_FORMS: [&str; 3] = ["json_schema", "json_object", "none"];
 
+/// A `response_format` of a chat completion request.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseFormat<'a> {
+    /// OpenAI's strict structured output.
+    JsonSchema { json_schema: NamedSchema<'a> },
+    /// llama.cpp's grammar from a schema.
+    JsonObject { schema: &'a Value },
+}
+
+#[derive(Serialize)]
+struct NamedSchema<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    strict: bool,
+}
+
+/// A tool of a chat completion request: `{type: "function", function}`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OfferedTool<'a> {
+    Function { function: &'a ToolSpec },
+}
+
 fn json_form(i: usize, name: &str, schema: &Value) -> Option<Value> {
-    match i {
-        0 => Some(
-            json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": true}}),
-        ),
-        1 => Some(json!({"type": "json_object", "schema": schema})),
-        _ => None,
-    }
+    let form = match i {
+        0 => ResponseFormat::JsonSchema {
+            json_schema: NamedSchema {
+                name,
+                schema,
+                strict: true,
+            },
+        },
+        1 => ResponseFormat::JsonObject { schema },
+        _ => return None,
+    };
+    serde_json::to_value(form).ok()
 }
 
 impl LlmClient {
@@ -602,7 +631,9 @@ impl LlmClient {
             body["tools"] = Value::Array(
                 tools
                     .iter()
-                    .map(|t| json!({"type": "function", "function": t}))
+                    .filter_map(|function| {
+                        serde_json::to_value(OfferedTool::Function { function }).ok()
+                    })
                     .collect(),
             );
             // llama.cpp uses the tools only when asked to choose.

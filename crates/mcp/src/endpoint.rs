@@ -233,53 +233,10 @@ pub struct Companion {
     state: Weak<Inner>,
 }
 
-fn tool_list() -> Value {
-    let character = json!({"type": "string", "description": "a character's name (default: the current character)"});
-    json!({"tools": [
-        {
-            "name": "list_characters",
-            "description": "The companion characters, and which one is current.",
-            "inputSchema": {"type": "object", "properties": {}}
-        },
-        {
-            "name": "search_memory",
-            "description": "Search a character's long-term memory (facts learned about the user, reflections, past conversation lines) by words and/or a time window (UTC).",
-            "inputSchema": {"type": "object", "properties": {
-                "character": character,
-                "query": {"type": "string", "description": "words to look for"},
-                "since": {"type": "string", "description": "start of the time window: YYYY-MM-DD or a date-time"},
-                "until": {"type": "string", "description": "end of the time window"},
-                "days": {"type": "integer", "minimum": 1, "maximum": 3650, "description": "or: the last N days"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20}
-            }}
-        },
-        {
-            "name": "memory_context",
-            "description": "What a character would recall when answering a text: its persona and the most relevant facts.",
-            "inputSchema": {"type": "object", "properties": {
-                "character": character,
-                "text": {"type": "string", "description": "the text to answer"}
-            }, "required": ["text"]}
-        },
-        {
-            "name": "add_fact",
-            "description": "Tell a character a fact about its user, kept in its long-term memory as if the user had said it.",
-            "inputSchema": {"type": "object", "properties": {
-                "character": character,
-                "text": {"type": "string", "description": "the fact, e.g. 'The user's sister is called Ada'"},
-                "importance": {"type": "integer", "minimum": 1, "maximum": 10, "description": "default 5"}
-            }, "required": ["text"]}
-        },
-        {
-            "name": "recent_history",
-            "description": "The last lines of a character's chat history.",
-            "inputSchema": {"type": "object", "properties": {
-                "character": character,
-                "limit": {"type": "integer", "minimum": 1, "maximum": HISTORY_MAX}
-            }}
-        }
-    ]})
-}
+/// The tools `tools/list` offers with their argument schemas: JSON Schema
+/// documents, so data kept as the JSON file they are (a test checks it parses
+/// and agrees with [`HISTORY_MAX`]).
+const TOOLS: &str = include_str!("tools.json");
 
 fn text_result(text: String, is_error: bool) -> CallToolResponse {
     let content = vec![ContentBlock::text(text)];
@@ -489,8 +446,7 @@ impl rmcp::ServerHandler for Companion {
         _context: RequestContext<RoleServer>,
     ) -> impl std::future::Future<Output = Result<ListToolsResult, ErrorData>> + Send + '_ {
         std::future::ready(
-            serde_json::from_value(tool_list())
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
+            serde_json::from_str(TOOLS).map_err(|e| ErrorData::internal_error(e.to_string(), None)),
         )
     }
 
@@ -526,6 +482,27 @@ impl rmcp::ServerHandler for Companion {
 #[cfg(test)]
 mod uri_tests {
     use super::*;
+
+    #[test]
+    fn the_tool_list_parses_and_agrees_with_the_limits() {
+        let list: ListToolsResult = serde_json::from_str(TOOLS).unwrap();
+        let names: Vec<&str> = list.tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "list_characters",
+                "search_memory",
+                "memory_context",
+                "add_fact",
+                "recent_history"
+            ]
+        );
+        let history = &list.tools[4].input_schema;
+        assert_eq!(
+            history["properties"]["limit"]["maximum"],
+            serde_json::json!(HISTORY_MAX)
+        );
+    }
 
     #[test]
     fn resource_uris_round_trip() {

@@ -247,41 +247,15 @@ async fn call(
 }
 
 fn facts_schema() -> Value {
-    json!({"type": "object", "properties": {"facts": {"type": "array", "items": {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string"},
-            "entity": {"type": "string", "enum": ["master", "neko", "relationship"]},
-            "importance": {"type": "integer"},
-            "evidence": {"type": "array", "items": {"type": "integer"}}
-        },
-        "required": ["text", "entity", "importance", "evidence"]
-    }}}, "required": ["facts"]})
+    serde_json::from_str(include_str!("schemas/facts.json")).unwrap_or_default()
 }
 
 fn decisions_schema() -> Value {
-    json!({"type": "object", "properties": {"decisions": {"type": "array", "items": {
-        "type": "object",
-        "properties": {
-            "candidate": {"type": "integer"},
-            "action": {"type": "string", "enum": ["add", "duplicate", "merge", "contradicts"]},
-            "target": {"type": ["string", "null"]},
-            "text": {"type": ["string", "null"]}
-        },
-        "required": ["candidate", "action"]
-    }}}, "required": ["decisions"]})
+    serde_json::from_str(include_str!("schemas/decisions.json")).unwrap_or_default()
 }
 
 fn reflections_schema() -> Value {
-    json!({"type": "object", "properties": {"reflections": {"type": "array", "items": {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string"},
-            "entity": {"type": "string", "enum": ["master", "neko", "relationship"]},
-            "facts": {"type": "array", "items": {"type": "integer"}}
-        },
-        "required": ["text", "entity", "facts"]
-    }}}, "required": ["reflections"]})
+    serde_json::from_str(include_str!("schemas/reflections.json")).unwrap_or_default()
 }
 
 async fn run(state: &AppState, name: &str, cancel: &CancellationToken) -> Result<Outcome, Failure> {
@@ -1173,6 +1147,19 @@ fn spawn_pending(state: &AppState, name: &str, pending: Option<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_schemas_are_object_schemas() {
+        for (schema, key) in [
+            (facts_schema(), "facts"),
+            (decisions_schema(), "decisions"),
+            (reflections_schema(), "reflections"),
+        ] {
+            assert_eq!(schema["type"], "object");
+            assert_eq!(schema["required"][0], key);
+            assert_eq!(schema["properties"][key]["type"], "array");
+        }
+    }
 
     #[test]
     fn answers_are_parsed_leniently() {

@@ -21,7 +21,7 @@ use companiond_core::snapshots;
 use companiond_core::store::atomic_write;
 use companiond_core::AppState;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::error::MemoryError;
@@ -328,6 +328,17 @@ async fn publish(state: &AppState, old: &str, new: &str) -> Result<Published, Me
         .map_err(storage_error)
 }
 
+/// One of a profile's `_reserved.ai_context.rename_events` (the newest
+/// [`MAX_RENAME_EVENTS`] kept), so the character knows its former name.
+#[derive(serde::Serialize)]
+struct RenameEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    old_name: &'a str,
+    new_name: &'a str,
+    renamed_at: &'a str,
+}
+
 fn with_rename_event(mut profile: Value, old: &str, new: &str, at: &str) -> Value {
     let Some(p) = profile.as_object_mut() else {
         return profile;
@@ -348,9 +359,13 @@ fn with_rename_event(mut profile: Value, old: &str, new: &str, at: &str) -> Valu
         .entry("rename_events")
         .or_insert_with(|| Value::Array(Vec::new()));
     if let Some(list) = events.as_array_mut() {
-        list.push(
-            json!({"type": "profile_rename", "old_name": old, "new_name": new, "renamed_at": at}),
-        );
+        let event = RenameEvent {
+            kind: "profile_rename",
+            old_name: old,
+            new_name: new,
+            renamed_at: at,
+        };
+        list.extend(serde_json::to_value(event).ok());
         let excess = list.len().saturating_sub(MAX_RENAME_EVENTS);
         list.drain(..excess);
     }
@@ -614,6 +629,7 @@ fn reload(data: &Path, new: &str, journal: &mut Vec<FsStep>) -> Result<(), Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn text_rewrites() {

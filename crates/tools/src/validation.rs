@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use companiond_core::guards::is_loopback;
 use companiond_core::tools::RegisteredTool;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::error::ToolsError;
 use crate::http::{RegisterBody, ToolParameters};
@@ -87,11 +87,14 @@ pub fn role(r: Option<String>) -> Option<String> {
     r.filter(|s| !s.is_empty())
 }
 
+/// The arguments schema of a tool that takes none (a JSON Schema document).
+const EMPTY_PARAMETERS: &str = r#"{"type": "object", "properties": {}}"#;
+
 /// `parameters`: an object schema (its `type`, when given, is `"object"`);
 /// absent or null gives the empty object schema. The schema is kept as sent.
 pub fn parameters(p: Option<ToolParameters>) -> Result<Value, ToolsError> {
     let Some(p) = p else {
-        return Ok(json!({"type": "object", "properties": {}}));
+        return Ok(serde_json::from_str(EMPTY_PARAMETERS).unwrap_or_default());
     };
     if p.kind.as_deref().is_some_and(|t| t != "object") {
         return Err(invalid(
@@ -147,6 +150,15 @@ pub fn validate_callback_url(raw: &str) -> Result<String, ToolsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn no_parameters_is_the_empty_object_schema() {
+        assert_eq!(
+            parameters(None).unwrap(),
+            serde_json::json!({"type": "object", "properties": {}})
+        );
+    }
 
     #[test]
     fn callback_urls() {

@@ -90,6 +90,16 @@ fn main_icon(card: &Map<String, Value>) -> Option<String> {
         .map(str::to_string)
 }
 
+/// One entry of a V3 card's `data.assets`.
+#[derive(serde::Serialize)]
+struct CardAsset<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    uri: String,
+    name: &'a str,
+    ext: &'a str,
+}
+
 /// A CHARX archive of `card` with `assets` (relative path, bytes); when
 /// `image` is given and the card names no embedded main icon, the image is
 /// added as the archive's `assets/icon/images/main.<ext>` and listed in `data.assets`.
@@ -106,8 +116,13 @@ pub fn write(
             if let Some(Value::Object(d)) = card.get_mut("data") {
                 let list = d.entry("assets").or_insert_with(|| json!([]));
                 if let Some(a) = list.as_array_mut() {
-                    a.push(json!({"type": "icon", "uri": format!("embeded://{path}"),
-                                  "name": "main", "ext": ext}));
+                    let icon = CardAsset {
+                        kind: "icon",
+                        uri: format!("embeded://{path}"),
+                        name: "main",
+                        ext,
+                    };
+                    a.push(serde_json::to_value(icon).map_err(|e| e.to_string())?);
                 }
             }
             files.retain(|(p, _)| *p != path);

@@ -124,6 +124,16 @@ async fn send_event(s: &mut TcpStream, kind: &str, data: Value) -> Result<(), Tt
     send_event_with(s, kind, data, &[]).await
 }
 
+/// An event's header line.
+#[derive(serde::Serialize)]
+struct Header<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    data: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_length: Option<usize>,
+}
+
 /// Write one event: the header line (`data` inline, `payload_length` when
 /// there is a payload), then the payload.
 pub async fn send_event_with<W: tokio::io::AsyncWrite + Unpin>(
@@ -132,11 +142,12 @@ pub async fn send_event_with<W: tokio::io::AsyncWrite + Unpin>(
     data: Value,
     payload: &[u8],
 ) -> Result<(), TtsError> {
-    let mut head = json!({"type": kind, "data": data});
-    if !payload.is_empty() {
-        head["payload_length"] = json!(payload.len());
-    }
-    let mut bytes = head.to_string().into_bytes();
+    let head = Header {
+        kind,
+        data,
+        payload_length: (!payload.is_empty()).then_some(payload.len()),
+    };
+    let mut bytes = serde_json::to_vec(&head).map_err(|e| TtsError::Unavailable(e.to_string()))?;
     bytes.push(b'\n');
     bytes.extend_from_slice(payload);
     s.write_all(&bytes)

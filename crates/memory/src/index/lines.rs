@@ -2,12 +2,13 @@
 //! read from the last indexed element on, any other change by a multiset
 //! diff), and what the extraction has not read yet.
 
+use companiond_core::history::line::PageLine;
 use std::collections::HashMap;
 use std::path::Path;
 
 use rusqlite::{params, Connection};
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::stores;
@@ -217,7 +218,8 @@ pub(crate) fn insert_line_ref(
     )
     .map_err(db_err)?;
     // The original's time index, in its shape (a langchain message per row).
-    let message = json!({"type": speaker, "data": {"content": text}}).to_string();
+    let message =
+        serde_json::to_string(&PageLine::new(speaker, text)).map_err(|e| e.to_string())?;
     conn.execute(
         "INSERT INTO time_indexed_original(session_id, message, timestamp) VALUES (?1, ?2, ?3)",
         params![
@@ -381,6 +383,7 @@ mod tests {
     use super::*;
     use crate::index::testutil::{synced, tmp};
     use crate::index::*;
+    use serde_json::json;
 
     #[test]
     fn lines_follow_the_history_and_search_works() {
