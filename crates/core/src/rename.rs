@@ -8,14 +8,38 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use serde::Serialize;
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use crate::AppState;
 
 /// The rename transaction as a family provides it.
 pub trait CharacterRename: Send + Sync {
     /// Rename `old` to `new`; `Ok` is the success body of the transaction.
-    fn rename(&self, old: String, new: String) -> BoxFuture<'static, Result<Value, RenameError>>;
+    fn rename(&self, old: String, new: String) -> BoxFuture<'static, Result<Renamed, RenameError>>;
+}
+
+/// The success answer of a rename: either it ran (`changed`, with
+/// `memory_renamed` and `memory_server_reloaded`), or the configuration
+/// already held the new name (`already_renamed`, `exists_after`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"success": true, "changed": true, "memory_renamed": true,
+    "memory_server_reloaded": true, "old_name": "Mika", "new_name": "Hana"}))]
+pub struct Renamed {
+    pub success: bool,
+    pub changed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub already_renamed: Option<bool>,
+    /// Whether the new name's memory storage exists (an earlier rename's result).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exists_after: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_renamed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_server_reloaded: Option<bool>,
+    pub old_name: String,
+    pub new_name: String,
 }
 
 /// The installed rename transaction (`state.provide(Arc::new(Renamer::new(..)))`).
@@ -83,7 +107,7 @@ pub async fn rename_character(
     state: &AppState,
     old: &str,
     new: &str,
-) -> Result<Value, RenameError> {
+) -> Result<Renamed, RenameError> {
     match state.provided::<Renamer>() {
         Some(r) => r.0.rename(old.to_string(), new.to_string()).await,
         None => Err(RenameError::unavailable()),

@@ -235,7 +235,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("rename_character")
         .json_body::<cards::RenameBody>()
-        .ok::<cards::Renamed>()
+        .ok::<companiond_core::rename::Renamed>()
         .fails_of([bad_request(), rename()])
         .put(
             "/api/characters/catgirl/l2d/{name}",

@@ -23,10 +23,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use companiond_core::rename::{CharacterRename, RenameError};
+use companiond_core::rename::{CharacterRename, RenameError, Renamed};
 use companiond_core::state::MemoryService;
 use futures::future::BoxFuture;
-use serde_json::Value;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
@@ -132,15 +131,14 @@ struct Renamer {
 }
 
 impl CharacterRename for Renamer {
-    fn rename(&self, old: String, new: String) -> BoxFuture<'static, Result<Value, RenameError>> {
+    fn rename(&self, old: String, new: String) -> BoxFuture<'static, Result<Renamed, RenameError>> {
         let state = self.state.upgrade().map(AppState);
         Box::pin(async move {
             let Some(state) = state else {
                 return Err(MemoryError::Busy("the server is stopping".into()).into());
             };
             let rt = MemoryRuntime::of(&state);
-            let renamed = rename::rename(&state, &rt, &old, &new).await?;
-            serde_json::to_value(renamed).map_err(|e| MemoryError::Internal(e.to_string()).into())
+            Ok(rename::rename(&state, &rt, &old, &new).await?)
         })
     }
 }
@@ -380,7 +378,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("update_character_name")
         .json_body::<RenameAliasBody>()
-        .ok::<rename::Renamed>()
+        .ok::<Renamed>()
         .fails::<MemoryError>()
         .post(
             "/api/characters/profile/{old_name}/rename",
@@ -389,7 +387,7 @@ pub fn api(state: &AppState) -> Api {
         )
         .id("rename_character")
         .json_body::<RenameBody>()
-        .ok::<rename::Renamed>()
+        .ok::<Renamed>()
         .fails::<MemoryError>()
         .get(
             "/api/memory/review_config",

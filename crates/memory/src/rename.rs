@@ -17,12 +17,11 @@ use std::time::Duration;
 
 use companiond_core::characters::{validate_name, CharacterError, NameRules};
 use companiond_core::history;
+use companiond_core::rename::Renamed;
 use companiond_core::snapshots;
 use companiond_core::store::atomic_write;
 use companiond_core::AppState;
-use serde::Serialize;
 use serde_json::{Map, Value};
-use utoipa::ToSchema;
 
 use crate::error::MemoryError;
 use crate::{fence, unit, MemoryRuntime};
@@ -47,28 +46,6 @@ fn invalid(which: &str, e: companiond_core::characters::NameError) -> MemoryErro
         code: e.code(),
         error: format!("{which}: {}", e.message()),
     }
-}
-
-/// The success answer of a rename: either it ran (`changed`, with
-/// `memory_renamed` and `memory_server_reloaded`), or the configuration
-/// already held the new name (`already_renamed`, `exists_after`).
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"success": true, "changed": true, "memory_renamed": true,
-    "memory_server_reloaded": true, "old_name": "Mika", "new_name": "Hana"}))]
-pub struct Renamed {
-    pub success: bool,
-    pub changed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub already_renamed: Option<bool>,
-    /// Whether the new name's memory storage exists (an earlier rename's result).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exists_after: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_renamed: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_server_reloaded: Option<bool>,
-    pub old_name: String,
-    pub new_name: String,
 }
 
 /// Run the transaction. `Ok` is the success body.

@@ -215,25 +215,6 @@ pub(crate) fn done() -> Json<Done> {
     Json(Done { success: true })
 }
 
-/// The answer of the rename transaction (the interface's rename route, built
-/// by the memory family): `changed:false, already_renamed:true` when the
-/// configuration already holds the new name.
-#[derive(ToSchema)]
-#[schema(as = FrontendRenamed)]
-#[schema(example = json!({"success": true, "changed": true, "memory_renamed": true,
-    "memory_server_reloaded": true, "old_name": "Mika", "new_name": "Mia"}))]
-#[allow(dead_code)] // an answer: the schema of the JSON `rename_character` builds
-pub(crate) struct Renamed {
-    success: bool,
-    changed: bool,
-    old_name: String,
-    new_name: String,
-    memory_renamed: Option<bool>,
-    memory_server_reloaded: Option<bool>,
-    already_renamed: Option<bool>,
-    exists_after: Option<bool>,
-}
-
 // ------------------------------------------------------------------ current
 
 pub(crate) async fn current_get(State(st): State<AppState>) -> Response {
@@ -516,7 +497,7 @@ pub(crate) async fn rename(
     State(st): State<AppState>,
     UrlPath(old): UrlPath<String>,
     BodyOf(body): BodyOf<RenameBody>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<companiond_core::rename::Renamed>> {
     let Some(new) = body.new_name.filter(|s| !s.trim().is_empty()) else {
         return Err(bad("new_name (non-empty string) is required"));
     };

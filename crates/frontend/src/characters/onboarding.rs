@@ -6,7 +6,7 @@ use axum::Json;
 use companiond_core::envelope::{body_refused, loose, no_store, BodyOf, SuccessEnvelope};
 use companiond_core::AppState;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::*;
@@ -15,8 +15,7 @@ use super::*;
 
 /// The first-run onboarding state (as saved; `completed` before any save:
 /// without presets there is nothing to choose).
-#[derive(ToSchema)]
-#[allow(dead_code)] // an answer: the schema of the stored JSON `onboarding_get` shows
+#[derive(Clone, Serialize, Deserialize, ToSchema)]
 pub(crate) struct OnboardingState {
     version: Option<u32>,
     /// `pending`, `completed` or `skipped`.
@@ -25,9 +24,23 @@ pub(crate) struct OnboardingState {
     handled_at: Option<String>,
     manual_reselect_character_name: Option<String>,
     manual_reselect_requested_at: Option<String>,
-    /// Other keys (kept as sent or ignored, as said above).
+    /// Other keys of the stored document, shown as stored.
     #[serde(flatten)]
     rest: Map<String, Value>,
+}
+
+impl OnboardingState {
+    /// The state recorded now with `status`.
+    fn recorded(status: Option<&str>, handled_at: Option<String>) -> Self {
+        OnboardingState {
+            version: Some(1),
+            status: status.map(str::to_string),
+            handled_at,
+            manual_reselect_character_name: None,
+            manual_reselect_requested_at: None,
+            rest: Map::new(),
+        }
+    }
 }
 
 /// The onboarding state.
@@ -36,8 +49,7 @@ pub(crate) struct OnboardingState {
     "handled_at": null, "manual_reselect_character_name": null, "manual_reselect_requested_at": null}}))]
 pub(crate) struct Onboarding {
     success: bool,
-    #[schema(value_type = OnboardingState)]
-    state: Value,
+    state: OnboardingState,
 }
 
 /// The onboarding outcome to record (anything else, text or not, is a 400).
@@ -92,18 +104,17 @@ pub(crate) async fn presets() -> Json<Presets> {
 const ONBOARDING_DOC: &str = "config/persona_onboarding.json";
 
 pub(crate) async fn onboarding_get(State(st): State<AppState>) -> Response {
+    // Read as a value first: a document of another shape (hand-edited, another
+    // release) is shown as the default, and left as it is on disk.
     let saved = st
         .store
         .read::<Value>(ONBOARDING_DOC)
         .await
         .ok()
         .flatten()
-        .filter(Value::is_object);
+        .and_then(|v| serde_json::from_value::<OnboardingState>(v).ok());
     // Without presets there is nothing to choose: report the first run as done.
-    let state = saved.unwrap_or_else(|| {
-        json!({"version": 1, "status": "completed", "handled_at": null,
-               "manual_reselect_character_name": null, "manual_reselect_requested_at": null})
-    });
+    let state = saved.unwrap_or_else(|| OnboardingState::recorded(Some("completed"), None));
     no_store(Json(Onboarding {
         success: true,
         state,
@@ -118,8 +129,7 @@ pub(crate) async fn onboarding_set(
     if !matches!(status, "pending" | "completed" | "skipped") {
         return Err(bad("status must be pending, completed or skipped"));
     }
-    let state = json!({"version": 1, "status": status, "handled_at": companiond_core::now_rfc3339(),
-                       "manual_reselect_character_name": null, "manual_reselect_requested_at": null});
+    let state = OnboardingState::recorded(Some(status), Some(companiond_core::now_rfc3339()));
     st.store
         .write(ONBOARDING_DOC, state.clone())
         .await

@@ -52,7 +52,7 @@ pub(crate) async fn rename_alias(
     State(st): State<AppState>,
     Ext(rt): Ext<MemoryRuntime>,
     BodyOf(body): BodyOf<RenameAliasBody>,
-) -> Answer<rename::Renamed> {
+) -> Answer<companiond_core::rename::Renamed> {
     let old = name_field(body.old_name, "old_name")?;
     let new = name_field(body.new_name, "new_name")?;
     rename::rename(&st, &rt, &old, &new).await.map(Json)
@@ -64,7 +64,7 @@ pub(crate) async fn rename_canonical(
     Ext(rt): Ext<MemoryRuntime>,
     old: Result<UrlPath<String>, PathRejection>,
     BodyOf(body): BodyOf<RenameBody>,
-) -> Answer<rename::Renamed> {
+) -> Answer<companiond_core::rename::Renamed> {
     let UrlPath(old) =
         old.map_err(|e| MemoryError::BadRequest(format!("invalid old_name: {e}")))?;
     let new = name_field(body.new_name, "new_name")?;
