@@ -20,6 +20,15 @@ pub struct PersonaName {
     lanlan_name: Option<String>,
 }
 
+/// `persona_name`, else `lanlan_name`, trimmed; `None` when both are absent or
+/// the first given is blank (every body naming a character reads it so).
+pub fn first_named(persona_name: Option<&str>, lanlan_name: Option<&str>) -> Option<String> {
+    persona_name
+        .or(lanlan_name)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 impl PersonaName {
     /// `persona_name: name`.
     pub fn of(name: &str) -> Self {
@@ -31,11 +40,7 @@ impl PersonaName {
 
     /// The name, trimmed; `None` when both are missing or the first text is blank.
     pub fn named(&self) -> Option<String> {
-        self.persona_name
-            .as_deref()
-            .or(self.lanlan_name.as_deref())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
+        first_named(self.persona_name.as_deref(), self.lanlan_name.as_deref())
     }
 
     /// The named character, else the current one; 400 `missing_persona_name`

@@ -93,23 +93,13 @@ impl Entry {
     /// Read a stored value in any accepted shape; `None` for entries that are
     /// not a line of text by a known speaker.
     pub fn parse(v: &Value) -> Option<Entry> {
-        let speaker = match v.get("type").and_then(Value::as_str) {
-            Some("human") => Speaker::Human,
-            Some("ai") => Speaker::Ai,
-            Some("system") => Speaker::System,
-            Some(_) => return None,
-            None => match v.get("role").and_then(Value::as_str)? {
-                "user" | "human" => Speaker::Human,
-                "assistant" | "ai" => Speaker::Ai,
-                "system" => Speaker::System,
-                _ => return None,
-            },
+        let speaker = match line::kind_of(v).as_str() {
+            "human" => Speaker::Human,
+            "ai" => Speaker::Ai,
+            "system" => Speaker::System,
+            _ => return None,
         };
-        let text = v
-            .get("data")
-            .and_then(|d| d.get("content"))
-            .or_else(|| v.get("content"))?
-            .as_str()?;
+        let text = line::content_str(v)?;
         Some(Entry {
             speaker,
             data: Content {

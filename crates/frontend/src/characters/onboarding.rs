@@ -31,10 +31,10 @@ pub(crate) struct OnboardingState {
 
 impl OnboardingState {
     /// The state recorded now with `status`.
-    fn recorded(status: Option<&str>, handled_at: Option<String>) -> Self {
+    fn recorded(status: &str, handled_at: Option<String>) -> Self {
         OnboardingState {
             version: Some(1),
-            status: status.map(str::to_string),
+            status: Some(status.to_string()),
             handled_at,
             manual_reselect_character_name: None,
             manual_reselect_requested_at: None,
@@ -114,7 +114,7 @@ pub(crate) async fn onboarding_get(State(st): State<AppState>) -> Response {
         .flatten()
         .and_then(|v| serde_json::from_value::<OnboardingState>(v).ok());
     // Without presets there is nothing to choose: report the first run as done.
-    let state = saved.unwrap_or_else(|| OnboardingState::recorded(Some("completed"), None));
+    let state = saved.unwrap_or_else(|| OnboardingState::recorded("completed", None));
     no_store(Json(Onboarding {
         success: true,
         state,
@@ -129,7 +129,7 @@ pub(crate) async fn onboarding_set(
     if !matches!(status, "pending" | "completed" | "skipped") {
         return Err(bad("status must be pending, completed or skipped"));
     }
-    let state = OnboardingState::recorded(Some(status), Some(companiond_core::now_rfc3339()));
+    let state = OnboardingState::recorded(status, Some(companiond_core::now_rfc3339()));
     st.store
         .write(ONBOARDING_DOC, state.clone())
         .await

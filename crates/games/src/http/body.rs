@@ -13,8 +13,8 @@ use utoipa::ToSchema;
 use crate::error::{Failure, Reason};
 use crate::games::game_routes::Signals;
 
-/// Longest character name or session id accepted from a body.
-const MAX_ID_CHARS: usize = 128;
+/// Longest character name or session id accepted from a body (or a query).
+pub(crate) const MAX_ID_CHARS: usize = 128;
 /// Largest integer a JavaScript client represents exactly (2^53 - 1).
 pub const MAX_SAFE_INT: i64 = (1 << 53) - 1;
 /// Longest `gameStartedElapsedMs` taken into account (30 days).

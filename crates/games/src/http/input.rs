@@ -6,15 +6,13 @@ use axum::body::Body;
 use companiond_core::AppState;
 use serde_json::{Map, Value};
 
-use super::body::current_persona;
+use super::body::{current_persona, MAX_ID_CHARS};
 use super::queries::PersonaQuery;
 use crate::error::{Failure, Reason};
 use crate::text::truncate_chars;
 
 /// Largest JSON body of these routes.
 pub const MAX_BODY: usize = 1024 * 1024;
-/// Longest character name taken from a query.
-const MAX_ID_CHARS: usize = 128;
 
 /// Read and parse a JSON object body (at most [`MAX_BODY`]).
 pub async fn body_map(body: Body) -> Result<Map<String, Value>, Failure> {

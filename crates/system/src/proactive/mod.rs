@@ -101,11 +101,7 @@ fn cut(s: &Option<String>, max: usize) -> Option<String> {
 impl ProactiveBody {
     /// `persona_name`, else `lanlan_name`, trimmed; `None` when blank.
     pub fn named(&self) -> Option<String> {
-        self.persona_name
-            .as_deref()
-            .or(self.lanlan_name.as_deref())
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
+        crate::persona::first_named(self.persona_name.as_deref(), self.lanlan_name.as_deref())
     }
 
     /// The enabled sources (all three when not given).
