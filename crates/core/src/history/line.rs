@@ -32,15 +32,15 @@ pub fn is_theater(v: &Value) -> bool {
 }
 
 /// The stored type of a message (`human`, `ai`, `system`, ...).
-pub fn kind_of(v: &Value) -> String {
+pub fn kind_of(v: &Value) -> &str {
     if let Some(t) = v.get("type").and_then(Value::as_str) {
-        return t.to_string();
+        return t;
     }
     match v.get("role").and_then(Value::as_str) {
-        Some("user") => "human".into(),
-        Some("assistant") => "ai".into(),
-        Some(r) => r.to_string(),
-        None => String::new(),
+        Some("user") => "human",
+        Some("assistant") => "ai",
+        Some(r) => r,
+        None => "",
     }
 }
 

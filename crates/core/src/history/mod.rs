@@ -93,7 +93,7 @@ impl Entry {
     /// Read a stored value in any accepted shape; `None` for entries that are
     /// not a line of text by a known speaker.
     pub fn parse(v: &Value) -> Option<Entry> {
-        let speaker = match line::kind_of(v).as_str() {
+        let speaker = match line::kind_of(v) {
             "human" => Speaker::Human,
             "ai" => Speaker::Ai,
             "system" => Speaker::System,
